@@ -1,0 +1,75 @@
+// Package facts gathers, in one round trip per host, everything the modules
+// need to know about a host's memory and its PostgreSQL cluster.
+package facts
+
+// Facts is what pgtune knows about one host. Sizes are in bytes.
+type Facts struct {
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	User     string `json:"user"` // login user
+	IsRoot   bool   `json:"is_root"`
+
+	MemTotal       int64 `json:"mem_total"`
+	MemAvailable   int64 `json:"mem_available"`
+	HugePageSize   int64 `json:"hugepage_size"`
+	HugePagesTotal int64 `json:"hugepages_total"` // pages
+	HugePagesFree  int64 `json:"hugepages_free"`  // pages
+	HugePagesRsvd  int64 `json:"hugepages_rsvd"`  // pages
+	HugePagesSurp  int64 `json:"hugepages_surp"`  // pages
+	CommitLimit    int64 `json:"commit_limit"`
+	CommittedAS    int64 `json:"committed_as"`
+	PageTables     int64 `json:"page_tables"`
+
+	// Sysctl holds the live value of each vm.* key pgtune manages
+	// (vm.nr_hugepages, vm.overcommit_memory, vm.overcommit_kbytes,
+	// vm.overcommit_ratio), as the kernel prints it.
+	Sysctl map[string]string `json:"sysctl"`
+	// SysctlWritable is false where /proc/sys is read-only (containers).
+	SysctlWritable bool `json:"sysctl_writable"`
+	// SysctlFiles lists every assignment of a managed key found in the
+	// sysctl configuration directories, in the order systemd-sysctl applies
+	// them (the last one wins at boot).
+	SysctlFiles []SysctlSetting `json:"sysctl_files"`
+
+	NUMANodes int `json:"numa_nodes"`
+	// NodeHugePages is nr_hugepages per NUMA node (by node number) for the
+	// default huge page size; empty on single-node hosts.
+	NodeHugePages map[int]int64 `json:"node_hugepages,omitempty"`
+
+	// Postgres is the cluster pgtune manages on this host; nil when none
+	// was found (PostgresError says why).
+	Postgres      *Postgres `json:"postgres"`
+	PostgresError string    `json:"postgres_error,omitempty"`
+}
+
+// SysctlSetting is one `key = value` line in a sysctl configuration file.
+type SysctlSetting struct {
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Postgres describes one cluster.
+type Postgres struct {
+	// Source says how the cluster was found: inventory, postmaster,
+	// pg_lsclusters.
+	Source     string `json:"source"`
+	DataDir    string `json:"data_dir"`
+	BinDir     string `json:"bin_dir"`    // directory holding postgres, pg_ctl
+	ConfigFile string `json:"config_file"` // active postgresql.conf
+	Version    string `json:"version"`     // full, e.g. "15.18"
+	Major      int    `json:"major"`       // e.g. 15
+	Owner      string `json:"owner"`       // owner of the data directory
+	Running    bool   `json:"running"`
+	PID        int    `json:"pid,omitempty"` // postmaster
+	Port       int    `json:"port,omitempty"`
+	// HugetlbPages is HugetlbPages from the postmaster's /proc/PID/status
+	// (bytes): > 0 means its shared memory sits on huge pages.
+	HugetlbPages int64 `json:"hugetlb_pages"`
+	// StartTime is the postmaster's start time in clock ticks since boot
+	// (/proc/PID/stat field 22): it changes exactly when postgres restarts.
+	StartTime int64 `json:"start_time,omitempty"`
+	// Cluster is Debian's cluster name (e.g. "main") when known.
+	Cluster string `json:"cluster,omitempty"`
+}

@@ -1,0 +1,35 @@
+// Package engine plans and applies memory policy across a fleet: it loads
+// what to do (inventory, playbook), gathers facts once per host, orders the
+// modules by what they declare they need, and runs check → apply → verify.
+package engine
+
+import (
+	"context"
+
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+// Module is one piece of policy (hugepages, pgconf, overcommit).
+//
+// One code path serves the dry run and the real run: Check computes the
+// typed change set without touching the host; Apply does exactly those
+// changes (the engine re-runs Check right before Apply and refuses when the
+// result moved); Verify reads back from the kernel or the postmaster that
+// the changes took.
+type Module interface {
+	// Name is the module's key in a playbook's policy mapping.
+	Name() string
+	// Requires names the modules whose planned outputs this one plans
+	// from; they run first. The order never comes from YAML position.
+	Requires() []string
+	// NewParams returns a pointer to the module's parameter struct with
+	// defaults filled in; the playbook's section is decoded into it with
+	// unknown keys refused.
+	NewParams() any
+	// Check compares the host with the policy. It must not change the host.
+	Check(ctx context.Context, t *Target, params any) (*plan.ModulePlan, error)
+	// Apply makes the changes of p, which Check returned moments ago.
+	Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error
+	// Verify confirms the changes of p took effect.
+	Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error
+}

@@ -1,0 +1,63 @@
+// Package transport is how commands and files reach a host: over SSH or on
+// this machine. Everything above it (facts, modules) speaks only Transport, so
+// the same code path runs against a laptop, a CI box or a fleet.
+package transport
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Command is one program invocation. Args are passed as a vector: the local
+// transport never involves a shell, and the SSH transport quotes every
+// argument, so no inventory value can inject shell syntax.
+type Command struct {
+	Args []string
+	// Stdin, when non-nil, is fed to the program.
+	Stdin []byte
+	// Become runs the command privileged (sudo -n) when the login user is
+	// not root. It is a no-op for root.
+	Become bool
+}
+
+// String renders the command as it would be typed, for logs and errors.
+func (c Command) String() string { return Join(c.Args) }
+
+// Result is what a finished command left behind.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// ExitError reports a command that ran but exited non-zero.
+type ExitError struct {
+	Command string
+	Result
+}
+
+func (e *ExitError) Error() string {
+	msg := strings.TrimSpace(string(e.Stderr))
+	if msg == "" {
+		msg = strings.TrimSpace(string(e.Stdout))
+	}
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
+	}
+	if msg == "" {
+		return fmt.Sprintf("%s: exit status %d", e.Command, e.ExitCode)
+	}
+	return fmt.Sprintf("%s: exit status %d: %s", e.Command, e.ExitCode, msg)
+}
+
+// Transport runs commands on one host. Implementations must be safe for
+// concurrent use: the SSH transport multiplexes sessions over one connection.
+type Transport interface {
+	// Run executes cmd and waits for it. A command that ran and exited
+	// non-zero returns its Result and an *ExitError; any other error means
+	// the command could not be run (connection lost, context cancelled).
+	Run(ctx context.Context, cmd Command) (Result, error)
+	// Close releases the connection. It is safe to call more than once.
+	Close() error
+}

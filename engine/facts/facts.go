@@ -73,3 +73,12 @@ type Postgres struct {
 	// Cluster is Debian's cluster name (e.g. "main") when known.
 	Cluster string `json:"cluster,omitempty"`
 }
+
+// Options are the inventory's say in gathering.
+type Options struct {
+	// Become reads privileged files through sudo -n.
+	Become bool
+	// PGData, PGBin and PGConfigFile override cluster discovery
+	// (inventory keys pg_data, pg_bin, pg_config_file).
+	PGData, PGBin, PGConfigFile string
+}

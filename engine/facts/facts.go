@@ -56,7 +56,7 @@ type Postgres struct {
 	// pg_lsclusters.
 	Source     string `json:"source"`
 	DataDir    string `json:"data_dir"`
-	BinDir     string `json:"bin_dir"`    // directory holding postgres, pg_ctl
+	BinDir     string `json:"bin_dir"`     // directory holding postgres, pg_ctl
 	ConfigFile string `json:"config_file"` // active postgresql.conf
 	Version    string `json:"version"`     // full, e.g. "15.18"
 	Major      int    `json:"major"`       // e.g. 15

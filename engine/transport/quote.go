@@ -4,7 +4,7 @@ import "strings"
 
 // Quote returns s as one POSIX shell word. Words made only of safe
 // characters are left bare so commands stay readable in logs; everything
-// else is single-quoted, with embedded single quotes spelled '\''.
+// else is single-quoted, with embedded single quotes spelled '\”.
 func Quote(s string) string {
 	if s == "" {
 		return "''"

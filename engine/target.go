@@ -30,6 +30,9 @@ type Target struct {
 	// check mode.
 	Journal *Journal
 
+	// PGRestart is the inventory's pg_restart command, when set.
+	PGRestart string
+
 	outputs map[string]map[string]any
 }
 

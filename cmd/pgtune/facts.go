@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+)
+
+// runFacts prints what pgtune knows about each host.
+func (a *App) runFacts(args []string) int {
+	o, err := a.parse("facts", args, 0, func(fs *flag.FlagSet, o *options) {
+		targetFlags(fs, o)
+	})
+	if err != nil {
+		return a.usageError(err)
+	}
+	l, mods, err := a.load(o)
+	if err != nil {
+		return a.fail(err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	hosts := a.runner(o, mods).Facts(ctx, l.hosts)
+	if o.format == "json" {
+		enc := json.NewEncoder(a.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"hosts": hosts})
+	} else {
+		for _, h := range hosts {
+			writeFactsText(a.Stdout, h)
+		}
+	}
+	for _, h := range hosts {
+		if h.Error != nil {
+			return 1
+		}
+	}
+	return 0
+}
+
+func writeFactsText(w io.Writer, h engine.HostFacts) {
+	fmt.Fprintf(w, "%s:\n", h.Name)
+	if h.Error != nil {
+		fmt.Fprintf(w, "  error: %s\n\n", *h.Error)
+		return
+	}
+	f := h.Facts
+	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-22s "+format+"\n", append([]any{k + ":"}, args...)...) }
+	row("kernel", "%s (%s)", f.Kernel, f.Hostname)
+	row("user", "%s (root: %t)", f.User, f.IsRoot)
+	row("memory", "total %s, available %s", size(f.MemTotal), size(f.MemAvailable))
+	row("huge pages", "%d × %s (free %d, reserved %d, surplus %d)", f.HugePagesTotal, size(f.HugePageSize), f.HugePagesFree, f.HugePagesRsvd, f.HugePagesSurp)
+	row("commit", "limit %s, committed %s", size(f.CommitLimit), size(f.CommittedAS))
+	row("page tables", "%s", size(f.PageTables))
+	row("numa nodes", "%d", f.NUMANodes)
+	keys := make([]string, 0, len(f.Sysctl))
+	for k := range f.Sysctl {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row(k, "%s", f.Sysctl[k])
+	}
+	if !f.SysctlWritable {
+		row("sysctl", "/proc/sys is read-only")
+	}
+	for _, s := range f.SysctlFiles {
+		row("sysctl file", "%s:%d %s = %s", s.File, s.Line, s.Key, s.Value)
+	}
+	writePostgres(w, f, row)
+	fmt.Fprintln(w)
+}
+
+func writePostgres(w io.Writer, f *facts.Facts, row func(string, string, ...any)) {
+	pg := f.Postgres
+	if pg == nil {
+		msg := "no PostgreSQL cluster found"
+		if f.PostgresError != "" {
+			msg += ": " + f.PostgresError
+		}
+		row("postgres", "%s", msg)
+		return
+	}
+	state := "stopped"
+	if pg.Running {
+		state = fmt.Sprintf("running, pid %d", pg.PID)
+	}
+	row("postgres", "%s (%s, found via %s)", pg.Version, state, pg.Source)
+	row("data directory", "%s (owner %s)", pg.DataDir, pg.Owner)
+	row("config file", "%s", pg.ConfigFile)
+	row("binaries", "%s", pg.BinDir)
+	if pg.Running {
+		row("on huge pages", "%t (HugetlbPages %s)", pg.HugetlbPages > 0, size(pg.HugetlbPages))
+	}
+}
+
+// size renders bytes in binary units, exact where possible.
+func size(b int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f := float64(b)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	s := fmt.Sprintf("%.1f", f)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + units[i]
+}

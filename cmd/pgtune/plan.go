@@ -1,0 +1,93 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/pgtune/pgtune/engine/report"
+)
+
+func (a *App) render(w io.Writer, format string, r *report.Report) {
+	var err error
+	if format == "json" {
+		err = report.WriteJSON(w, r)
+	} else {
+		err = report.WriteText(w, r)
+	}
+	if err != nil {
+		fmt.Fprintf(a.Stderr, "pgtune: writing report: %v\n", err)
+	}
+}
+
+// runCheck is the dry run: plan every host, change nothing.
+func (a *App) runCheck(args []string) int {
+	o, err := a.parse("check", args, 1, targetFlags)
+	if err != nil {
+		return a.usageError(err)
+	}
+	l, mods, err := a.load(o)
+	if err != nil {
+		return a.fail(err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	s, err := a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer s.Close()
+	r := s.Report("check")
+	a.render(a.Stdout, o.format, r)
+	return r.ExitCode()
+}
+
+// runApply plans, shows the plan, asks, applies and verifies.
+func (a *App) runApply(args []string) int {
+	o, err := a.parse("apply", args, 1, func(fs *flag.FlagSet, o *options) {
+		targetFlags(fs, o)
+		fs.BoolVar(&o.yes, "yes", false, "apply without asking")
+		fs.BoolVar(&o.yes, "y", false, "short for --yes")
+	})
+	if err != nil {
+		return a.usageError(err)
+	}
+	l, mods, err := a.load(o)
+	if err != nil {
+		return a.fail(err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	s, err := a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer s.Close()
+	planned := s.Report("check")
+	if s.HasChanges() {
+		// The plan goes where a person reads it; with --format json stdout
+		// carries only the final document.
+		w := a.Stdout
+		if o.format == "json" {
+			w = a.Stderr
+		}
+		report.WriteText(w, planned)
+		if err := a.confirm(o, fmt.Sprintf("Apply these changes to %d host(s)?", planned.Summary.Drift)); err != nil {
+			return a.fail(err)
+		}
+	}
+	s.Apply(ctx)
+	r := s.Report("apply")
+	a.render(a.Stdout, o.format, r)
+	return r.ExitCode()
+}
+
+// usageError reports a command-line mistake. flag has already printed
+// its own message for unknown flags.
+func (a *App) usageError(err error) int {
+	if err == flag.ErrHelp {
+		return 0
+	}
+	fmt.Fprintf(a.Stderr, "%v\n", err)
+	return 1
+}

@@ -1,0 +1,112 @@
+// Package report is the outcome of a run as users and other tools see it:
+// the JSON document of DESIGN.md and the text a person reads.
+package report
+
+import (
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+// Status is a host's outcome.
+type Status string
+
+const (
+	InPolicy    Status = "in_policy"   // check: nothing to change
+	Drift       Status = "drift"       // check: changes needed
+	Changed     Status = "changed"     // apply: changes made and verified
+	OK          Status = "ok"          // apply: nothing needed changing, verified
+	Failed      Status = "failed"      // any error on a reachable host
+	Unreachable Status = "unreachable" // could not connect
+)
+
+// Report is one run over a set of hosts.
+type Report struct {
+	Mode    string  `json:"-"` // check | apply | rollback
+	RunID   string  `json:"run_id,omitempty"`
+	Hosts   []Host  `json:"hosts"`
+	Summary Summary `json:"summary"`
+}
+
+// Host is one host's outcome.
+type Host struct {
+	Name    string   `json:"name"`
+	Status  Status   `json:"status"`
+	Changes []Change `json:"changes"`
+	Error   *string  `json:"error"`
+	// Notes are things worth knowing that are not changes.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Change is plan.Change as rendered for people and tools: sensitive
+// values are masked here, once, for every output format.
+type Change struct {
+	Module string `json:"module"`
+	Target string `json:"target"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+	Kind   string `json:"kind"`
+	Diff   string `json:"diff,omitempty"`
+}
+
+// Masked is what a sensitive value is shown as.
+const Masked = "(sensitive)"
+
+// FromPlan converts planned changes for the report.
+func FromPlan(cs []plan.Change) []Change {
+	out := make([]Change, 0, len(cs))
+	for _, c := range cs {
+		rc := Change{Module: c.Module, Target: c.Target, Before: c.Before, After: c.After, Kind: string(c.Kind), Diff: c.Diff}
+		if c.Sensitive {
+			rc.Before, rc.After = Masked, Masked
+			if rc.Diff != "" {
+				rc.Diff = Masked
+			}
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// Summary counts hosts by status.
+type Summary struct {
+	Hosts       int `json:"hosts"`
+	InPolicy    int `json:"in_policy"`
+	Drift       int `json:"drift"`
+	Changed     int `json:"changed"`
+	OK          int `json:"ok"`
+	Failed      int `json:"failed"`
+	Unreachable int `json:"unreachable"`
+}
+
+// Summarize recomputes the summary from the hosts.
+func (r *Report) Summarize() {
+	s := Summary{Hosts: len(r.Hosts)}
+	for _, h := range r.Hosts {
+		switch h.Status {
+		case InPolicy:
+			s.InPolicy++
+		case Drift:
+			s.Drift++
+		case Changed:
+			s.Changed++
+		case OK:
+			s.OK++
+		case Failed:
+			s.Failed++
+		case Unreachable:
+			s.Unreachable++
+		}
+	}
+	r.Summary = s
+}
+
+// ExitCode is the process exit code DESIGN.md fixes: 1 for any failed or
+// unreachable host; for check, 2 when some host drifts; else 0.
+func (r *Report) ExitCode() int {
+	if r.Summary.Failed > 0 || r.Summary.Unreachable > 0 {
+		return 1
+	}
+	if r.Summary.Drift > 0 {
+		return 2
+	}
+	return 0
+}

@@ -13,9 +13,15 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 	if c.Connection == "local" {
 		return transport.NewLocal(), nil
 	}
+	addr := c.Address
+	if c.ConfigFile != "" && addr == h.Name {
+		// No ssh_host given: let the ssh_config's HostName decide, as
+		// ssh(1) would.
+		addr = ""
+	}
 	return transport.DialSSH(ctx, transport.SSHConfig{
 		Name:           h.Name,
-		Address:        c.Address,
+		Address:        addr,
 		Port:           c.Port,
 		User:           c.User,
 		PrivateKeyFile: c.PrivateKeyFile,

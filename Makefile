@@ -1,0 +1,45 @@
+# pgtune — see README.md.
+GO      ?= go
+BIN     := bin/pgtune
+GOFLAGS ?=
+
+.PHONY: all build demo test unit vet deps bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/pgtune
+
+# A read-only audit of this machine against the default policy. Drift is a
+# finding, not a failure: only a failed audit (exit 1) fails the target.
+demo: build
+	@./$(BIN) check; code=$$?; \
+	if [ $$code -eq 2 ]; then echo "(demo: drift found above; 'pgtune apply' would fix it)"; fi; \
+	[ $$code -ne 1 ]
+
+deps:
+	./scripts/deps.sh
+
+vet:
+	$(GO) vet ./...
+
+# Unit tests only: no root, no network, no kernel changes.
+unit:
+	$(GO) test -short ./...
+
+# Everything, including the integration tests over a real sshd against a
+# real PostgreSQL 15 and this machine's kernel (run as root; they put the
+# kernel back as they found it).
+test: deps vet
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzQuote -fuzztime 30s ./engine/transport
+
+clean:
+	rm -rf bin
+
+-include testbed/testbed.mk

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, what the integration tests need and this machine
+# lacks: an sshd to test against, sudo for become, PostgreSQL 15.
+# Idempotent and quiet when everything is there.
+set -euo pipefail
+
+need=()
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
+command -v sudo >/dev/null || need+=(sudo)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+command -v sysctl >/dev/null || need+=(procps)
+command -v flock >/dev/null || need+=(util-linux)
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2
+	exit 1
+fi
+echo "deps: installing ${need[*]}" >&2
+# Packages must not start their services (a system sshd on :22, a default
+# cluster on :5432): the tests start their own on loopback.
+policy=/usr/sbin/policy-rc.d
+had_policy=false
+[ -e "$policy" ] && had_policy=true
+if ! $had_policy; then
+	printf '#!/bin/sh\nexit 101\n' > "$policy"
+	chmod 0755 "$policy"
+	trap 'rm -f "$policy"' EXIT
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

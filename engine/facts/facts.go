@@ -16,6 +16,7 @@ type Facts struct {
 	HugePagesFree  int64 `json:"hugepages_free"`  // pages
 	HugePagesRsvd  int64 `json:"hugepages_rsvd"`  // pages
 	HugePagesSurp  int64 `json:"hugepages_surp"`  // pages
+	SwapTotal      int64 `json:"swap_total"`
 	CommitLimit    int64 `json:"commit_limit"`
 	CommittedAS    int64 `json:"committed_as"`
 	PageTables     int64 `json:"page_tables"`

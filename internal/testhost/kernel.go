@@ -1,0 +1,171 @@
+// Package testhost holds helpers for tests that touch this machine's real
+// kernel. Several test packages run in parallel under `go test ./...`, and
+// other engineers share the machine, so every kernel change goes through
+// one machine-wide lock and is undone when the test ends.
+package testhost
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// LockFile is the machine-wide lock every kernel-changing test takes.
+const LockFile = "/run/pgtune-kernel.lock"
+
+// Keys are the kernel values pgtune manages, snapshotted and restored.
+var Keys = []string{"vm.nr_hugepages", "vm.overcommit_memory", "vm.overcommit_kbytes", "vm.overcommit_ratio"}
+
+// KernelState is the snapshot LockKernel took; tests may read it to plan
+// relative to where the machine started.
+type KernelState struct {
+	Values map[string]string
+	// Meminfo is /proc/meminfo (kB values, HugePages_* in pages) at lock
+	// time.
+	Meminfo map[string]int64
+}
+
+// LockKernel takes the machine-wide kernel lock (blocking until other
+// test packages release it), snapshots the managed vm.* values and restores
+// them, in a safe order, when the test ends. It skips the test when not
+// root: only root can change these values.
+func LockKernel(t testing.TB) *KernelState {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: changes kernel settings")
+	}
+	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("kernel lock: %v", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		t.Fatalf("kernel lock %s: %v", LockFile, err)
+	}
+	st := &KernelState{Values: map[string]string{}}
+	for _, k := range Keys {
+		v, err := ReadSysctl(k)
+		if err != nil {
+			f.Close()
+			t.Fatalf("snapshot: %v", err)
+		}
+		st.Values[k] = v
+	}
+	if st.Meminfo, err = Meminfo(); err != nil {
+		f.Close()
+		t.Fatalf("snapshot: %v", err)
+	}
+	t.Cleanup(func() {
+		defer f.Close() // closing releases the flock
+		if err := st.Restore(); err != nil {
+			t.Errorf("restore kernel settings: %v", err)
+		}
+	})
+	return st
+}
+
+// Restore puts the snapshotted values back. Writing overcommit_kbytes
+// zeroes overcommit_ratio and the reverse, so only the one that was
+// non-zero is written (kbytes wins when both were, as the kernel uses it).
+// When the machine was not in strict mode, strict mode is left first, so
+// no moment runs strict with a test's limit; when it was strict, the limit
+// is restored first, so no moment runs strict with a test's limit either.
+func (s *KernelState) Restore() error {
+	var errs []string
+	set := func(k string) {
+		if err := WriteSysctl(k, s.Values[k]); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	limit := func() {
+		if s.Values["vm.overcommit_kbytes"] != "0" {
+			set("vm.overcommit_kbytes")
+		} else {
+			set("vm.overcommit_ratio")
+		}
+	}
+	if s.Values["vm.overcommit_memory"] == "2" {
+		limit()
+		set("vm.overcommit_memory")
+	} else {
+		set("vm.overcommit_memory")
+		limit()
+	}
+	set("vm.nr_hugepages")
+	// Verify: a value the kernel refused to take back must fail the test
+	// loudly rather than leave the machine changed silently.
+	for _, k := range Keys {
+		if k == "vm.overcommit_ratio" && s.Values["vm.overcommit_kbytes"] != "0" {
+			continue // zeroed by the kernel when kbytes is written
+		}
+		if k == "vm.overcommit_kbytes" && s.Values["vm.overcommit_kbytes"] == "0" {
+			continue
+		}
+		got, err := ReadSysctl(k)
+		if err == nil && got != s.Values[k] {
+			err = fmt.Errorf("%s is %s after restore, want %s", k, got, s.Values[k])
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func procPath(key string) string {
+	return "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+}
+
+// ReadSysctl reads a live kernel value.
+func ReadSysctl(key string) (string, error) {
+	b, err := os.ReadFile(procPath(key))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// WriteSysctl sets a live kernel value.
+func WriteSysctl(key, value string) error {
+	f, err := os.OpenFile(procPath(key), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(value + "\n")
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("write %s=%s: %w", key, value, werr)
+	}
+	return cerr
+}
+
+// Meminfo parses /proc/meminfo: kB values as printed, HugePages_* counts.
+func Meminfo() (map[string]int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		var n int64
+		if _, err := fmt.Sscan(fields[1], &n); err == nil {
+			m[strings.TrimSuffix(fields[0], ":")] = n
+		}
+	}
+	return m, nil
+}

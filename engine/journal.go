@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -32,10 +33,17 @@ type Journal struct {
 // JournalEntry is one recorded change.
 type JournalEntry struct {
 	Kind string `json:"kind"` // "file" or "sysctl"
-	// Path is the file changed; Backup is where its previous content was
-	// copied (absent on the host when the file did not exist before).
-	Path   string `json:"path,omitempty"`
-	Backup string `json:"backup,omitempty"`
+	// Module is the module that made the change; rollback undoes modules
+	// in reverse order (overcommit, then pgconf with a restart, then
+	// hugepages) so postgres never sits on a pool being taken away.
+	Module string `json:"module,omitempty"`
+	// Path is the file changed; Backup is where its previous content is
+	// copied before it is replaced. Existed says whether there was a file
+	// before: an existing file whose backup is absent was never replaced
+	// (the copy is made before the rename), so rollback leaves it alone.
+	Path    string `json:"path,omitempty"`
+	Backup  string `json:"backup,omitempty"`
+	Existed bool   `json:"existed,omitempty"`
 	// Key and Before are the kernel value changed and its previous value.
 	Key    string `json:"key,omitempty"`
 	Before string `json:"before,omitempty"`
@@ -52,7 +60,7 @@ func (j *Journal) Dir() string { return path.Join(StateDir, j.RunID) }
 // recordFile notes that p is about to change and returns where its current
 // content must be backed up. Only the first change of a file in a run is
 // recorded: that is the state rollback returns to.
-func (j *Journal) recordFile(ctx context.Context, p string) (string, error) {
+func (j *Journal) recordFile(ctx context.Context, module, p string) (string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, e := range j.Entries {
@@ -60,21 +68,41 @@ func (j *Journal) recordFile(ctx context.Context, p string) (string, error) {
 			return "", nil
 		}
 	}
+	_, err := j.transport.Run(ctx, transport.Command{Args: []string{"test", "-e", p}, Become: j.become})
+	var exitErr *transport.ExitError
+	existed := err == nil
+	if err != nil && !errors.As(err, &exitErr) {
+		return "", fmt.Errorf("journal: %w", err)
+	}
 	backup := path.Join(j.Dir(), "files", p)
-	j.Entries = append(j.Entries, JournalEntry{Kind: "file", Path: p, Backup: backup})
+	j.Entries = append(j.Entries, JournalEntry{Kind: "file", Module: module, Path: p, Backup: backup, Existed: existed})
 	return backup, j.saveLocked(ctx)
 }
 
-func (j *Journal) recordSysctl(ctx context.Context, key, before string) error {
+func (j *Journal) recordSysctl(ctx context.Context, module string, before map[string]string, keys ...string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	added := false
+	for _, key := range keys {
+		if j.hasSysctlLocked(key) {
+			continue
+		}
+		j.Entries = append(j.Entries, JournalEntry{Kind: "sysctl", Module: module, Key: key, Before: before[key]})
+		added = true
+	}
+	if !added {
+		return nil
+	}
+	return j.saveLocked(ctx)
+}
+
+func (j *Journal) hasSysctlLocked(key string) bool {
 	for _, e := range j.Entries {
 		if e.Kind == "sysctl" && e.Key == key {
-			return nil
+			return true
 		}
 	}
-	j.Entries = append(j.Entries, JournalEntry{Kind: "sysctl", Key: key, Before: before})
-	return j.saveLocked(ctx)
+	return false
 }
 
 func (j *Journal) saveLocked(ctx context.Context) error {

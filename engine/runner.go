@@ -218,6 +218,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	t := s.target(hr, nil)
 	for _, st := range hr.steps {
 		name := st.module.Name()
+		t.Module = name
 		log.Debug("check", "module", name)
 		p, err := st.module.Check(ctx, t, st.params)
 		if err != nil {
@@ -257,7 +258,11 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 
 // target builds a module's view of the host with a fresh scope.
 func (s *Session) target(hr *hostRun, j *Journal) *Target {
-	scope := expr.NewScope(s.book.File)
+	file := ""
+	if s.book != nil {
+		file = s.book.File
+	}
+	scope := expr.NewScope(file)
 	_ = scope.Set("host", map[string]any{"name": hr.host.Name})
 	_ = scope.Set("vars", jsonish(hr.host.Vars))
 	_ = scope.Set("facts", jsonish(hr.facts))
@@ -339,6 +344,7 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 				_ = t.Scope.Set(m, out)
 			}
 		}
+		t.Module = name
 		p, err := st.module.Check(ctx, t, st.params)
 		if err != nil {
 			hr.err = fmt.Errorf("%s: %s: re-check: %w", hr.host.Name, name, err)

@@ -32,6 +32,9 @@ type Target struct {
 
 	// PGRestart is the inventory's pg_restart command, when set.
 	PGRestart string
+	// Module is the module now working on the host (journal entries are
+	// tagged with it).
+	Module string
 
 	outputs map[string]map[string]any
 }
@@ -91,7 +94,7 @@ func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
 func (t *Target) WriteFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions) error {
 	opts.Become = t.Become
 	if t.Journal != nil {
-		backup, err := t.Journal.recordFile(ctx, p)
+		backup, err := t.Journal.recordFile(ctx, t.Module, p)
 		if err != nil {
 			return err
 		}
@@ -105,7 +108,7 @@ func (t *Target) RemoveFile(ctx context.Context, p string) error {
 	backup := ""
 	if t.Journal != nil {
 		var err error
-		if backup, err = t.Journal.recordFile(ctx, p); err != nil {
+		if backup, err = t.Journal.recordFile(ctx, t.Module, p); err != nil {
 			return err
 		}
 	}
@@ -117,17 +120,31 @@ func (t *Target) RemoveFile(ctx context.Context, p string) error {
 const sysctlScript = `if command -v sysctl >/dev/null 2>&1; then exec sysctl -q -w "$1=$2"; fi
 printf '%s\n' "$2" > "/proc/sys/$(printf %s "$1" | tr . /)"`
 
+// linkedSysctls are keys the kernel changes as a side effect of writing
+// another: vm.overcommit_kbytes and vm.overcommit_ratio zero each other.
+var linkedSysctls = map[string][]string{
+	"vm.overcommit_kbytes": {"vm.overcommit_ratio"},
+	"vm.overcommit_ratio":  {"vm.overcommit_kbytes"},
+}
+
 // SetSysctl sets a live kernel value, recording the previous one.
 func (t *Target) SetSysctl(ctx context.Context, key, value string) error {
 	if strings.ContainsAny(key, "/ \n") || strings.Contains(key, "..") {
 		return fmt.Errorf("invalid sysctl key %q", key)
 	}
 	if t.Journal != nil {
-		before, err := t.ReadSysctl(ctx, key)
-		if err != nil {
-			return err
+		// Writing one of a linked pair zeroes the other: record both, so
+		// rollback can give back whichever was in force.
+		keys := append([]string{key}, linkedSysctls[key]...)
+		before := map[string]string{}
+		for _, k := range keys {
+			v, err := t.ReadSysctl(ctx, k)
+			if err != nil {
+				return err
+			}
+			before[k] = v
 		}
-		if err := t.Journal.recordSysctl(ctx, key, before); err != nil {
+		if err := t.Journal.recordSysctl(ctx, t.Module, before, keys...); err != nil {
 			return err
 		}
 	}

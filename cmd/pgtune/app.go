@@ -84,6 +84,8 @@ func (a *App) Run(args []string) int {
 		run = a.runFacts
 	case "validate":
 		run = a.runValidate
+	case "rollback":
+		run = a.runRollback
 	case "help", "-h", "--help":
 		fmt.Fprint(a.Stdout, usage)
 		return 0

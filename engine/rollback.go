@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// RollbackHook is implemented by modules that must act after their files
+// are put back (pgconf restarts postgres on its old settings and checks it
+// is up).
+type RollbackHook interface {
+	AfterRollback(ctx context.Context, t *Target) error
+}
+
+// RollbackModuleName names rollback's changes in plans and reports.
+const RollbackModuleName = "rollback"
+
+// rollbackParams says how far back to go: before the first run pgtune made
+// on the host, or before run To.
+type rollbackParams struct{ To string }
+
+// rollback is the engine's own module: it reads the journals pgtune left on
+// the host and plans putting every recorded file and kernel value back. It
+// goes through the same check → confirm → apply → verify path as policy.
+type rollback struct {
+	hooks map[string]RollbackHook
+}
+
+func (rollback) Name() string       { return RollbackModuleName }
+func (rollback) Requires() []string { return nil }
+func (rollback) NewParams() any     { return &rollbackParams{} }
+
+// restoreItem is one thing to put back.
+type restoreItem struct {
+	entry   JournalEntry
+	content []byte // the file's previous content (file entries that existed)
+	mode    string // and its mode and owner
+	owner   string
+	skip    bool // the recorded write never happened
+}
+
+type rollbackState struct {
+	to    string
+	items []restoreItem // in the order to restore them
+}
+
+// readJournals returns the journals on the host, oldest run first.
+func readJournals(ctx context.Context, t *Target) ([]Journal, error) {
+	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
+	res, err := t.Run(ctx, "sh", "-c", script, "sh", StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("read journals: %w", err)
+	}
+	var out []Journal
+	for _, part := range strings.Split(string(res.Stdout), "\n### ")[1:] {
+		name, body, _ := strings.Cut(part, "\n")
+		var j Journal
+		if err := json.Unmarshal([]byte(body), &j); err != nil {
+			return nil, fmt.Errorf("journal %s: %w", name, err)
+		}
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].RunID < out[b].RunID })
+	return out, nil
+}
+
+// restorePoint picks, for every file and key, the first record at or after
+// run `to` (every run when empty): the state just before pgtune touched it.
+func restorePoint(journals []Journal, to string) ([]JournalEntry, error) {
+	if to != "" {
+		found := false
+		for _, j := range journals {
+			found = found || j.RunID == to
+		}
+		if !found {
+			ids := make([]string, len(journals))
+			for i, j := range journals {
+				ids[i] = j.RunID
+			}
+			return nil, fmt.Errorf("no run %q on this host (runs: %s)", to, strings.Join(ids, ", "))
+		}
+	}
+	seen := map[string]bool{}
+	var entries []JournalEntry
+	for _, j := range journals {
+		if j.RunID < to {
+			continue
+		}
+		for _, e := range j.Entries {
+			id := e.Kind + ":" + e.Path + e.Key
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			entries = append(entries, e)
+		}
+	}
+	// Undo modules in the reverse of the order they ran; within a module,
+	// undo the last change first.
+	rank := map[string]int{}
+	for i, e := range entries {
+		if _, ok := rank[e.Module]; !ok {
+			rank[e.Module] = i
+		}
+	}
+	sort.SliceStable(entries, func(a, b int) bool {
+		ra, rb := rank[entries[a].Module], rank[entries[b].Module]
+		if ra != rb {
+			return ra > rb
+		}
+		return a > b
+	})
+	return entries, nil
+}
+
+func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.ModulePlan, error) {
+	to := params.(*rollbackParams).To
+	p := &plan.ModulePlan{Module: RollbackModuleName}
+	journals, err := readJournals(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if len(journals) == 0 {
+		if to != "" {
+			return nil, fmt.Errorf("no run %q on this host: pgtune has never changed it", to)
+		}
+		p.Note("pgtune has never changed this host: nothing to roll back")
+		return p, nil
+	}
+	entries, err := restorePoint(journals, to)
+	if err != nil {
+		return nil, err
+	}
+	st := &rollbackState{to: to}
+	for _, e := range entries {
+		item := restoreItem{entry: e}
+		switch e.Kind {
+		case "file":
+			current, exists, err := t.ReadFile(ctx, e.Path)
+			if err != nil {
+				return nil, err
+			}
+			if e.Existed {
+				prev, ok, err := t.ReadFile(ctx, e.Backup)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					// The copy is made before the rename: without it the
+					// file was never replaced.
+					item.skip = true
+					st.items = append(st.items, item)
+					continue
+				}
+				item.content = prev
+				res, err := t.Run(ctx, "stat", "-c", "%a %U:%G", e.Backup)
+				if err != nil {
+					return nil, err
+				}
+				item.mode, item.owner, _ = strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
+				if exists && string(current) == string(prev) {
+					continue
+				}
+				p.Add(plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: string(prev),
+					Diff: udiff.Unified(e.Path, e.Path, string(current), string(prev))})
+			} else {
+				if !exists {
+					continue
+				}
+				p.Add(plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: "(removed)",
+					Diff: udiff.Unified(e.Path, "/dev/null", string(current), "")})
+			}
+		case "sysctl":
+			current, err := t.ReadSysctl(ctx, e.Key)
+			if err != nil {
+				return nil, err
+			}
+			if current == e.Before || linkedZeroed(e, entries) {
+				continue
+			}
+			p.Add(plan.Change{Kind: plan.KindSysctl, Target: e.Key, Before: current, After: e.Before})
+		}
+		st.items = append(st.items, item)
+	}
+	p.State = st
+	ids := make([]string, 0, len(journals))
+	for _, j := range journals {
+		if j.RunID >= to {
+			ids = append(ids, j.RunID)
+		}
+	}
+	p.Note("undoing run(s) " + strings.Join(ids, ", "))
+	return p, nil
+}
+
+// linkedZeroed reports whether e is the half of a linked pair (overcommit
+// kbytes/ratio) that was zero before: restoring its partner restores it.
+func linkedZeroed(e JournalEntry, entries []JournalEntry) bool {
+	partners := linkedSysctls[e.Key]
+	if len(partners) == 0 || e.Before != "0" {
+		return false
+	}
+	for _, o := range entries {
+		if o.Kind == "sysctl" && o.Key == partners[0] && o.Before != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error {
+	st, _ := p.State.(*rollbackState)
+	if st == nil {
+		return nil
+	}
+	changed := map[string]bool{}
+	for _, c := range p.Changes {
+		changed[c.Target] = true
+	}
+	for i, item := range st.items {
+		e := item.entry
+		t.Module = e.Module
+		switch {
+		case item.skip:
+		case e.Kind == "file" && changed[e.Path] && e.Existed:
+			if err := t.WriteFile(ctx, e.Path, item.content, writeOpts(item)); err != nil {
+				return err
+			}
+		case e.Kind == "file" && changed[e.Path]:
+			if err := t.RemoveFile(ctx, e.Path); err != nil {
+				return err
+			}
+		case e.Kind == "sysctl" && changed[e.Key]:
+			if err := t.SetSysctl(ctx, e.Key, e.Before); err != nil {
+				return err
+			}
+		}
+		// Once the last entry of a module is back, let the module act
+		// (pgconf restarts postgres before the pool under it shrinks).
+		last := i == len(st.items)-1 || st.items[i+1].entry.Module != e.Module
+		if hook, ok := m.hooks[e.Module]; ok && last && moduleChanged(st.items, e.Module, changed) {
+			if err := hook.AfterRollback(ctx, t); err != nil {
+				return fmt.Errorf("%s: %w", e.Module, err)
+			}
+		}
+	}
+	return nil
+}
+
+func writeOpts(item restoreItem) transport.WriteOptions {
+	return transport.WriteOptions{Mode: item.mode, Owner: item.owner}
+}
+
+func moduleChanged(items []restoreItem, module string, changed map[string]bool) bool {
+	for _, it := range items {
+		if it.entry.Module == module && changed[it.entry.Path+it.entry.Key] {
+			return true
+		}
+	}
+	return false
+}
+
+func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error {
+	st, _ := p.State.(*rollbackState)
+	if st == nil {
+		return nil
+	}
+	again, err := m.Check(ctx, t, &rollbackParams{To: st.to})
+	if err != nil {
+		return err
+	}
+	if again.HasChanges() {
+		var left []string
+		for _, c := range again.Changes {
+			left = append(left, c.Target)
+		}
+		return fmt.Errorf("still not as before: %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// PlanRollback plans putting every host back as it was before pgtune
+// first changed it, or before run `to` when that is set.
+func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to string) *Session {
+	m := rollback{hooks: map[string]RollbackHook{}}
+	for name, mod := range r.Modules {
+		if h, ok := mod.(RollbackHook); ok {
+			m.hooks[name] = h
+		}
+	}
+	s := &Session{runner: r, book: nil}
+	for _, h := range hosts {
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: []*step{{module: m, params: &rollbackParams{To: to}}}})
+	}
+	s.each(ctx, s.planHost)
+	return s
+}

@@ -1,0 +1,215 @@
+package facts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// gatherScript prints everything Gather needs in one round trip. It is
+// fixed text: the managed keys arrive as positional parameters. Every
+// output line starts with a tag, and file contents are prefixed line by
+// line, so no file content can be mistaken for a section.
+//
+//	M meminfo line       H hostname        K kernel release
+//	U login user         I effective uid   S key value (live sysctl)
+//	W 1|0 /proc/sys/vm writable            N node nr_hugepages
+//	F path (a sysctl file starts)          L line of that file
+//	E path (that file could not be read)
+const gatherScript = `export LC_ALL=C
+while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
+printf 'H %s\n' "$(uname -n)"
+printf 'K %s\n' "$(uname -r)"
+printf 'U %s\n' "${SUDO_USER:-$(id -un)}"
+printf 'I %s\n' "$(id -u)"
+for k in "$@"; do
+  p=/proc/sys/$(printf %s "$k" | tr . /)
+  if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; fi
+done
+if [ -w /proc/sys/vm/nr_hugepages ]; then echo 'W 1'; else echo 'W 0'; fi
+hp=
+while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
+for n in /sys/devices/system/node/node[0-9]*; do
+  [ -d "$n" ] || continue
+  c=$(cat "$n/hugepages/hugepages-${hp}kB/nr_hugepages" 2>/dev/null) || c=
+  printf 'N %s %s\n' "${n##*/node}" "$c"
+done
+emit() {
+  printf 'F %s\n' "$1"
+  { while IFS= read -r l || [ -n "$l" ]; do printf 'L %s\n' "$l"; done < "$1"; } 2>/dev/null || printf 'E %s\n' "$1"
+}
+for d in /etc/sysctl.d /run/sysctl.d /usr/local/lib/sysctl.d /usr/lib/sysctl.d /lib/sysctl.d; do
+  for f in "$d"/*.conf; do
+    if [ -d "$f" ]; then continue; fi
+    if [ -e "$f" ] || [ -L "$f" ]; then emit "$f"; fi
+  done
+done
+if [ -e /etc/sysctl.conf ]; then emit /etc/sysctl.conf; fi
+exit 0
+`
+
+// Gather collects a host's memory and kernel facts in one remote round
+// trip. It does not look for PostgreSQL: the runner calls DiscoverPostgres
+// for that. With opts.Become the script runs through sudo -n, so that
+// writability and file contents are seen with the privileges the modules
+// will have; User stays the login user and IsRoot says whether those
+// privileged steps run as root.
+func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, error) {
+	args := append([]string{"sh", "-c", gatherScript, "sh"}, ManagedSysctls...)
+	res, err := t.Run(ctx, transport.Command{Args: args, Become: opts.Become})
+	if err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	f, err := ParseGather(res.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	return f, nil
+}
+
+// ParseGather parses the output of the gather script.
+func ParseGather(out []byte) (*Facts, error) {
+	f := &Facts{Sysctl: map[string]string{}}
+	meminfo := map[string]int64{}
+	nodes := map[int]int64{}
+	var files []SysctlFile
+	var cur *SysctlFile
+	sawMeminfo := false
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" {
+			continue
+		}
+		tag, rest, _ := strings.Cut(line, " ")
+		switch tag {
+		case "M":
+			sawMeminfo = true
+			fields := strings.Fields(rest)
+			if len(fields) < 2 {
+				continue
+			}
+			n, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				continue
+			}
+			if len(fields) > 2 && fields[2] == "kB" {
+				n *= 1024
+			}
+			meminfo[strings.TrimSuffix(fields[0], ":")] = n
+		case "H":
+			f.Hostname = rest
+		case "K":
+			f.Kernel = rest
+		case "U":
+			f.User = rest
+		case "I":
+			f.IsRoot = strings.TrimSpace(rest) == "0"
+		case "S":
+			k, v, _ := strings.Cut(rest, " ")
+			f.Sysctl[k] = strings.TrimSpace(v)
+		case "W":
+			f.SysctlWritable = rest == "1"
+		case "N":
+			id, v, _ := strings.Cut(rest, " ")
+			node, err := strconv.Atoi(id)
+			if err != nil {
+				continue
+			}
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			nodes[node] = n
+		case "F":
+			files = append(files, SysctlFile{Path: rest})
+			cur = &files[len(files)-1]
+		case "L":
+			if cur != nil {
+				cur.Lines = append(cur.Lines, rest)
+			}
+		case "E":
+			// Unreadable file: it still masks its name, with no lines.
+		}
+	}
+	if !sawMeminfo {
+		return nil, fmt.Errorf("no /proc/meminfo in output")
+	}
+	f.MemTotal = meminfo["MemTotal"]
+	f.MemAvailable = meminfo["MemAvailable"]
+	f.HugePageSize = meminfo["Hugepagesize"]
+	f.HugePagesTotal = meminfo["HugePages_Total"]
+	f.HugePagesFree = meminfo["HugePages_Free"]
+	f.HugePagesRsvd = meminfo["HugePages_Rsvd"]
+	f.HugePagesSurp = meminfo["HugePages_Surp"]
+	f.SwapTotal = meminfo["SwapTotal"]
+	f.CommitLimit = meminfo["CommitLimit"]
+	f.CommittedAS = meminfo["Committed_AS"]
+	f.PageTables = meminfo["PageTables"]
+	if f.MemTotal == 0 {
+		return nil, fmt.Errorf("no MemTotal in /proc/meminfo")
+	}
+	f.NUMANodes = len(nodes)
+	if f.NUMANodes == 0 {
+		f.NUMANodes = 1 // kernel without NUMA sysfs
+	}
+	if len(nodes) > 1 {
+		f.NodeHugePages = nodes
+	}
+	f.SysctlFiles = SysctlSettings(OrderSysctlFiles(files), ManagedSysctls)
+	return f, nil
+}
+
+// ScopeVars returns the facts as the `facts` object of policy expressions,
+// with the JSON field names (facts.mem_total, facts.hugepage_size, ...).
+// Whole numbers stay exact integers.
+func (f *Facts) ScopeVars() (map[string]any, error) {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return numbers(m).(map[string]any), nil
+}
+
+func numbers(x any) any {
+	switch t := x.(type) {
+	case json.Number:
+		if n, err := t.Int64(); err == nil {
+			return n
+		}
+		fl, _ := t.Float64()
+		return fl
+	case map[string]any:
+		for k, v := range t {
+			t[k] = numbers(v)
+		}
+		return t
+	case []any:
+		for i, v := range t {
+			t[i] = numbers(v)
+		}
+		return t
+	}
+	return x
+}
+
+// NodeList renders per-node huge pages as "node0=512 node1=512".
+func (f *Facts) NodeList() string {
+	ids := make([]int, 0, len(f.NodeHugePages))
+	for id := range f.NodeHugePages {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("node%d=%d", id, f.NodeHugePages[id])
+	}
+	return strings.Join(parts, " ")
+}

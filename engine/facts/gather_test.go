@@ -1,0 +1,239 @@
+package facts
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseGather(t *testing.T) {
+	tests := []struct {
+		file  string
+		check func(t *testing.T, f *Facts)
+	}{
+		{"gather-numa.txt", func(t *testing.T, f *Facts) {
+			want := Facts{
+				Hostname: "db-17.example.net", Kernel: "6.1.0-28-amd64", User: "deploy", IsRoot: true,
+				MemTotal: 263921832 << 10, MemAvailable: 250000000 << 10, HugePageSize: 2 << 20,
+				HugePagesTotal: 1024, HugePagesFree: 512, HugePagesRsvd: 100, SwapTotal: 8388604 << 10,
+				CommitLimit: 140155520 << 10, CommittedAS: 12345678 << 10, PageTables: 98304 << 10,
+				SysctlWritable: true, NUMANodes: 2,
+			}
+			if f.Hostname != want.Hostname || f.Kernel != want.Kernel || f.User != want.User || f.IsRoot != want.IsRoot {
+				t.Errorf("identity: %+v", f)
+			}
+			if f.MemTotal != want.MemTotal || f.MemAvailable != want.MemAvailable || f.HugePageSize != want.HugePageSize ||
+				f.HugePagesTotal != want.HugePagesTotal || f.HugePagesFree != want.HugePagesFree ||
+				f.HugePagesRsvd != want.HugePagesRsvd || f.SwapTotal != want.SwapTotal ||
+				f.CommitLimit != want.CommitLimit || f.CommittedAS != want.CommittedAS || f.PageTables != want.PageTables {
+				t.Errorf("meminfo: got %+v", f)
+			}
+			if !f.SysctlWritable || f.NUMANodes != 2 || f.NodeHugePages[0] != 512 || f.NodeHugePages[1] != 512 {
+				t.Errorf("writable/numa: %v %d %v", f.SysctlWritable, f.NUMANodes, f.NodeHugePages)
+			}
+			if f.NodeList() != "node0=512 node1=512" {
+				t.Errorf("NodeList = %q", f.NodeList())
+			}
+			if f.Sysctl["vm.overcommit_ratio"] != "50" || len(f.Sysctl) != 4 {
+				t.Errorf("sysctl: %v", f.Sysctl)
+			}
+			var got []string
+			for _, s := range f.SysctlFiles {
+				got = append(got, s.File+":"+itoa(s.Line)+" "+s.Key+"="+s.Value)
+			}
+			wantFiles := []string{
+				"/usr/lib/sysctl.d/05-first.conf:1 vm.*=3",
+				"/etc/sysctl.d/10-hugepages.conf:2 vm.nr_hugepages=1024",
+				"/usr/lib/sysctl.d/50-default.conf:1 vm.overcommit_memory=0",
+				"/etc/sysctl.d/99-sysctl.conf:2 vm.overcommit_memory=1",
+				"/etc/sysctl.d/99-sysctl.conf:3 vm.nr_hugepages=7",
+				"/etc/sysctl.d/zz-db.conf:1 vm.overcommit_ratio=90",
+				"/etc/sysctl.conf:1 vm.nr_hugepages=2048",
+			}
+			if strings.Join(got, "\n") != strings.Join(wantFiles, "\n") {
+				t.Errorf("sysctl files:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(wantFiles, "\n     "))
+			}
+		}},
+		{"gather-debian-vm.txt", func(t *testing.T, f *Facts) {
+			if f.NUMANodes != 1 || f.NodeHugePages != nil {
+				t.Errorf("single node: %d %v", f.NUMANodes, f.NodeHugePages)
+			}
+			if f.HugePageSize != 2<<20 || f.MemTotal <= 0 || f.CommitLimit <= 0 {
+				t.Errorf("meminfo: %+v", f)
+			}
+			// Debian's stock files set none of the managed keys.
+			if len(f.SysctlFiles) != 0 {
+				t.Errorf("sysctl files: %+v", f.SysctlFiles)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			f, err := ParseGather(readTestdata(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, f)
+		})
+	}
+}
+
+func TestParseGatherErrors(t *testing.T) {
+	for _, in := range []string{"", "H x\n", "M Foo: 1 kB\n"} {
+		if _, err := ParseGather([]byte(in)); err == nil {
+			t.Errorf("ParseGather(%q): no error", in)
+		}
+	}
+}
+
+// A file line that looks like a tag stays a file line.
+func TestParseGatherNoInjection(t *testing.T) {
+	out := "M MemTotal: 1000 kB\nF /etc/sysctl.d/x.conf\nL S vm.nr_hugepages 5\nL W 0\nL vm.nr_hugepages = 3\n"
+	f, err := ParseGather([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Sysctl["vm.nr_hugepages"]; ok || f.SysctlWritable {
+		t.Errorf("file content leaked into facts: %+v", f)
+	}
+	if len(f.SysctlFiles) != 1 || f.SysctlFiles[0].Line != 3 {
+		t.Errorf("files: %+v", f.SysctlFiles)
+	}
+}
+
+func TestScopeVars(t *testing.T) {
+	f := numaFacts(t)
+	m, err := f.ScopeVars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := expr.NewScope("policy.yml")
+	if err := s.Set("facts", m); err != nil {
+		t.Fatal(err)
+	}
+	v, err := expr.Parse("${floor(facts.mem_total / 4) + facts.hugepage_size}", "policy.yml", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Int64(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.MemTotal/4 + f.HugePageSize; got != want {
+		t.Errorf("got %d, want %d", got, want)
+	}
+}
+
+// TestGatherLocal runs the real script on this machine and compares with
+// what the kernel says directly.
+func TestGatherLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := Gather(ctx, transport.NewLocal(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memTotal, hpSize int64
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "MemTotal:":
+			memTotal = n << 10
+		case "Hugepagesize:":
+			hpSize = n << 10
+		}
+	}
+	if f.MemTotal != memTotal || f.HugePageSize != hpSize {
+		t.Errorf("MemTotal %d HugePageSize %d, want %d %d", f.MemTotal, f.HugePageSize, memTotal, hpSize)
+	}
+	host, _ := os.Hostname()
+	if f.Hostname != host {
+		t.Errorf("Hostname %q, want %q", f.Hostname, host)
+	}
+	if f.IsRoot != (os.Geteuid() == 0) {
+		t.Errorf("IsRoot %v", f.IsRoot)
+	}
+	for _, k := range ManagedSysctls {
+		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another package may hold the kernel lock and change values;
+		// only compare presence and shape.
+		if _, err := strconv.ParseInt(f.Sysctl[k], 10, 64); err != nil {
+			t.Errorf("sysctl %s = %q (kernel: %q)", k, f.Sysctl[k], strings.TrimSpace(string(b)))
+		}
+	}
+	if f.NUMANodes < 1 {
+		t.Errorf("NUMANodes %d", f.NUMANodes)
+	}
+	if os.Geteuid() == 0 && !f.SysctlWritable {
+		t.Logf("/proc/sys is read-only here")
+	}
+}
+
+// TestGatherLocalSysctlFiles plants a file in /run/sysctl.d (tmpfs, gone
+// at reboot and never applied by anything during the test) and checks that
+// Gather finds it in the right place and /etc masks the same name.
+func TestGatherLocalSysctlFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write /run/sysctl.d")
+	}
+	dir := "/run/sysctl.d"
+	created := false
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		created = true
+	}
+	name := "zzzz-pgtune-facts-test-" + strconv.Itoa(os.Getpid()) + ".conf"
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("# test\n  vm/overcommit_ratio =  77\n-vm.nr_hugepages=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(p)
+		if created {
+			os.Remove(dir)
+		}
+	})
+	f, err := Gather(context.Background(), transport.NewLocal(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := f.SysctlWinner("vm.overcommit_ratio")
+	if !ok || w.File != p || w.Line != 2 || w.Value != "77" {
+		t.Errorf("winner vm.overcommit_ratio = %+v, %v", w, ok)
+	}
+	w, ok = f.SysctlWinner("vm.nr_hugepages")
+	if !ok || w.File != p || w.Line != 3 || w.Value != "0" {
+		t.Errorf("winner vm.nr_hugepages = %+v, %v", w, ok)
+	}
+}

@@ -48,8 +48,8 @@ func TestOrderSysctlFiles(t *testing.T) {
 		{Path: "/usr/lib/sysctl.d/50-pid-max.conf"},
 		{Path: "/usr/lib/sysctl.d/99-sysctl.conf"}, // masked by /etc
 		{Path: "/etc/sysctl.d/99-sysctl.conf"},
-		{Path: "/run/sysctl.d/99-sysctl.conf"},      // masked by /etc
-		{Path: "/run/sysctl.d/10-hugepages.conf"},   // wins over /usr/local
+		{Path: "/run/sysctl.d/99-sysctl.conf"},    // masked by /etc
+		{Path: "/run/sysctl.d/10-hugepages.conf"}, // wins over /usr/local
 		{Path: "/usr/local/lib/sysctl.d/10-hugepages.conf"},
 		{Path: "/etc/sysctl.d/README.sysctl"}, // not *.conf
 		{Path: "/tmp/elsewhere/00-x.conf"},    // not a known directory

@@ -65,6 +65,9 @@ type Postgres struct {
 	Running    bool   `json:"running"`
 	PID        int    `json:"pid,omitempty"` // postmaster
 	Port       int    `json:"port,omitempty"`
+	// SocketDir is the first unix_socket_directories entry of the running
+	// server (postmaster.pid), where psql connects as the owner.
+	SocketDir string `json:"socket_dir,omitempty"`
 	// HugetlbPages is HugetlbPages from the postmaster's /proc/PID/status
 	// (bytes): > 0 means its shared memory sits on huge pages.
 	HugetlbPages int64 `json:"hugetlb_pages"`

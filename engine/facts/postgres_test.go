@@ -1,0 +1,270 @@
+package facts
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct {
+		in      string
+		version string
+		major   int
+		wantErr bool
+	}{
+		{"postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)", "15.18", 15, false},
+		{"postgres (PostgreSQL) 17.2", "17.2", 17, false},
+		{"postgres (PostgreSQL) 9.6.24", "9.6.24", 9, false},
+		{"postgres (PostgreSQL) 14.11 (Ubuntu 14.11-0ubuntu0.22.04.1)", "14.11", 14, false},
+		{"postgres (PostgreSQL) 18devel", "18devel", 18, false},
+		{"postgres (PostgreSQL) 16beta2", "16beta2", 16, false},
+		{"bash: postgres: command not found", "", 0, true},
+	}
+	for _, tc := range tests {
+		v, m, err := ParseVersion(tc.in)
+		if (err != nil) != tc.wantErr || v != tc.version || m != tc.major {
+			t.Errorf("ParseVersion(%q) = %q, %d, %v; want %q, %d, err %v", tc.in, v, m, err, tc.version, tc.major, tc.wantErr)
+		}
+	}
+}
+
+func TestConfigFromArgs(t *testing.T) {
+	tests := []struct {
+		name         string
+		args         []string
+		config, data string
+	}{
+		{"debian", []string{"/usr/lib/postgresql/15/bin/postgres", "-D", "/var/lib/postgresql/15/main", "-c", "config_file=/etc/postgresql/15/main/postgresql.conf"},
+			"/etc/postgresql/15/main/postgresql.conf", "/var/lib/postgresql/15/main"},
+		{"joined flags", []string{"postgres", "-D/srv/pg", "-cconfig_file=/srv/conf/pg.conf"}, "/srv/conf/pg.conf", "/srv/pg"},
+		{"long option", []string{"postgres", "--config-file=/a/b.conf", "-D", "/d"}, "/a/b.conf", "/d"},
+		{"long option underscore", []string{"postgres", "--config_file=/a/c.conf"}, "/a/c.conf", ""},
+		{"other settings ignored", []string{"postgres", "-D", "/d", "-c", "shared_buffers=1GB", "-p", "5433"}, "", "/d"},
+		{"dangling -D", []string{"postgres", "-D"}, "", ""},
+		{"no args", nil, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, d := configFromArgs(tc.args)
+			if c != tc.config || d != tc.data {
+				t.Errorf("got config %q data %q; want %q %q", c, d, tc.config, tc.data)
+			}
+		})
+	}
+}
+
+// out builds discovery output the way discoverScript prints it.
+func out(blocks ...string) []byte { return []byte(strings.Join(blocks, "")) }
+
+const (
+	pmDebian = `[postmaster]
+pid=812
+exe=/usr/lib/postgresql/15/bin/postgres
+cwd=/var/lib/postgresql/15/main
+hugetlb_kb=0
+starttime=4711
+arg=/usr/lib/postgresql/15/bin/postgres
+arg=-D
+arg=/var/lib/postgresql/15/main
+arg=-c
+arg=config_file=/etc/postgresql/15/main/postgresql.conf
+data=/var/lib/postgresql/15/main
+realdata=/var/lib/postgresql/15/main
+owner=postgres
+pg_version=15
+pidfile_pid=812
+pidfile_port=5432
+pidfile_socket=/var/run/postgresql
+bin=/usr/lib/postgresql/15/bin
+version=postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)
+`
+	pmInitdb = `[postmaster]
+pid=900
+exe=/usr/lib/postgresql/15/bin/postgres
+cwd=/srv/pg
+hugetlb_kb=700416
+starttime=99
+arg=/usr/lib/postgresql/15/bin/postgres
+arg=-D
+arg=/srv/pg
+data=/srv/pg
+realdata=/srv/pg
+owner=pgadmin
+pg_version=15
+has_conf=1
+pidfile_pid=900
+pidfile_port=5433
+pidfile_socket=/tmp
+bin=/usr/lib/postgresql/15/bin
+version=postgres (PostgreSQL) 15.18
+`
+	clusterMainDown = `[cluster]
+cluster=main
+cluster_version=15
+log=/var/log/postgresql/postgresql-15-main.log
+data=/var/lib/postgresql/15/main
+realdata=/var/lib/postgresql/15/main
+owner=postgres
+pg_version=15
+bin=/usr/lib/postgresql/15/bin
+version=postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)
+`
+	clusterOther = `[cluster]
+cluster=other
+cluster_version=14
+log=/var/log/postgresql/postgresql-14-other.log
+data=/var/lib/postgresql/14/other
+`
+)
+
+func TestChoosePostgres(t *testing.T) {
+	tests := []struct {
+		name    string
+		output  []byte
+		opts    Options
+		want    *Postgres
+		wantErr string
+	}{
+		{"nothing", out(), Options{}, nil, ""},
+		{"debian postmaster", out(pmDebian, clusterMainDown), Options{}, &Postgres{
+			Source: "postmaster", DataDir: "/var/lib/postgresql/15/main", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/etc/postgresql/15/main/postgresql.conf", Version: "15.18", Major: 15, Owner: "postgres",
+			Running: true, PID: 812, Port: 5432, SocketDir: "/var/run/postgresql", StartTime: 4711, Cluster: "main"}, ""},
+		{"initdb postmaster on huge pages", out(pmInitdb), Options{}, &Postgres{
+			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/srv/pg/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		{"two postmasters", out(pmDebian, pmInitdb), Options{}, nil,
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+		{"stopped debian cluster", out(clusterMainDown), Options{}, &Postgres{
+			Source: "pg_lsclusters", DataDir: "/var/lib/postgresql/15/main", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/etc/postgresql/15/main/postgresql.conf", Version: "15.18", Major: 15, Owner: "postgres", Cluster: "main"}, ""},
+		{"two stopped clusters", out(clusterMainDown, clusterOther), Options{}, nil,
+			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set pg_data in the inventory to pick one"},
+		{"pg_data picks a running one", out(strings.Replace(strings.Replace(pmInitdb, "[postmaster]", "[override]\nalive=1", 1), "pid=900\n", "pid=900\n", 1), pmDebian, pmInitdb),
+			Options{PGData: "/srv/pg", PGBin: "/opt/pg/bin"}, &Postgres{
+				Source: "inventory", DataDir: "/srv/pg", BinDir: "/opt/pg/bin",
+				ConfigFile: "/srv/pg/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+				Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		{"pg_data of a debian cluster finds /etc config", out("[override]\n"+strings.SplitN(clusterMainDown, "\n", 5)[4], clusterMainDown),
+			Options{PGData: "/var/lib/postgresql/15/main"}, &Postgres{
+				Source: "inventory", DataDir: "/var/lib/postgresql/15/main", BinDir: "/usr/lib/postgresql/15/bin",
+				ConfigFile: "/etc/postgresql/15/main/postgresql.conf", Version: "15.18", Major: 15, Owner: "postgres", Cluster: "main"}, ""},
+		{"pg_config_file wins", out(pmInitdb), Options{PGConfigFile: "/etc/pg/custom.conf"}, &Postgres{
+			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/etc/pg/custom.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		{"pg_data missing", out("[override]\ndata=/nope\n"), Options{PGData: "/nope"}, nil,
+			"pg_data /nope: no such directory (or not readable: set become)"},
+		{"not a data dir", out("[override]\ndata=/etc\nrealdata=/etc\nbin=/usr/bin\n"), Options{PGData: "/etc"}, nil,
+			"/etc: not a PostgreSQL data directory (no PG_VERSION, or not readable: set become)"},
+		{"no binary", out("[override]\ndata=/d\nrealdata=/d\npg_version=15\nbin=\n"), Options{PGData: "/d"}, nil,
+			"/d: no postgres binary found for PostgreSQL 15 (set pg_bin)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v; want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("got %+v; want nil", got)
+				}
+				return
+			}
+			if got == nil || *got != *tc.want {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiscoverRefusesBadOverrides(t *testing.T) {
+	for _, d := range []string{"relative/dir", "/x\n[postmaster]", "/x\x00y"} {
+		if _, err := DiscoverPostgres(context.Background(), transport.NewLocal(), Options{PGData: d}); err == nil {
+			t.Errorf("pg_data %q accepted", d)
+		}
+	}
+}
+
+// TestDiscoverLive runs the discovery script against a real cluster.
+func TestDiscoverLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t)
+	ctx := context.Background()
+	tr := transport.NewLocal()
+
+	pg, err := DiscoverPostgres(ctx, tr, Options{PGData: c.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Postgres{Source: "inventory", DataDir: c.DataDir, BinDir: c.BinDir, ConfigFile: c.ConfigFile(),
+		Major: 15, Owner: "postgres", Running: true, PID: c.PID(t), Port: c.Port, SocketDir: c.SocketDir}
+	got := *pg
+	if !strings.HasPrefix(got.Version, "15.") || got.StartTime == 0 {
+		t.Errorf("version %q start time %d", got.Version, got.StartTime)
+	}
+	got.Version, got.StartTime = "", 0
+	if got != want {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+
+	// Without pg_data the script must list our postmaster (other tests
+	// may run theirs at the same time, so choose among ours only).
+	res, err := tr.Run(ctx, transport.Command{Args: []string{"sh", "-c", discoverScript, "sh", "", "", ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []block
+	for _, b := range parseBlocks(res.Stdout) {
+		if b.kind == "postmaster" && b.get("realdata") == c.DataDir {
+			mine = append(mine, b)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("postmaster of %s listed %d times in:\n%s", c.DataDir, len(mine), res.Stdout)
+	}
+	pm, err := choosePostgres(mine, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pm.Source != "postmaster" || pm.PID != want.PID || pm.ConfigFile != want.ConfigFile || pm.Port != c.Port {
+		t.Errorf("from /proc: %+v", pm)
+	}
+
+	// Stopped: found through pg_data, not running.
+	c.Stop(t)
+	pg2, err := RefreshPostgres(ctx, tr, false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg2.Running || pg2.PID != 0 || pg2.ConfigFile != pg.ConfigFile {
+		t.Errorf("after stop: %+v", pg2)
+	}
+	c.Start(t)
+	pg3, err := RefreshPostgres(ctx, tr, false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pg3.Running || pg3.PID == pg.PID || pg3.PID != c.PID(t) {
+		t.Errorf("after restart: %+v (was pid %d)", pg3, pg.PID)
+	}
+	if _, err := os.Stat(filepath.Join(c.DataDir, "postmaster.pid")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// jsonReport is the JSON contract of DESIGN.md, as a consumer reads it.
+type jsonReport struct {
+	Hosts []struct {
+		Name    string       `json:"name"`
+		Status  string       `json:"status"`
+		Changes []jsonChange `json:"changes"`
+		Error   *string      `json:"error"`
+		Notes   []string     `json:"notes"`
+	} `json:"hosts"`
+	Summary map[string]int `json:"summary"`
+}
+
+type jsonChange struct {
+	Module string `json:"module"`
+	Target string `json:"target"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// pgtune runs the CLI in-process and decodes its JSON report.
+func pgtune(t *testing.T, args ...string) (int, jsonReport, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := newApp()
+	app.Stdin = strings.NewReader("")
+	app.Stdout, app.Stderr = &stdout, &stderr
+	app.IsTerminal = func() bool { return false }
+	code := app.Run(append(args, "--format", "json"))
+	var r jsonReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("pgtune %s: exit %d, stdout is not a JSON report (%v):\n%s\nstderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	}
+	return code, r, stderr.String()
+}
+
+// hostState is everything check must leave alone.
+type hostState struct {
+	kernel map[string]string
+	files  map[string]string
+	pid    int
+}
+
+func snapshot(t *testing.T, c *testhost.Cluster, dirs ...string) hostState {
+	t.Helper()
+	s := hostState{kernel: map[string]string{}, files: map[string]string{}, pid: c.PID(t)}
+	for _, k := range testhost.Keys {
+		v, err := testhost.ReadSysctl(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.kernel[k] = v
+	}
+	for _, d := range dirs {
+		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() && !strings.Contains(p, "/pg_") && !strings.Contains(p, "/base/") && !strings.Contains(p, "/global/") {
+				b, _ := os.ReadFile(p)
+				s.files[p] = string(b)
+			}
+			return nil
+		})
+	}
+	return s
+}
+
+func changeSet(cs []jsonChange) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%s %s: %q → %q", c.Module, c.Target, c.Before, c.After)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func targets(cs []jsonChange) map[string]bool {
+	m := map[string]bool{}
+	for _, c := range cs {
+		m[c.Module+" "+c.Target] = true
+	}
+	return m
+}
+
+// TestCheckApplyRollbackOverSSH takes a real host — this machine, reached
+// over a real sshd on 127.0.0.1, with a real PostgreSQL 15 cluster from
+// initdb — from stock settings to the policy and back, and holds pgtune to
+// the whole-run guarantees: check changes nothing and predicts exactly what
+// apply changes; apply converges and verifies; a second apply changes
+// nothing; rollback restores the host.
+func TestCheckApplyRollbackOverSSH(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real sshd, PostgreSQL and kernel")
+	}
+	kernel := testhost.LockKernel(t)
+	sshd := testhost.SSHD(t)
+	pg := testhost.Postgres(t)
+	work := t.TempDir()
+	sysctlDir := filepath.Join(work, "sysctl.d")
+
+	inv := filepath.Join(work, "inventory.yml")
+	writeFile(t, inv, fmt.Sprintf(`all:
+  children:
+    postgres:
+      hosts:
+        db1:
+          ssh_host: 127.0.0.1
+          ssh_port: %d
+          ssh_user: root
+          ssh_private_key_file: %s
+          ssh_known_hosts_file: %s
+          pg_data: %s
+          pg_bin: %s
+      vars:
+        sysctl_dir: %s
+`, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, pg.BinDir, sysctlDir))
+
+	// A pool of 128 huge pages more than the machine has now keeps the test
+	// small; the overcommit limit follows the formula with a headroom far
+	// above what the machine commits, so strict mode breaks nothing here.
+	pool := (kernel.Meminfo["HugePages_Total"] + 128) * kernel.Meminfo["Hugepagesize"] * 1024
+	book := filepath.Join(work, "memory.yml")
+	writeFile(t, book, fmt.Sprintf(`- name: memory policy under test
+  hosts: postgres
+  policy:
+    overcommit:
+      ratio: 0.8
+      headroom: "${8 * GiB}"
+      sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
+    pgconf:
+      restart: true
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+`, pool))
+
+	before := snapshot(t, pg, pg.DataDir, sysctlDir)
+
+	// 1. check on a fresh host: drift, exit 2, and the plan names the pool,
+	// the drop-in, the restart and both overcommit keys.
+	code, planned, stderr := pgtune(t, "check", "-i", inv, book)
+	if code != 2 {
+		t.Fatalf("check: exit %d, want 2\n%+v\n%s", code, planned, stderr)
+	}
+	got := targets(planned.Hosts[0].Changes)
+	for _, want := range []string{
+		"hugepages vm.nr_hugepages",
+		"hugepages " + sysctlDir + "/10-hugepages.conf",
+		"pgconf " + filepath.Join(pg.DataDir, "conf.d/002-hugepages.conf"),
+		"overcommit vm.overcommit_memory",
+		"overcommit vm.overcommit_kbytes",
+		"overcommit " + sysctlDir + "/99-overcommit.conf",
+	} {
+		if !got[want] {
+			t.Errorf("check plan lacks %q; plan: %v", want, changeSet(planned.Hosts[0].Changes))
+		}
+	}
+	restart := false
+	for _, c := range planned.Hosts[0].Changes {
+		restart = restart || (c.Module == "pgconf" && strings.Contains(c.Target, "restart"))
+	}
+	if !restart {
+		t.Errorf("check plan lacks the postgres restart: %v", changeSet(planned.Hosts[0].Changes))
+	}
+	if after := snapshot(t, pg, pg.DataDir, sysctlDir); !reflect.DeepEqual(before, after) {
+		t.Fatalf("check changed the host:\nbefore %+v\nafter  %+v", before.kernel, after.kernel)
+	}
+
+	// 2. apply without a terminal and without --yes refuses and changes
+	// nothing.
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Stdin, app.Stdout, app.Stderr = strings.NewReader("y\n"), &out, &errOut
+	app.IsTerminal = func() bool { return false }
+	if code := app.Run([]string{"apply", "-i", inv, book}); code != 1 || !strings.Contains(errOut.String(), "--yes") {
+		t.Fatalf("apply without --yes: exit %d, stderr %s", code, errOut.String())
+	}
+	if after := snapshot(t, pg, pg.DataDir, sysctlDir); !reflect.DeepEqual(before, after) {
+		t.Fatal("a refused apply changed the host")
+	}
+
+	// 3. apply: exit 0, exactly the changes check predicted.
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", inv, book)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%+v\n%s\nserver log:\n%s", code, applied, stderr, pg.Log(t))
+	}
+	if h := applied.Hosts[0]; h.Status != "changed" {
+		t.Fatalf("apply: status %q, want changed", h.Status)
+	}
+	if p, a := changeSet(planned.Hosts[0].Changes), changeSet(applied.Hosts[0].Changes); !reflect.DeepEqual(p, a) {
+		t.Fatalf("check predicted:\n  %s\napply changed:\n  %s", strings.Join(p, "\n  "), strings.Join(a, "\n  "))
+	}
+
+	// The kernel, the files and the running postmaster are on the policy.
+	pages := pool / (kernel.Meminfo["Hugepagesize"] * 1024)
+	if v, _ := testhost.ReadSysctl("vm.nr_hugepages"); v != strconv.FormatInt(pages, 10) {
+		t.Errorf("vm.nr_hugepages = %s, want %d", v, pages)
+	}
+	if v, _ := testhost.ReadSysctl("vm.overcommit_memory"); v != "2" {
+		t.Errorf("vm.overcommit_memory = %s, want 2", v)
+	}
+	mem, _ := testhost.Meminfo()
+	wantKB := int64(0.8*float64(mem["MemTotal"]-pool/1024)) + 8*1024*1024
+	if v, _ := testhost.ReadSysctl("vm.overcommit_kbytes"); v != strconv.FormatInt(wantKB, 10) {
+		t.Errorf("vm.overcommit_kbytes = %s, want %d (0.8 × (MemTotal − pool) + 8 GiB)", v, wantKB)
+	}
+	if b, err := os.ReadFile(filepath.Join(sysctlDir, "10-hugepages.conf")); err != nil || !strings.Contains(string(b), fmt.Sprintf("vm.nr_hugepages = %d", pages)) {
+		t.Errorf("10-hugepages.conf: %q, %v", b, err)
+	}
+	if pg.PID(t) == before.pid {
+		t.Error("postmaster was not restarted")
+	}
+	if hp := pg.HugetlbPages(t); hp <= 0 {
+		t.Errorf("postmaster HugetlbPages = %d kB: not on huge pages", hp)
+	}
+	if v := pg.Query(t, "SHOW huge_pages"); v != "on" {
+		t.Errorf("huge_pages = %s", v)
+	}
+
+	// 4. Converged: check exits 0, a second apply changes nothing.
+	if code, r, stderr := pgtune(t, "check", "-i", inv, book); code != 0 {
+		t.Fatalf("check after apply: exit %d, %v\n%s", code, changeSet(r.Hosts[0].Changes), stderr)
+	}
+	pid := pg.PID(t)
+	if code, r, stderr := pgtune(t, "apply", "--yes", "-i", inv, book); code != 0 || r.Hosts[0].Status != "ok" || len(r.Hosts[0].Changes) != 0 {
+		t.Fatalf("second apply: exit %d status %s changes %v\n%s", code, r.Hosts[0].Status, changeSet(r.Hosts[0].Changes), stderr)
+	}
+	if pg.PID(t) != pid {
+		t.Error("a second apply restarted postgres")
+	}
+
+	// 5. Strict overcommit: a query asking for more than the commit limit
+	// leaves gets "out of memory"; the other sessions and the postmaster
+	// live on.
+	t.Run("out of memory is an error, not a crash", func(t *testing.T) {
+		strictOOM(t, pg, inv, work)
+	})
+
+	// 6. rollback puts the host back as it was.
+	code, rolled, stderr := pgtune(t, "rollback", "--yes", "-i", inv)
+	if code != 0 {
+		t.Fatalf("rollback: exit %d %+v\n%s\nserver log:\n%s", code, rolled, stderr, pg.Log(t))
+	}
+	after := snapshot(t, pg, pg.DataDir, sysctlDir)
+	if !reflect.DeepEqual(before.kernel, after.kernel) {
+		t.Errorf("kernel after rollback %v, want %v", after.kernel, before.kernel)
+	}
+	for p, content := range before.files {
+		if after.files[p] != content {
+			t.Errorf("%s differs after rollback", p)
+		}
+	}
+	for p := range after.files {
+		if _, ok := before.files[p]; !ok && !strings.Contains(p, "postmaster.") && !strings.HasSuffix(p, ".log") {
+			t.Errorf("%s left behind by rollback", p)
+		}
+	}
+	if v := pg.Query(t, "SHOW huge_pages"); v != "try" {
+		t.Errorf("after rollback huge_pages = %s, want try", v)
+	}
+	if code, r, _ := pgtune(t, "rollback", "--yes", "-i", inv); code != 0 || len(r.Hosts[0].Changes) != 0 {
+		t.Errorf("second rollback: exit %d, changes %v", code, changeSet(r.Hosts[0].Changes))
+	}
+}
+
+// strictOOM tightens the commit limit to what the machine commits now plus
+// 1.5 GiB, holds idle sessions open, and runs one query that needs about
+// 2.4 GB: in strict mode its allocation fails with "out of memory" while
+// every other session stays connected and the postmaster is not restarted.
+// The limit is put back before returning.
+func strictOOM(t *testing.T, pg *testhost.Cluster, inv, work string) {
+	book := filepath.Join(work, "tight.yml")
+	writeFile(t, book, `- name: tight commit limit
+  hosts: postgres
+  policy:
+    overcommit:
+      kbytes: "${floor((facts.committed_as + 1536 * MiB) / KiB)}"
+      sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
+`)
+	if code, r, stderr := pgtune(t, "apply", "--yes", "-i", inv, book); code != 0 {
+		t.Fatalf("tight apply: exit %d %+v\n%s", code, r, stderr)
+	}
+	start := pg.Query(t, "SELECT pg_postmaster_start_time()")
+
+	var idle []*psqlSession
+	for i := 0; i < 3; i++ {
+		idle = append(idle, openPsql(t, pg))
+	}
+	out, err := pg.TryQuery("SELECT length(repeat('x', 600000000) || repeat('x', 600000000))")
+	if err == nil || !strings.Contains(err.Error()+out, "out of memory") {
+		t.Fatalf("a query beyond the commit limit: %q, %v; want ERROR: out of memory", out, err)
+	}
+	for i, s := range idle {
+		if got := s.query(t, "SELECT 41 + 1;"); got != "42" {
+			t.Errorf("idle session %d after the OOM error: %q", i, got)
+		}
+	}
+	if now := pg.Query(t, "SELECT pg_postmaster_start_time()"); now != start {
+		t.Errorf("postmaster restarted: start time %s → %s", start, now)
+	}
+}
+
+type psqlSession struct {
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	cmd   *exec.Cmd
+}
+
+// openPsql holds one session open for the test.
+func openPsql(t *testing.T, pg *testhost.Cluster) *psqlSession {
+	t.Helper()
+	cmd := exec.Command("runuser", "-u", pg.Owner, "--", filepath.Join(pg.BinDir, "psql"),
+		"-X", "-q", "-At", "-h", pg.SocketDir, "-p", strconv.Itoa(pg.Port), "-d", "postgres")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &psqlSession{stdin: stdin, out: bufio.NewReader(stdout), cmd: cmd}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	if got := s.query(t, "SELECT 'ready';"); got != "ready" {
+		t.Fatalf("psql session: %q", got)
+	}
+	return s
+}
+
+func (s *psqlSession) query(t *testing.T, sql string) string {
+	t.Helper()
+	if _, err := io.WriteString(s.stdin, sql+"\n"); err != nil {
+		return "write: " + err.Error()
+	}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		return "read: " + err.Error()
+	}
+	return strings.TrimSpace(line)
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

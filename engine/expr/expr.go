@@ -5,9 +5,11 @@
 package expr
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -23,12 +25,20 @@ import (
 // Value is a policy parameter: a plain YAML scalar, or a string holding
 // `${...}` that is evaluated per host.
 type Value struct {
-	Raw    string
+	Raw string
+	// Line and Column locate the first character of the value's text in
+	// its file (after an opening quote; the first content line of a block
+	// scalar).
 	Line   int
 	Column int
 	expr   hcl.Expression // set for templates
 	lit    cty.Value      // set for plain scalars
 	set    bool
+	// Where the value came from, so that errors inside a template point
+	// at the right file, line and column; see Bind.
+	file string
+	src  []byte
+	span span
 }
 
 // Literal makes a Value from a Go constant, for module defaults.
@@ -43,54 +53,183 @@ func Literal(x any) Value {
 // Parse makes a Value from source text as it would appear in YAML, with
 // line and column giving its position in file (used in error messages).
 func Parse(src, file string, line, column int) (Value, error) {
-	v := Value{Raw: src, Line: line, Column: column, set: true}
+	v := Value{Raw: src, Line: line, Column: column, set: true, file: file,
+		span: span{line: line, col: column, style: 0, text: src, direct: true}}
 	if !strings.Contains(src, "${") {
 		v.lit = cty.StringVal(src)
 		return v, nil
 	}
-	e, diags := hclsyntax.ParseTemplate([]byte(src), file, hcl.Pos{Line: line, Column: column, Byte: 0})
-	if diags.HasErrors() {
-		return v, diagError(diags)
+	e, err := parseTemplate(src)
+	if err != nil {
+		err.File = file
+		err.Line, err.Column = v.span.at(nil, err.off)
+		return v, err
 	}
 	v.expr = e
 	return v, nil
 }
 
+// parseTemplate parses src as an HCL template whose positions are byte
+// offsets into src (mapped to the file later).
+func parseTemplate(src string) (e hcl.Expression, perr *PosError) {
+	defer func() {
+		// The HCL parser is not meant to panic, but a policy file must
+		// never crash the tool.
+		if r := recover(); r != nil {
+			e, perr = nil, &PosError{Msg: fmt.Sprintf("invalid expression: %v", r)}
+		}
+	}()
+	e, diags := hclsyntax.ParseTemplate([]byte(src), "", hcl.Pos{Line: 1, Column: 1, Byte: 0})
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	return e, nil
+}
+
 // UnmarshalYAML accepts any scalar; strings with `${` are parsed as HCL
-// templates so syntax errors surface when the playbook is loaded.
+// templates so syntax errors surface when the playbook is loaded. A
+// mapping or a list is reported as a yaml.TypeError so that the decoder
+// goes on and reports every bad key of the document at once.
 func (v *Value) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return &PosError{Line: n.Line, Column: n.Column, Msg: "expected a scalar value or a ${...} expression"}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into expr.Value", n.Line, n.ShortTag())}}
 	}
-	col := n.Column
-	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
-		col++ // the value starts after the quote
-	}
+	sp := span{line: n.Line, col: n.Column, style: n.Style, text: n.Value}
+	line, col := sp.at(nil, 0)
+	base := Value{Raw: n.Value, Line: line, Column: col, set: true, span: sp}
 	switch n.ShortTag() {
-	case "!!int", "!!float":
-		f, ok := new(big.Float).SetString(strings.ReplaceAll(n.Value, "_", ""))
-		if !ok {
-			return &PosError{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf("invalid number %q", n.Value)}
+	case "!!int":
+		var i int64
+		if err := n.Decode(&i); err == nil {
+			base.lit = cty.NumberIntVal(i)
+			break
 		}
-		*v = Value{Raw: n.Value, Line: n.Line, Column: col, lit: cty.NumberVal(f), set: true}
-		return nil
+		var u uint64
+		if err := n.Decode(&u); err == nil {
+			base.lit = cty.NumberUIntVal(u)
+			break
+		}
+		return &PosError{Line: line, Column: col, Msg: fmt.Sprintf("invalid number %q", n.Value), span: &sp}
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return &PosError{Line: line, Column: col, Msg: fmt.Sprintf("invalid number %q", n.Value), span: &sp}
+		}
+		base.lit = cty.NumberFloatVal(f)
 	case "!!bool":
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return &PosError{Line: n.Line, Column: n.Column, Msg: err.Error()}
+			return &PosError{Line: line, Column: col, Msg: fmt.Sprintf("invalid boolean %q", n.Value), span: &sp}
 		}
-		*v = Value{Raw: n.Value, Line: n.Line, Column: col, lit: cty.BoolVal(b), set: true}
-		return nil
+		base.lit = cty.BoolVal(b)
 	case "!!null":
 		*v = Value{}
 		return nil
+	default:
+		if !strings.Contains(n.Value, "${") {
+			base.lit = cty.StringVal(n.Value)
+			break
+		}
+		e, err := parseTemplate(n.Value)
+		if err != nil {
+			err.span = &sp
+			err.Line, err.Column = sp.at(nil, err.off)
+			return err
+		}
+		base.expr = e
 	}
-	parsed, err := Parse(n.Value, "", n.Line, col)
-	if err != nil {
+	*v = base
+	return nil
+}
+
+// Bind records the file a decoded value came from and that file's
+// content, so that errors found when the value is evaluated point at the
+// exact line and column even inside quoted, escaped or block scalars.
+func (v *Value) Bind(file string, src []byte) {
+	v.file = file
+	if v.span.direct || v.span.line == 0 {
+		return
+	}
+	v.src = src
+	v.Line, v.Column = v.span.at(src, 0)
+}
+
+// BindAll calls Bind on every Value reachable from x (a pointer to a
+// params struct): struct fields, pointers, slices, arrays and maps.
+func BindAll(x any, file string, src []byte) {
+	bindAll(reflect.ValueOf(x), file, src, 0)
+}
+
+var valueType = reflect.TypeOf(Value{})
+
+func bindAll(rv reflect.Value, file string, src []byte, depth int) {
+	if !rv.IsValid() || depth > 64 {
+		return
+	}
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !rv.IsNil() {
+			bindAll(rv.Elem(), file, src, depth+1)
+		}
+	case reflect.Struct:
+		if rv.Type() == valueType {
+			if rv.CanAddr() {
+				rv.Addr().Interface().(*Value).Bind(file, src)
+			}
+			return
+		}
+		for i := 0; i < rv.NumField(); i++ {
+			if rv.Type().Field(i).IsExported() {
+				bindAll(rv.Field(i), file, src, depth+1)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < rv.Len(); i++ {
+			bindAll(rv.Index(i), file, src, depth+1)
+		}
+	case reflect.Map:
+		// Map elements are not addressable: bind a copy and store it back.
+		if rv.Type().Elem() == valueType {
+			it := rv.MapRange()
+			for it.Next() {
+				e := it.Value().Interface().(Value)
+				e.Bind(file, src)
+				rv.SetMapIndex(it.Key(), reflect.ValueOf(e))
+			}
+			return
+		}
+		it := rv.MapRange()
+		for it.Next() {
+			bindAll(it.Value(), file, src, depth+1)
+		}
+	}
+}
+
+// Locate completes an error returned while decoding YAML into a Value:
+// it adds the file name and, given the file's content, moves the
+// position to the exact character inside the scalar. Other errors are
+// returned unchanged.
+func Locate(err error, file string, src []byte) error {
+	var pe *PosError
+	if !errors.As(err, &pe) {
 		return err
 	}
-	*v = parsed
-	return nil
+	if pe.File == "" {
+		pe.File = file
+	}
+	if pe.span != nil && !pe.span.direct {
+		pe.Line, pe.Column = pe.span.at(src, pe.off)
+	}
+	return err
+}
+
+// Pos returns where the value came from ("" and zeros for defaults).
+func (v Value) Pos() (file string, line, column int) { return v.file, v.Line, v.Column }
+
+// Errorf makes an error located at the value, for checks done after
+// evaluation (a size out of bounds, say).
+func (v Value) Errorf(format string, args ...any) error {
+	return &PosError{File: v.file, Line: v.Line, Column: v.Column, Msg: fmt.Sprintf(format, args...)}
 }
 
 // IsSet reports whether the value was given (or defaulted).
@@ -101,27 +240,41 @@ func (v Value) IsExpr() bool { return v.expr != nil }
 
 func (v Value) String() string { return v.Raw }
 
-// PosError is an error at a position in a file.
+// PosError is an error at a position in a file. It prints as
+// FILE:LINE:COL: MSG (FILE:LINE: MSG without a column, FILE: MSG without
+// a line).
 type PosError struct {
 	File         string
 	Line, Column int
 	Msg          string
+	// For errors inside a scalar: the scalar and the byte offset in its
+	// value, so that Locate can map the position once the source is known.
+	span *span
+	off  int
 }
 
 func (e *PosError) Error() string {
-	switch {
-	case e.Line == 0:
-		if e.File == "" {
-			return e.Msg
-		}
-		return e.File + ": " + e.Msg
-	case e.Column == 0:
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
 	}
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, "%d:", e.Column)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
 }
 
-func diagError(diags hcl.Diagnostics) error {
+// diagError turns HCL diagnostics into a PosError whose off is the byte
+// offset of the problem in the template text.
+func diagError(diags hcl.Diagnostics) *PosError {
 	for _, d := range diags {
 		if d.Severity != hcl.DiagError {
 			continue
@@ -132,11 +285,11 @@ func diagError(diags hcl.Diagnostics) error {
 		}
 		pe := &PosError{Msg: msg}
 		if d.Subject != nil {
-			pe.File, pe.Line, pe.Column = d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column
+			pe.off = d.Subject.Start.Byte
 		}
 		return pe
 	}
-	return diags
+	return &PosError{Msg: diags.Error()}
 }
 
 // Units are the byte-size constants every expression can use: HCL has no
@@ -192,13 +345,8 @@ func (s *Scope) Eval(v Value) (cty.Value, error) {
 	if v.expr == nil {
 		return v.lit, nil
 	}
-	ctx := &hcl.EvalContext{Variables: s.vars, Functions: functions}
-	out, diags := v.expr.Value(ctx)
-	if diags.HasErrors() {
-		err := diagError(diags)
-		if pe, ok := err.(*PosError); ok && pe.File == "" {
-			pe.File = s.File
-		}
+	out, err := s.evalExpr(v)
+	if err != nil {
 		return cty.NilVal, err
 	}
 	if !out.IsWhollyKnown() || out.IsNull() {
@@ -207,26 +355,73 @@ func (s *Scope) Eval(v Value) (cty.Value, error) {
 	return out, nil
 }
 
+func (s *Scope) evalExpr(v Value) (out cty.Value, err error) {
+	defer func() {
+		// cty panics on a few impossible operations (NaN results, say);
+		// a policy value must fail its host, not crash the run.
+		if r := recover(); r != nil {
+			out, err = cty.NilVal, s.errAt(v, "cannot evaluate %q: %v", v.Raw, r)
+		}
+	}()
+	ctx := &hcl.EvalContext{Variables: s.vars, Functions: functions}
+	out, diags := v.expr.Value(ctx)
+	if diags.HasErrors() {
+		pe := diagError(diags)
+		pe.File = s.fileOf(v)
+		pe.Line, pe.Column = v.span.at(v.src, pe.off)
+		return cty.NilVal, pe
+	}
+	return out, nil
+}
+
+func (s *Scope) fileOf(v Value) string {
+	if v.file != "" {
+		return v.file
+	}
+	return s.File
+}
+
 func (s *Scope) errAt(v Value, format string, args ...any) error {
-	return &PosError{File: s.File, Line: v.Line, Column: v.Column, Msg: fmt.Sprintf(format, args...)}
+	return &PosError{File: s.fileOf(v), Line: v.Line, Column: v.Column, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Errorf makes an error located at v, naming the scope's file when the
+// value does not know its own.
+func (s *Scope) Errorf(v Value, format string, args ...any) error {
+	return s.errAt(v, format, args...)
+}
+
+// get evaluates a value that must be there; Eval itself returns null for
+// a value that was never set.
+func (s *Scope) get(v Value) (cty.Value, error) {
+	if !v.set {
+		return cty.NilVal, s.errAt(v, "no value given")
+	}
+	return s.Eval(v)
 }
 
 func (s *Scope) number(v Value) (*big.Float, error) {
-	out, err := s.Eval(v)
+	out, err := s.get(v)
 	if err != nil {
 		return nil, err
 	}
-	if out.Type() == cty.String {
-		f, ok := new(big.Float).SetString(strings.TrimSpace(out.AsString()))
+	var f *big.Float
+	switch out.Type() {
+	case cty.String:
+		var ok bool
+		f, ok = new(big.Float).SetString(strings.TrimSpace(out.AsString()))
 		if !ok {
 			return nil, s.errAt(v, "%q is not a number", out.AsString())
 		}
-		return f, nil
-	}
-	if out.Type() != cty.Number {
+	case cty.Number:
+		f = out.AsBigFloat()
+	default:
 		return nil, s.errAt(v, "expected a number, got %s", out.Type().FriendlyName())
 	}
-	return out.AsBigFloat(), nil
+	if f.IsInf() {
+		return nil, s.errAt(v, "%q is infinite (division by zero?)", v.Raw)
+	}
+	return f, nil
 }
 
 // Float64 evaluates v as a number.
@@ -261,7 +456,7 @@ func (s *Scope) Int64(v Value) (int64, error) {
 
 // Bool evaluates v as a boolean.
 func (s *Scope) Bool(v Value) (bool, error) {
-	out, err := s.Eval(v)
+	out, err := s.get(v)
 	if err != nil {
 		return false, err
 	}
@@ -280,7 +475,7 @@ func (s *Scope) Bool(v Value) (bool, error) {
 
 // String evaluates v as a string (numbers and bools are rendered).
 func (s *Scope) String(v Value) (string, error) {
-	out, err := s.Eval(v)
+	out, err := s.get(v)
 	if err != nil {
 		return "", err
 	}
@@ -321,6 +516,14 @@ func toCty(x any) (cty.Value, error) {
 		return cty.TupleVal(l), nil
 	case nil:
 		return cty.NullVal(cty.DynamicPseudoType), nil
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) {
+			return cty.NilVal, fmt.Errorf("%v is not a usable number", t)
+		}
+	case float32:
+		if math.IsNaN(float64(t)) || math.IsInf(float64(t), 0) {
+			return cty.NilVal, fmt.Errorf("%v is not a usable number", t)
+		}
 	}
 	ty, err := gocty.ImpliedType(x)
 	if err != nil {

@@ -1,0 +1,344 @@
+// Package hugepages reserves the huge page pool PostgreSQL's shared memory
+// lands on: vm.nr_hugepages live and in a sysctl.d file, grown only after
+// the kernel was given its best chance to find contiguous memory, and
+// verified page for page.
+package hugepages
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
+)
+
+// Name is the module's key in a playbook's policy.
+const Name = "hugepages"
+
+const key = "vm.nr_hugepages"
+
+// Params are the policy knobs. Sizes are bytes; every value may be a
+// `${...}` expression over facts, vars and host.
+type Params struct {
+	// Pool is the wanted pool size, rounded down to whole huge pages.
+	Pool expr.Value `yaml:"pool"`
+	// MinAvailable is the floor MemAvailable must stay above after the
+	// pool grows (0 disables the preflight).
+	MinAvailable expr.Value `yaml:"min_available"`
+	// MaxPool bounds Pool: a policy asking for more is refused before
+	// anything runs.
+	MaxPool expr.Value `yaml:"max_pool"`
+	// SysctlFile is the file that makes the pool survive a reboot.
+	SysctlFile expr.Value `yaml:"sysctl_file"`
+	// OnConflict says what to do about other sysctl files that would
+	// override SysctlFile at boot: fail or comment.
+	OnConflict expr.Value `yaml:"on_conflict"`
+}
+
+// Defaults, as expressions evaluated per host.
+const (
+	DefaultPool         = "${floor(facts.mem_total * 0.25)}"
+	DefaultMinAvailable = "${max(floor(facts.mem_total * 0.1), 512 * MiB)}"
+	DefaultMaxPool      = "${floor(facts.mem_total * 0.75)}"
+	DefaultSysctlFile   = "/etc/sysctl.d/10-hugepages.conf"
+	DefaultOnConflict   = sysctlconf.Fail
+)
+
+func mustParse(src string) expr.Value {
+	v, err := expr.Parse(src, "", 0, 0)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// DefaultParams returns the parameters with every default filled in.
+func DefaultParams() *Params {
+	return &Params{
+		Pool:         mustParse(DefaultPool),
+		MinAvailable: mustParse(DefaultMinAvailable),
+		MaxPool:      mustParse(DefaultMaxPool),
+		SysctlFile:   mustParse(DefaultSysctlFile),
+		OnConflict:   mustParse(DefaultOnConflict),
+	}
+}
+
+// Module implements engine.Module.
+type Module struct{}
+
+// New returns the hugepages module.
+func New() *Module { return &Module{} }
+
+func (*Module) Name() string       { return Name }
+func (*Module) Requires() []string { return nil }
+func (*Module) NewParams() any     { return DefaultParams() }
+
+// State is what Check hands to Apply and Verify.
+type State struct {
+	PageSize  int64
+	Pages     int64 // planned nr_hugepages
+	PrevPages int64 // nr_hugepages when checked
+	Live      bool  // vm.nr_hugepages must change
+	Files     *sysctlconf.Plan
+}
+
+func posErr(t *engine.Target, v expr.Value, format string, args ...any) error {
+	return &expr.PosError{File: t.Scope.File, Line: v.Line, Column: v.Column, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Check plans the pool from the facts. Outputs: pool (bytes actually
+// planned, pages × page size), pages, page_size.
+func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan.ModulePlan, error) {
+	prm, ok := params.(*Params)
+	if !ok {
+		return nil, fmt.Errorf("hugepages: unexpected params %T", params)
+	}
+	f := t.Facts
+	size := f.HugePageSize
+	if size <= 0 {
+		return nil, fmt.Errorf("no Hugepagesize in /proc/meminfo: the kernel has no huge page support")
+	}
+	curStr, ok := f.Sysctl[key]
+	if !ok {
+		return nil, fmt.Errorf("%s is not readable on the host (kernel without hugetlbfs?)", key)
+	}
+	cur, err := strconv.ParseInt(curStr, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s = %q: %w", key, curStr, err)
+	}
+
+	pool, err := t.Scope.Int64(prm.Pool)
+	if err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	if pool < 0 {
+		return nil, posErr(t, prm.Pool, "pool must not be negative, got %d", pool)
+	}
+	maxPool, err := t.Scope.Int64(prm.MaxPool)
+	if err != nil {
+		return nil, fmt.Errorf("max_pool: %w", err)
+	}
+	if pool > maxPool {
+		return nil, posErr(t, prm.Pool, "pool %s (%d bytes) is above max_pool %s (%.0f%% of RAM); raise max_pool to allow it",
+			sysctlconf.Bytes(pool), pool, sysctlconf.Bytes(maxPool), 100*float64(maxPool)/float64(f.MemTotal))
+	}
+	floor, err := t.Scope.Int64(prm.MinAvailable)
+	if err != nil {
+		return nil, fmt.Errorf("min_available: %w", err)
+	}
+	if floor < 0 {
+		return nil, posErr(t, prm.MinAvailable, "min_available must not be negative, got %d", floor)
+	}
+	path, err := t.Scope.String(prm.SysctlFile)
+	if err != nil {
+		return nil, fmt.Errorf("sysctl_file: %w", err)
+	}
+	onConflict, err := t.Scope.String(prm.OnConflict)
+	if err != nil {
+		return nil, fmt.Errorf("on_conflict: %w", err)
+	}
+	if err := sysctlconf.ValidOnConflict(onConflict); err != nil {
+		return nil, posErr(t, prm.OnConflict, "%v", err)
+	}
+
+	pages := pool / size
+	p := &plan.ModulePlan{
+		Module:  Name,
+		Outputs: map[string]any{"pool": pages * size, "pages": pages, "page_size": size},
+	}
+	st := &State{PageSize: size, Pages: pages, PrevPages: cur, Live: pages != cur}
+	if st.Live {
+		if !f.SysctlWritable {
+			return nil, sysctlconf.NotWritable(f, key)
+		}
+		if pages > cur {
+			grow := (pages - cur) * size
+			left := f.MemAvailable - grow
+			if floor > 0 && left < floor {
+				return nil, fmt.Errorf("preflight: growing the pool by %d pages (%s) leaves MemAvailable at %s, below min_available %s: %s missing",
+					pages-cur, sysctlconf.Bytes(grow), sysctlconf.Bytes(left), sysctlconf.Bytes(floor), sysctlconf.Bytes(floor-left))
+			}
+		} else {
+			// Pages faulted in (Total-Free) plus pages promised to
+			// mappings not yet touched (Rsvd) cannot be given back.
+			held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
+			if pages < held {
+				return nil, fmt.Errorf("refusing to shrink the pool to %d pages: %d pages are in use or reserved (a running postmaster's shared memory sits on them); lower shared_buffers and restart PostgreSQL first",
+					pages, held)
+			}
+		}
+		p.Add(plan.Change{Kind: plan.KindSysctl, Target: key, Before: curStr, After: sysctlconf.Itoa(pages)})
+	}
+	files, err := sysctlconf.Check(ctx, t, p, sysctlconf.File{
+		Path:       path,
+		Module:     Name,
+		Settings:   []sysctlconf.Setting{{Key: key, Value: sysctlconf.Itoa(pages)}},
+		OnConflict: onConflict,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Files = files
+	if f.NUMANodes > 1 {
+		p.Note(fmt.Sprintf("%d NUMA nodes, huge pages per node now: %s", f.NUMANodes, f.NodeList()))
+	}
+	p.State = st
+	return p, nil
+}
+
+// Apply writes the file, then grows or shrinks the live pool. Growing
+// first syncs, drops caches and compacts memory so the kernel can still
+// find contiguous blocks; a shortfall is retried once after another
+// compaction, and otherwise the pool and the files go back to where they
+// were and the module fails with the numbers.
+func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, ok := p.State.(*State)
+	if !ok {
+		return fmt.Errorf("hugepages: no plan state")
+	}
+	if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
+		return err
+	}
+	if !st.Live {
+		return nil
+	}
+	grow := st.Pages > st.PrevPages
+	if grow {
+		if err := prepare(ctx, t, true); err != nil {
+			return m.backOut(ctx, t, st, fmt.Errorf("prepare memory: %w", err))
+		}
+	}
+	got, err := setPool(ctx, t, st.Pages)
+	if err != nil {
+		return m.backOut(ctx, t, st, err)
+	}
+	if got < st.Pages && grow {
+		if t.Log != nil {
+			t.Log.Warn("huge page shortfall, compacting and retrying", "got", got, "want", st.Pages)
+		}
+		if err := prepare(ctx, t, false); err != nil {
+			return m.backOut(ctx, t, st, fmt.Errorf("compact memory: %w", err))
+		}
+		if got, err = setPool(ctx, t, st.Pages); err != nil {
+			return m.backOut(ctx, t, st, err)
+		}
+	}
+	if got != st.Pages {
+		return m.backOut(ctx, t, st, fmt.Errorf("allocated %d of %d huge pages (%s of %s)",
+			got, st.Pages, sysctlconf.Bytes(got*st.PageSize), sysctlconf.Bytes(st.Pages*st.PageSize)))
+	}
+	return nil
+}
+
+// backOut puts the pool and the files back as they were and returns cause
+// with what was restored.
+func (m *Module) backOut(ctx context.Context, t *engine.Target, st *State, cause error) error {
+	var errs []string
+	if err := t.SetSysctl(ctx, key, sysctlconf.Itoa(st.PrevPages)); err != nil {
+		errs = append(errs, err.Error())
+	} else if got, err := livePages(ctx, t); err != nil {
+		errs = append(errs, err.Error())
+	} else if got != st.PrevPages {
+		errs = append(errs, fmt.Sprintf("pool is at %d pages, not back at %d", got, st.PrevPages))
+	}
+	if err := sysctlconf.Restore(ctx, t, st.Files); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w; backing out also failed: %s", cause, strings.Join(errs, "; "))
+	}
+	return fmt.Errorf("%w; the pool is back at %d pages and %s is as it was", cause, st.PrevPages, st.Files.File.Path)
+}
+
+// prepareScript gives the kernel its best chance at contiguous 2 MB
+// blocks: write back dirty pages, drop clean caches, compact. Kernels
+// without CONFIG_COMPACTION have no compact_memory; that is no error.
+const prepareScript = `set -e
+if [ "$1" = full ]; then
+  sync
+  echo 3 > /proc/sys/vm/drop_caches
+fi
+if [ -e /proc/sys/vm/compact_memory ]; then echo 1 > /proc/sys/vm/compact_memory; fi
+`
+
+func prepare(ctx context.Context, t *engine.Target, full bool) error {
+	mode := "compact"
+	if full {
+		mode = "full"
+	}
+	_, err := t.Run(ctx, "sh", "-c", prepareScript, "sh", mode)
+	return err
+}
+
+// setPool writes vm.nr_hugepages and returns the persistent pool the
+// kernel actually holds afterwards.
+func setPool(ctx context.Context, t *engine.Target, pages int64) (int64, error) {
+	if err := t.SetSysctl(ctx, key, sysctlconf.Itoa(pages)); err != nil {
+		return 0, err
+	}
+	return livePages(ctx, t)
+}
+
+// livePages is HugePages_Total minus surplus pages: the persistent pool.
+func livePages(ctx context.Context, t *engine.Target) (int64, error) {
+	mi, err := sysctlconf.Meminfo(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	return mi["HugePages_Total"] - mi["HugePages_Surp"], nil
+}
+
+// nodeScript prints "node pages" for the default huge page size.
+const nodeScript = `hp=
+while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
+for n in /sys/devices/system/node/node[0-9]*; do
+  [ -d "$n" ] || continue
+  printf '%s %s\n' "${n##*/node}" "$(cat "$n/hugepages/hugepages-${hp}kB/nr_hugepages" 2>/dev/null)"
+done
+`
+
+// Verify reads the pool back from the kernel and the file from disk, and
+// reports pages per NUMA node when there is more than one.
+func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, ok := p.State.(*State)
+	if !ok {
+		return fmt.Errorf("hugepages: no plan state")
+	}
+	got, err := livePages(ctx, t)
+	if err != nil {
+		return err
+	}
+	if got != st.Pages {
+		return fmt.Errorf("HugePages_Total is %d (without surplus), planned %d", got, st.Pages)
+	}
+	if err := sysctlconf.VerifyOwn(ctx, t, st.Files); err != nil {
+		return err
+	}
+	res, err := t.Run(ctx, "sh", "-c", nodeScript, "sh")
+	if err != nil {
+		return fmt.Errorf("read per-node huge pages: %w", err)
+	}
+	var parts []string
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if id, n, ok := strings.Cut(line, " "); ok {
+			parts = append(parts, "node"+id+"="+n)
+		}
+	}
+	if len(parts) > 1 {
+		note := fmt.Sprintf("%d NUMA nodes, huge pages per node: %s", len(parts), strings.Join(parts, " "))
+		replaced := false
+		for i, n := range p.Notes {
+			if strings.Contains(n, "NUMA nodes, huge pages per node") {
+				p.Notes[i], replaced = note, true
+			}
+		}
+		if !replaced {
+			p.Note(note)
+		}
+	}
+	return nil
+}

@@ -60,6 +60,10 @@ func (t *Target) Int64Output(module, key string) (int64, bool) {
 	return 0, false
 }
 
+// SetOutputs records what a module planned, as the runner does after
+// each check; tests and tools driving modules directly use it too.
+func (t *Target) SetOutputs(module string, out map[string]any) { t.setOutputs(module, out) }
+
 func (t *Target) setOutputs(module string, out map[string]any) {
 	if t.outputs == nil {
 		t.outputs = map[string]map[string]any{}

@@ -1,0 +1,141 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/skeema/knownhosts"
+	"golang.org/x/crypto/ssh"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+)
+
+// knownHostsMu serialises accept-new appends from concurrent dials in this
+// process (one run dials many hosts at once).
+var knownHostsMu sync.Mutex
+
+// hostKeyChecker verifies the server's key against known_hosts and keeps
+// the precise refusal, which the handshake would otherwise bury under
+// "ssh: handshake failed".
+type hostKeyChecker struct {
+	e     *endpoint
+	files []string // existing files, read for verification
+	db    *knownhosts.HostKeyDB
+	err   error
+}
+
+func newHostKeyChecker(e *endpoint) (*hostKeyChecker, error) {
+	hk := &hostKeyChecker{e: e}
+	for _, f := range e.knownHosts {
+		if _, err := os.Stat(f); err == nil {
+			hk.files = append(hk.files, f)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("known_hosts %s: %w", f, err)
+		}
+	}
+	if len(hk.files) > 0 {
+		db, err := knownhosts.NewDB(hk.files...)
+		if err != nil {
+			return nil, fmt.Errorf("known_hosts: %w", err)
+		}
+		hk.db = db
+	}
+	return hk, nil
+}
+
+// algorithms lists the key types recorded for addr, so that a server with
+// several host keys presents the one we know. Nil (library defaults) for
+// a host not recorded yet.
+func (hk *hostKeyChecker) algorithms(addr string) []string {
+	if hk.db == nil {
+		return nil
+	}
+	return hk.db.HostKeyAlgorithms(addr)
+}
+
+func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	var err error
+	if hk.db != nil {
+		err = hk.db.HostKeyCallback()(hostname, remote, key)
+	} else {
+		err = &xknownhosts.KeyError{} // no file: every host is unknown
+	}
+	if err == nil {
+		return nil
+	}
+	var keyErr *xknownhosts.KeyError
+	switch {
+	case knownhosts.IsHostKeyChanged(err) && errors.As(err, &keyErr):
+		hk.err = changedKeyError(hostname, key, keyErr.Want)
+	case knownhosts.IsHostUnknown(err):
+		if hk.e.policy == HostKeyAcceptNew {
+			if werr := hk.appendKey(hostname, remote, key); werr != nil {
+				hk.err = werr
+				return werr
+			}
+			return nil
+		}
+		hk.err = unknownKeyError(hostname, key, hk.e.knownHosts[0])
+	default:
+		hk.err = fmt.Errorf("host key for %s: %w", hostname, err)
+	}
+	return hk.err
+}
+
+// appendKey records a first-seen key in the first known_hosts file, as
+// OpenSSH's accept-new does.
+func (hk *hostKeyChecker) appendKey(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	file := hk.e.knownHosts[0]
+	knownHostsMu.Lock()
+	defer knownHostsMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("accept-new: %w", err)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("accept-new: %w", err)
+	}
+	// Record only the name we dialled: the remote address of a jump
+	// channel is meaningless.
+	if err := knownhosts.WriteKnownHost(f, hostname, &net.TCPAddr{IP: net.IPv4zero}, key); err != nil {
+		f.Close()
+		return fmt.Errorf("accept-new: write %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("accept-new: write %s: %w", file, err)
+	}
+	return nil
+}
+
+type hostKeyError struct {
+	msg  string
+	kind error
+}
+
+func (e *hostKeyError) Error() string { return e.msg }
+func (e *hostKeyError) Unwrap() error { return e.kind }
+
+func unknownKeyError(hostname string, key ssh.PublicKey, file string) error {
+	return &hostKeyError{kind: ErrUnknownHostKey, msg: fmt.Sprintf(
+		"host key for %s is not in %s (unknown host; add it with ssh-keyscan or set ssh_host_key_checking: accept-new); server offered %s %s",
+		hostname, file, key.Type(), ssh.FingerprintSHA256(key))}
+}
+
+func changedKeyError(hostname string, key ssh.PublicKey, want []xknownhosts.KnownKey) error {
+	var recorded []string
+	for _, w := range want {
+		recorded = append(recorded, fmt.Sprintf("%s:%d has %s %s", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
+	}
+	file := ""
+	if len(want) > 0 {
+		file = want[0].Filename
+	}
+	return &hostKeyError{kind: ErrChangedHostKey, msg: fmt.Sprintf(
+		"host key for %s CHANGED: server offered %s %s but %s; possible man-in-the-middle, refusing to connect (if the host was reinstalled, remove the old entry: ssh-keygen -R %s -f %s)",
+		hostname, key.Type(), ssh.FingerprintSHA256(key), strings.Join(recorded, ", "),
+		Quote(knownhosts.Normalize(hostname)), Quote(file))}
+}

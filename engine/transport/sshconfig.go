@@ -1,0 +1,434 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kevinburke/ssh_config"
+)
+
+// Host-key policies accepted in SSHConfig.HostKeyPolicy.
+const (
+	HostKeyStrict    = "strict"
+	HostKeyAcceptNew = "accept-new"
+)
+
+// endpoint is one SSH hop fully resolved: the target host or a jump host.
+type endpoint struct {
+	name       string   // inventory name or ProxyJump alias, for messages
+	host       string   // address dialled
+	port       int
+	user       string
+	keyFiles   []string // tried in order, before the agent's keys
+	agent      bool     // offer the SSH agent's keys too
+	knownHosts []string // the first one receives accept-new lines
+	policy     string
+}
+
+// hostPort is the address as dialled and as recorded in known_hosts.
+func (e *endpoint) hostPort() string { return net.JoinHostPort(e.host, strconv.Itoa(e.port)) }
+
+// route is the resolved connection: zero or more jump hosts, then the target.
+type route struct {
+	jumps   []*endpoint
+	target  *endpoint
+	timeout time.Duration
+}
+
+// sshConfigFile is a parsed ssh_config with the path kept for messages.
+type sshConfigFile struct {
+	path string
+	cfg  *ssh_config.Config
+}
+
+func loadSSHConfig(path string) (*sshConfigFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ssh_config: %w", err)
+	}
+	cfg, err := ssh_config.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("ssh_config %s: %w", path, err)
+	}
+	return &sshConfigFile{path: path, cfg: cfg}, nil
+}
+
+// get returns the first value for key in the blocks matching alias, as
+// OpenSSH does (first obtained value wins), unquoted.
+func (f *sshConfigFile) get(alias, key string) string {
+	if f == nil {
+		return ""
+	}
+	v, err := f.cfg.Get(alias, key)
+	if err != nil {
+		return ""
+	}
+	return unquote(v)
+}
+
+// getAll returns every value for key (IdentityFile accumulates).
+func (f *sshConfigFile) getAll(alias, key string) []string {
+	if f == nil {
+		return nil
+	}
+	vs, err := f.cfg.GetAll(alias, key)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, unquote(v))
+	}
+	return out
+}
+
+// unquote strips the double quotes `vagrant ssh-config` puts around paths
+// with spaces.
+func unquote(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+// splitWords splits a UserKnownHostsFile value into its files, honouring
+// double quotes.
+func splitWords(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote = !inQuote
+			have = true
+		case (r == ' ' || r == '\t') && !inQuote:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// expandPath expands a leading ~ and the OpenSSH tokens %h %p %r %u %d %%.
+func expandPath(p string, e *endpoint, localUser, home string) string {
+	if p == "~" {
+		p = home
+	} else if strings.HasPrefix(p, "~/") {
+		p = filepath.Join(home, p[2:])
+	}
+	if !strings.Contains(p, "%") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+1 == len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		i++
+		switch p[i] {
+		case 'h':
+			b.WriteString(e.host)
+		case 'p':
+			b.WriteString(strconv.Itoa(e.port))
+		case 'r':
+			b.WriteString(e.user)
+		case 'u':
+			b.WriteString(localUser)
+		case 'd':
+			b.WriteString(home)
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(p[i])
+		}
+	}
+	return b.String()
+}
+
+// policyFromStrict maps StrictHostKeyChecking to our two policies. "no"
+// and "off" still refuse a changed key: we never connect to a host whose
+// recorded key differs.
+func policyFromStrict(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case "", "yes", "ask":
+		return HostKeyStrict, nil
+	case "accept-new", "no", "off":
+		return HostKeyAcceptNew, nil
+	}
+	return "", fmt.Errorf("StrictHostKeyChecking %q: want yes, accept-new or no", v)
+}
+
+func normalizePolicy(p string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(p)) {
+	case "strict", "yes", "true":
+		return HostKeyStrict, nil
+	case "accept-new", "accept_new":
+		return HostKeyAcceptNew, nil
+	}
+	return "", fmt.Errorf("host key policy %q: want %q or %q", p, HostKeyStrict, HostKeyAcceptNew)
+}
+
+// jumpSpec is one ProxyJump element before ssh_config lookup.
+type jumpSpec struct {
+	user, host string
+	port       int
+}
+
+// parseProxyJump parses "[user@]host[:port][,...]" including ssh:// URIs
+// and bracketed IPv6 addresses. "none" means no jump.
+func parseProxyJump(s string) ([]jumpSpec, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "none") {
+		return nil, nil
+	}
+	var out []jumpSpec
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimPrefix(strings.TrimSpace(part), "ssh://")
+		if part == "" {
+			return nil, fmt.Errorf("ProxyJump %q: empty hop", s)
+		}
+		var j jumpSpec
+		if i := strings.LastIndex(part, "@"); i >= 0 {
+			j.user, part = part[:i], part[i+1:]
+		}
+		hostPart, portPart := part, ""
+		switch {
+		case strings.HasPrefix(part, "["):
+			h, p, err := net.SplitHostPort(part)
+			if err != nil {
+				h, p = strings.Trim(part, "[]"), ""
+			}
+			hostPart, portPart = h, p
+		case strings.Count(part, ":") == 1:
+			i := strings.IndexByte(part, ':')
+			hostPart, portPart = part[:i], part[i+1:]
+		}
+		if hostPart == "" {
+			return nil, fmt.Errorf("ProxyJump %q: hop without a host", s)
+		}
+		j.host = hostPart
+		if portPart != "" {
+			n, err := strconv.Atoi(portPart)
+			if err != nil || n <= 0 || n > 65535 {
+				return nil, fmt.Errorf("ProxyJump %q: bad port %q", s, portPart)
+			}
+			j.port = n
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// localIdentity is who runs pgtune: the default login user and where ~ is.
+type localIdentity struct {
+	user, home string
+}
+
+func currentIdentity() localIdentity {
+	id := localIdentity{user: os.Getenv("USER"), home: os.Getenv("HOME")}
+	if u, err := user.Current(); err == nil {
+		if id.user == "" {
+			id.user = u.Username
+		}
+		if id.home == "" {
+			id.home = u.HomeDir
+		}
+	}
+	return id
+}
+
+// defaultKeyFiles are the identities OpenSSH tries when none is configured.
+var defaultKeyFiles = []string{"id_ed25519", "id_ecdsa", "id_rsa"}
+
+// resolve turns SSHConfig plus its ssh_config file into a route. Explicit
+// fields win; ssh_config fills what they leave empty; defaults come last.
+// It touches no network, so it is tested on its own.
+func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, error) {
+	if cfg.Name == "" && cfg.Address == "" {
+		return nil, errors.New("ssh: no host name or address")
+	}
+	sc, err := loadSSHConfig(cfg.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	r := &route{timeout: cfg.ConnectTimeout}
+	if r.timeout <= 0 {
+		r.timeout = 10 * time.Second
+		if v := sc.get(cfg.Name, "ConnectTimeout"); v != "" {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				r.timeout = time.Duration(n) * time.Second
+			}
+		}
+	}
+
+	alias := cfg.Name
+	if alias == "" {
+		alias = cfg.Address
+	}
+	policy := ""
+	if cfg.HostKeyPolicy != "" {
+		if policy, err = normalizePolicy(cfg.HostKeyPolicy); err != nil {
+			return nil, err
+		}
+	}
+	var explicitKeys []string
+	if cfg.PrivateKeyFile != "" {
+		explicitKeys = []string{cfg.PrivateKeyFile}
+	}
+	var explicitKnown []string
+	if cfg.KnownHostsFile != "" {
+		explicitKnown = []string{cfg.KnownHostsFile}
+	}
+
+	target, err := resolveEndpoint(sc, alias, endpointOverrides{
+		address: cfg.Address, port: cfg.Port, user: cfg.User,
+		keys: explicitKeys, knownHosts: explicitKnown, policy: policy,
+	}, local, agentAvailable)
+	if err != nil {
+		return nil, err
+	}
+	target.name = alias
+	r.target = target
+
+	jumpStr := cfg.ProxyJump
+	if jumpStr == "" {
+		jumpStr = sc.get(alias, "ProxyJump")
+	}
+	specs, err := parseProxyJump(jumpStr)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range specs {
+		// A hop is looked up in the same ssh_config by its alias, as
+		// OpenSSH does; the inventory's key and known_hosts apply to it
+		// too, since they usually belong to the same fleet.
+		hop, err := resolveEndpoint(sc, j.host, endpointOverrides{
+			port: j.port, user: j.user, extraKeys: explicitKeys,
+			knownHosts: explicitKnown, policy: policy,
+		}, local, agentAvailable)
+		if err != nil {
+			return nil, fmt.Errorf("jump host %s: %w", j.host, err)
+		}
+		hop.name = j.host
+		r.jumps = append(r.jumps, hop)
+	}
+	return r, nil
+}
+
+type endpointOverrides struct {
+	address    string
+	port       int
+	user       string
+	keys       []string // replace ssh_config IdentityFile order: first
+	extraKeys  []string // appended after ssh_config IdentityFile
+	knownHosts []string
+	policy     string
+}
+
+func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local localIdentity, agentAvailable bool) (*endpoint, error) {
+	e := &endpoint{host: o.address, port: o.port, user: o.user}
+	if e.host == "" {
+		if hn := sc.get(alias, "HostName"); hn != "" {
+			e.host = strings.ReplaceAll(hn, "%h", alias)
+		} else {
+			e.host = alias
+		}
+	}
+	if e.port == 0 {
+		if p := sc.get(alias, "Port"); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 || n > 65535 {
+				return nil, fmt.Errorf("ssh_config %s: Host %s: bad Port %q", sc.path, alias, p)
+			}
+			e.port = n
+		} else {
+			e.port = 22
+		}
+	}
+	if e.port <= 0 || e.port > 65535 {
+		return nil, fmt.Errorf("bad port %d", e.port)
+	}
+	if e.user == "" {
+		e.user = sc.get(alias, "User")
+	}
+	if e.user == "" {
+		e.user = local.user
+	}
+	if e.user == "" {
+		return nil, errors.New("no login user (set ssh_user)")
+	}
+
+	keys := append([]string(nil), o.keys...)
+	for _, k := range sc.getAll(alias, "IdentityFile") {
+		keys = append(keys, expandPath(k, e, local.user, local.home))
+	}
+	keys = append(keys, o.extraKeys...)
+	e.agent = agentAvailable && !strings.EqualFold(sc.get(alias, "IdentitiesOnly"), "yes")
+	if len(keys) == 0 {
+		// OpenSSH's defaults, only those that exist.
+		for _, k := range defaultKeyFiles {
+			p := filepath.Join(local.home, ".ssh", k)
+			if _, err := os.Stat(p); err == nil {
+				keys = append(keys, p)
+			}
+		}
+	}
+	e.keyFiles = dedup(keys)
+
+	e.knownHosts = o.knownHosts
+	if len(e.knownHosts) == 0 {
+		for _, f := range splitWords(sc.get(alias, "UserKnownHostsFile")) {
+			e.knownHosts = append(e.knownHosts, expandPath(f, e, local.user, local.home))
+		}
+	}
+	if len(e.knownHosts) == 0 {
+		e.knownHosts = []string{filepath.Join(local.home, ".ssh", "known_hosts")}
+	}
+
+	e.policy = o.policy
+	if e.policy == "" {
+		p, err := policyFromStrict(sc.get(alias, "StrictHostKeyChecking"))
+		if err != nil {
+			return nil, fmt.Errorf("ssh_config %s: Host %s: %w", sc.path, alias, err)
+		}
+		e.policy = p
+	}
+	return e, nil
+}
+
+func dedup(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := in[:0]
+	for _, s := range in {
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,281 @@
+package transport
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	gliderssh "github.com/gliderlabs/ssh"
+	"github.com/skeema/knownhosts"
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// testServer is an in-process SSH server that runs each received command
+// with `sh -c` on this machine, honouring stdin, exit status and signals.
+type testServer struct {
+	Addr string
+	Port int
+
+	srv      *gliderssh.Server
+	hostKeys map[string]gossh.Signer // by key type
+
+	conns    atomic.Int32 // TCP connections accepted
+	forwards atomic.Int32 // direct-tcpip channels (jump host use)
+	running  atomic.Int32
+	peak     atomic.Int32 // most commands running at once
+
+	mu       sync.Mutex
+	commands []string // raw command lines received, in order
+	signals  []string
+	env      []string // extra environment for commands (e.g. PATH with a fake sudo)
+}
+
+type keyType string
+
+const (
+	keyEd25519 keyType = "ed25519"
+	keyECDSA   keyType = "ecdsa"
+	keyRSA     keyType = "rsa"
+)
+
+// newKey makes a private key and its signer.
+func newKey(t testing.TB, typ keyType) (any, gossh.Signer) {
+	t.Helper()
+	var priv any
+	var err error
+	switch typ {
+	case keyEd25519:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	case keyECDSA:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case keyRSA:
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, signer
+}
+
+// clientKey writes a fresh ed25519 private key file and returns its path
+// and public key.
+func clientKey(t testing.TB) (string, gossh.PublicKey) {
+	t.Helper()
+	priv, signer := newKey(t, keyEd25519)
+	block, err := gossh.MarshalPrivateKey(priv, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, signer.PublicKey()
+}
+
+type serverOption func(testing.TB, *testServer)
+
+// withHostKeys replaces the default ed25519 host key.
+func withHostKeys(types ...keyType) serverOption {
+	return func(t testing.TB, s *testServer) {
+		s.hostKeys = map[string]gossh.Signer{}
+		for _, typ := range types {
+			_, sig := newKey(t, typ)
+			s.hostKeys[string(typ)] = sig
+		}
+	}
+}
+
+// asJumpHost lets the server forward TCP (direct-tcpip), as a bastion does.
+func asJumpHost() serverOption {
+	return func(_ testing.TB, s *testServer) {
+		s.srv.LocalPortForwardingCallback = func(ctx gliderssh.Context, host string, port uint32) bool {
+			s.forwards.Add(1)
+			return true
+		}
+		s.srv.ChannelHandlers = map[string]gliderssh.ChannelHandler{
+			"session":      gliderssh.DefaultSessionHandler,
+			"direct-tcpip": gliderssh.DirectTCPIPHandler,
+		}
+	}
+}
+
+// newTestServer starts a server accepting the given client keys for any user.
+func newTestServer(t testing.TB, authorized []gossh.PublicKey, opts ...serverOption) *testServer {
+	t.Helper()
+	s := &testServer{}
+	_, sig := newKey(t, keyEd25519)
+	s.hostKeys = map[string]gossh.Signer{string(keyEd25519): sig}
+	s.srv = &gliderssh.Server{
+		Handler: s.handle,
+		PublicKeyHandler: func(ctx gliderssh.Context, key gliderssh.PublicKey) bool {
+			for _, a := range authorized {
+				if gliderssh.KeysEqual(key, a) {
+					return true
+				}
+			}
+			return false
+		},
+		ConnCallback: func(ctx gliderssh.Context, conn net.Conn) net.Conn {
+			s.conns.Add(1)
+			return conn
+		},
+	}
+	for _, o := range opts {
+		o(t, s)
+	}
+	for _, k := range s.hostKeys {
+		s.srv.AddHostKey(k)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Addr = ln.Addr().String()
+	s.Port = ln.Addr().(*net.TCPAddr).Port
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		s.srv.Close()
+		<-served
+	})
+	return s
+}
+
+func (s *testServer) hostKey(typ keyType) gossh.PublicKey { return s.hostKeys[string(typ)].PublicKey() }
+
+// knownHostsLine is the line OpenSSH would record for this server.
+func (s *testServer) knownHostsLine(typ keyType) string {
+	return knownhosts.Line([]string{s.Addr}, s.hostKey(typ))
+}
+
+func (s *testServer) Commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commands...)
+}
+
+func (s *testServer) Signals() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.signals...)
+}
+
+var signalsByName = map[gliderssh.Signal]syscall.Signal{
+	gliderssh.SIGTERM: syscall.SIGTERM, gliderssh.SIGKILL: syscall.SIGKILL,
+	gliderssh.SIGINT: syscall.SIGINT, gliderssh.SIGHUP: syscall.SIGHUP,
+}
+
+func (s *testServer) handle(sess gliderssh.Session) {
+	n := s.running.Add(1)
+	defer s.running.Add(-1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	s.mu.Lock()
+	s.commands = append(s.commands, sess.RawCommand())
+	env := append(os.Environ(), s.env...)
+	s.mu.Unlock()
+
+	sigs := make(chan gliderssh.Signal, 4)
+	sess.Signals(sigs)
+	cmd := exec.Command("sh", "-c", sess.RawCommand())
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = sess, sess.Stderr()
+	// Stdin through a pipe we close ourselves: exec would otherwise wait
+	// for the client's EOF even after the process died.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		sess.Exit(255)
+		return
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		io.WriteString(sess.Stderr(), err.Error())
+		sess.Exit(127)
+		return
+	}
+	go func() {
+		io.Copy(stdin, sess)
+		stdin.Close()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case sig := <-sigs:
+			s.mu.Lock()
+			s.signals = append(s.signals, string(sig))
+			s.mu.Unlock()
+			if ss, ok := signalsByName[sig]; ok {
+				syscall.Kill(-cmd.Process.Pid, ss)
+			}
+			continue
+		case <-sess.Context().Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			return
+		case err := <-done:
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+				if code < 0 {
+					code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+				}
+			}
+			sess.Exit(code)
+			return
+		}
+	}
+}
+
+// writeKnownHosts writes lines to a new known_hosts file.
+func writeKnownHosts(t testing.TB, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// baseConfig reaches s as user "tester" with key and known_hosts.
+func (s *testServer) baseConfig(key, known string) SSHConfig {
+	return SSHConfig{
+		Name:           "db1",
+		Address:        "127.0.0.1",
+		Port:           s.Port,
+		User:           "tester",
+		PrivateKeyFile: key,
+		KnownHostsFile: known,
+		ConnectTimeout: 5e9,
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

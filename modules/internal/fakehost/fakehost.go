@@ -33,9 +33,9 @@ type Host struct {
 	Sysctl map[string]string
 
 	MemTotalKB, MemAvailableKB, SwapKB, CommittedKB, HugePageKB int64
-	InUsePages                                              int64
-	ReadOnly                                                bool
-	Nodes                                                   int
+	InUsePages                                                  int64
+	ReadOnly                                                    bool
+	Nodes                                                       int
 
 	// MaxPages returns how many pages the kernel can hold after the given
 	// number of compactions; nil means unlimited.

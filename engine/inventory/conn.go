@@ -1,0 +1,274 @@
+package inventory
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// connField is one Conn setting: its canonical key, and how a raw var
+// value becomes the setting (or why it cannot).
+type connField struct {
+	canonical string
+	parse     func(v any) (any, error)
+	set       func(c *Conn, v any)
+}
+
+// connKeys maps every accepted spelling (pgtune's key and the Ansible
+// aliases an existing inventory uses) to its field.
+var connKeys = map[string]connField{}
+
+// connOrder lists the canonical keys; within one level (a group's vars or
+// a host's vars) the canonical spelling wins over an alias.
+var connOrder []string
+
+func init() {
+	str := func(what string) func(any) (any, error) {
+		return func(v any) (any, error) { return textValue(what, v) }
+	}
+	add := func(canonical string, aliases []string, parse func(any) (any, error), set func(*Conn, any)) {
+		f := connField{canonical: canonical, parse: parse, set: set}
+		connOrder = append(connOrder, canonical)
+		connKeys[canonical] = f
+		for _, a := range aliases {
+			connKeys[a] = f
+		}
+	}
+	add("connection", []string{"ansible_connection"}, parseConnection, func(c *Conn, v any) { c.Connection = v.(string) })
+	add("ssh_host", []string{"ansible_host", "ansible_ssh_host"}, str("address"), func(c *Conn, v any) { c.Address = v.(string) })
+	add("ssh_port", []string{"ansible_port", "ansible_ssh_port"}, parsePort, func(c *Conn, v any) { c.Port = v.(int) })
+	add("ssh_user", []string{"ansible_user", "ansible_ssh_user"}, str("user"), func(c *Conn, v any) { c.User = v.(string) })
+	add("ssh_private_key_file", []string{"ansible_ssh_private_key_file", "ansible_private_key_file"}, str("path"), func(c *Conn, v any) { c.PrivateKeyFile = v.(string) })
+	add("ssh_known_hosts_file", nil, str("path"), func(c *Conn, v any) { c.KnownHostsFile = v.(string) })
+	add("ssh_host_key_checking", nil, parseHostKeyChecking, func(c *Conn, v any) { c.HostKeyChecking = v.(string) })
+	add("ssh_config_file", nil, str("path"), func(c *Conn, v any) { c.ConfigFile = v.(string) })
+	add("become", []string{"ansible_become"}, parseBecome, func(c *Conn, v any) { c.Become = v.(bool) })
+	add("pg_data", nil, str("path"), func(c *Conn, v any) { c.PGData = v.(string) })
+	add("pg_bin", nil, str("path"), func(c *Conn, v any) { c.PGBin = v.(string) })
+	add("pg_config_file", nil, str("path"), func(c *Conn, v any) { c.PGConfigFile = v.(string) })
+	add("pg_restart", nil, str("command"), func(c *Conn, v any) { c.PGRestart = v.(string) })
+}
+
+// resolve computes a host's Conn from its var levels, least specific
+// first. Every value was checked where it was written, so errors here
+// only concern the host name used as the default address.
+func resolve(host string, levels [][]varDef, dir string) (Conn, error) {
+	c := Conn{Connection: "ssh", HostKeyChecking: "strict"}
+	addrSet := false
+	for _, level := range levels {
+		// The most specific level wins whatever the spelling; inside a
+		// level the canonical key wins over its aliases, and the last
+		// definition of one spelling wins.
+		chosen := map[string]varDef{}
+		for _, d := range level {
+			f, ok := connKeys[d.key]
+			if !ok {
+				continue
+			}
+			prev, had := chosen[f.canonical]
+			if had && prev.key == f.canonical && d.key != f.canonical {
+				continue
+			}
+			chosen[f.canonical] = d
+		}
+		for _, canonical := range connOrder {
+			d, ok := chosen[canonical]
+			if !ok {
+				continue
+			}
+			f := connKeys[canonical]
+			v, err := f.parse(d.value)
+			if err != nil {
+				return Conn{}, fmt.Errorf("%s: %v", d.key, err)
+			}
+			f.set(&c, v)
+			if canonical == "ssh_host" {
+				addrSet = true
+			}
+		}
+	}
+	if !addrSet {
+		c.Address = host
+	}
+	if c.ConfigFile != "" && !filepath.IsAbs(c.ConfigFile) && !strings.HasPrefix(c.ConfigFile, "~") {
+		c.ConfigFile = filepath.Join(dir, c.ConfigFile)
+	}
+	return c, nil
+}
+
+// checkText refuses what no quoting can make safe in an address, a user
+// name or a path: a line break ends a command, NUL ends a C string.
+func checkText(what, s string) error {
+	if i := strings.IndexAny(s, "\n\r\x00"); i >= 0 {
+		return fmt.Errorf("%s %q contains a line break or NUL", what, s)
+	}
+	return nil
+}
+
+func textValue(what string, v any) (any, error) {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	case int, int64, uint64, float64, bool:
+		s = fmt.Sprint(t)
+	default:
+		return nil, fmt.Errorf("expected a string, got %s", show(v))
+	}
+	if s == "" {
+		return nil, fmt.Errorf("empty %s", what)
+	}
+	if err := checkText(what, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func parseConnection(v any) (any, error) {
+	s, _ := v.(string)
+	switch s {
+	case "ssh", "local":
+		return s, nil
+	case "smart": // Ansible's default, which means ssh
+		return "ssh", nil
+	}
+	return nil, fmt.Errorf("expected ssh or local, got %s", show(v))
+}
+
+func parsePort(v any) (any, error) {
+	n, err := parseInt(v)
+	if err != nil || n < 1 || n > 65535 {
+		return nil, fmt.Errorf("expected a port number (1-65535), got %s", show(v))
+	}
+	return n, nil
+}
+
+func parseHostKeyChecking(v any) (any, error) {
+	s, _ := v.(string)
+	switch s {
+	case "strict", "accept-new":
+		return s, nil
+	}
+	return nil, fmt.Errorf("expected strict or accept-new, got %s", show(v))
+}
+
+// parseBecome accepts the booleans Ansible accepts.
+func parseBecome(v any) (any, error) {
+	switch t := v.(type) {
+	case bool:
+		return t, nil
+	case int:
+		if t == 0 || t == 1 {
+			return t == 1, nil
+		}
+	case string:
+		switch strings.ToLower(strings.TrimSpace(t)) {
+		case "yes", "y", "true", "t", "on", "1":
+			return true, nil
+		case "no", "n", "false", "f", "off", "0":
+			return false, nil
+		}
+	}
+	return nil, fmt.Errorf("expected a boolean (yes/no/true/false), got %s", show(v))
+}
+
+// expandHost expands Ansible host ranges (db[01:03], node-[a:c],
+// web[0:10:5]) and splits a trailing :PORT.
+func expandHost(pattern string) (names []string, port string, err error) {
+	var colons []int // outside [ranges]
+	depth := 0
+	for i, c := range pattern {
+		switch c {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ':':
+			if depth == 0 {
+				colons = append(colons, i)
+			}
+		}
+	}
+	// One colon is NAME:PORT; more is an IPv6 address, kept whole.
+	if len(colons) == 1 {
+		i := colons[0]
+		if _, err := strconv.Atoi(pattern[i+1:]); err != nil || i == 0 {
+			return nil, "", fmt.Errorf("expected NAME or NAME:PORT")
+		}
+		pattern, port = pattern[:i], pattern[i+1:]
+	}
+	names, err = expandRanges(pattern, 0)
+	return names, port, err
+}
+
+const maxExpanded = 100000
+
+func expandRanges(s string, total int) ([]string, error) {
+	open := strings.Index(s, "[")
+	if open < 0 {
+		if strings.Contains(s, "]") {
+			return nil, fmt.Errorf("unbalanced ]")
+		}
+		return []string{s}, nil
+	}
+	end := strings.Index(s[open:], "]")
+	if end < 0 {
+		return nil, fmt.Errorf("unbalanced [")
+	}
+	end += open
+	head, body, tail := s[:open], s[open+1:end], s[end+1:]
+	parts := strings.Split(body, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("range [%s] must be [start:end] or [start:end:step]", body)
+	}
+	step := 1
+	if len(parts) == 3 {
+		n, err := strconv.Atoi(parts[2])
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("range [%s]: bad step", body)
+		}
+		step = n
+	}
+	var items []string
+	lo, hi := parts[0], parts[1]
+	if a, errA := strconv.Atoi(lo); errA == nil {
+		b, errB := strconv.Atoi(hi)
+		if errB != nil || b < a || a < 0 {
+			return nil, fmt.Errorf("range [%s]: bad bounds", body)
+		}
+		if (b-a)/step+1 > maxExpanded {
+			return nil, fmt.Errorf("range [%s] is too large", body)
+		}
+		width := 0
+		if len(lo) > 1 && lo[0] == '0' { // zero padding: [01:10]
+			width = len(lo)
+		}
+		for i := a; i <= b; i += step {
+			items = append(items, fmt.Sprintf("%0*d", width, i))
+		}
+	} else {
+		if len(lo) != 1 || len(hi) != 1 || !isLetter(lo[0]) || !isLetter(hi[0]) || hi[0] < lo[0] {
+			return nil, fmt.Errorf("range [%s]: bad bounds", body)
+		}
+		for c := int(lo[0]); c <= int(hi[0]); c += step {
+			items = append(items, string(rune(c)))
+		}
+	}
+	rest, err := expandRanges(tail, total)
+	if err != nil {
+		return nil, err
+	}
+	if len(items)*len(rest) > maxExpanded {
+		return nil, fmt.Errorf("host range expands to too many hosts")
+	}
+	var out []string
+	for _, it := range items {
+		for _, r := range rest {
+			out = append(out, head+it+r)
+		}
+	}
+	return out, nil
+}
+
+func isLetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }

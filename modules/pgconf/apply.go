@@ -1,0 +1,175 @@
+package pgconf
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+func state(p *plan.ModulePlan) (*State, error) {
+	if p == nil || p.State == nil {
+		return nil, nil
+	}
+	st, ok := p.State.(*State)
+	if !ok {
+		return nil, fmt.Errorf("plan state: got %T", p.State)
+	}
+	return st, nil
+}
+
+// Apply writes the planned files (journaled, with backups, atomically) and
+// restarts the server when planned. If the server does not come back, the
+// previous files are put back and the server started on them; the error
+// then quotes the server's FATAL line.
+func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, err := state(p)
+	if err != nil || st == nil {
+		return err
+	}
+	pg := st.PG
+	var blocking []string
+	for _, o := range st.Overrides {
+		if st.OnOverride == "fail" || !o.Fixable {
+			blocking = append(blocking, o.String())
+		}
+	}
+	if len(blocking) > 0 {
+		return fmt.Errorf("settings that override %s: %s; on_override is %s: nothing was changed (remove them, or set on_override: fix)",
+			st.Dropin, strings.Join(blocking, "; "), st.OnOverride)
+	}
+
+	if _, err := t.Run(ctx, "sh", "-c", mkdirScript, "sh", path.Dir(st.Dropin), pg.Owner); err != nil {
+		return fmt.Errorf("create %s: %w", path.Dir(st.Dropin), err)
+	}
+	var written []fileChange
+	for _, f := range st.Files {
+		opts := transport.WriteOptions{}
+		if !f.Existed {
+			opts.Mode, opts.Owner = f.Mode, f.Owner
+		}
+		if err := t.WriteFile(ctx, f.Path, f.After, opts); err != nil {
+			werr := fmt.Errorf("write %s: %w", f.Path, err)
+			if rerr := restoreFiles(context.WithoutCancel(ctx), t, written); rerr != nil {
+				return fmt.Errorf("%w; restoring the files written before it failed too: %v", werr, rerr)
+			}
+			return werr
+		}
+		written = append(written, f)
+	}
+	if !st.Restart {
+		return nil
+	}
+
+	res, rerr := restartPostgres(ctx, t, pg)
+	if rerr == nil && res.ok() {
+		if t.Log != nil {
+			t.Log.Info("postgres restarted", "method", res.Method, "old_pid", res.OldPID, "new_pid", res.NewPID)
+		}
+		return nil
+	}
+	cause := ""
+	if rerr != nil {
+		cause = rerr.Error()
+	} else {
+		cause = res.failure()
+	}
+	return recoverStart(ctx, t, pg, written, cause)
+}
+
+// recoverStart undoes the files and starts the server on them again. It
+// runs to the end even when the run is being cancelled: a server left down
+// is the one outcome pgtune must not produce.
+func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, written []fileChange, cause string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*restartTimeout*time.Second)
+	defer cancel()
+	if t.Log != nil {
+		t.Log.Error("postgres did not start with the new settings; restoring the previous configuration", "cause", cause)
+	}
+	if err := restoreFiles(rctx, t, written); err != nil {
+		return fmt.Errorf("postgres refused to start with the new settings: %s; restoring the previous configuration FAILED: %v; postgres may be down: restore the backups of run %s and start it by hand",
+			cause, err, runID(t))
+	}
+	res, err := restartPostgres(rctx, t, pg)
+	if err != nil || !res.ok() {
+		why := ""
+		if err != nil {
+			why = err.Error()
+		} else {
+			why = res.failure()
+		}
+		return fmt.Errorf("postgres refused to start with the new settings: %s; the previous configuration was restored but postgres did NOT start again: %s; start it by hand",
+			cause, why)
+	}
+	return fmt.Errorf("postgres refused to start with the new settings: %s; previous configuration restored, postgres running again on it (pid %d)",
+		cause, res.NewPID)
+}
+
+func runID(t *engine.Target) string {
+	if t.Journal == nil {
+		return "(none)"
+	}
+	return t.Journal.RunID
+}
+
+// Verify reads back the files and, when the server runs (and no restart is
+// pending by policy), that the postmaster took the values and maps its
+// segment on huge pages.
+func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, err := state(p)
+	if err != nil || st == nil {
+		return err
+	}
+	fs := newConfFS()
+	want := map[string][]byte{st.Dropin: dropinContent(st.SharedBuffers)}
+	for _, f := range st.Files {
+		want[f.Path] = f.After
+	}
+	var paths []string
+	for p := range want {
+		paths = append(paths, "f:"+p)
+	}
+	if err := readInto(ctx, t, fs, paths); err != nil {
+		return err
+	}
+	for p, content := range want {
+		f := fs.Files[p]
+		if f == nil || !f.Exists || string(f.Content) != string(content) {
+			return fmt.Errorf("%s does not hold the planned content", p)
+		}
+	}
+	if !st.PG.Running || st.Pending {
+		return nil
+	}
+	pg, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, st.PG)
+	if err != nil {
+		return err
+	}
+	if !pg.Running {
+		return fmt.Errorf("postgres (%s) is not running", pg.DataDir)
+	}
+	if st.Restart && pg.PID == st.PG.PID && pg.StartTime == st.PG.StartTime {
+		return fmt.Errorf("postmaster pid %d did not change: the restart did not happen", pg.PID)
+	}
+	live, err := liveSettings(ctx, t, pg)
+	if err != nil {
+		return err
+	}
+	before, differs := describeLive(live)
+	if differs(st.SharedBuffers) {
+		return fmt.Errorf("the server runs with %s, not shared_buffers=%s huge_pages=on huge_page_size=0", before, formatSize(st.SharedBuffers))
+	}
+	if pg.HugetlbPages <= 0 {
+		return fmt.Errorf("postmaster pid %d maps no huge pages (HugetlbPages 0 kB in /proc/%d/status)", pg.PID, pg.PID)
+	}
+	if pg.Major >= 17 && live["huge_pages_status"] != "on" {
+		return fmt.Errorf("huge_pages_status is %q, not on", live["huge_pages_status"])
+	}
+	return nil
+}

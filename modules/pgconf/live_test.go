@@ -1,0 +1,214 @@
+package pgconf
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// These tests run against a real PostgreSQL 15 cluster made by initdb and
+// started with pg_ctl (testhost.Postgres), over the local transport, as
+// root. The ones that put the server on huge pages take the machine-wide
+// kernel lock and put vm.nr_hugepages back.
+
+func liveTarget(t *testing.T, c *testhost.Cluster) *engine.Target {
+	t.Helper()
+	ctx := context.Background()
+	tr := transport.NewLocal()
+	f, err := facts.Gather(ctx, tr, facts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := facts.DiscoverPostgres(ctx, tr, facts.Options{PGData: c.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Postgres = pg
+	return &engine.Target{
+		Name:      "localhost",
+		Transport: tr,
+		Facts:     f,
+		Scope:     expr.NewScope("test.yml"),
+		Log:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+func params(pool int64, set func(*Params)) *Params {
+	p := New().NewParams().(*Params)
+	p.Pool = expr.Literal(pool)
+	if set != nil {
+		set(p)
+	}
+	return p
+}
+
+// snapshot is what must not move during a check.
+type snapshot struct {
+	files map[string]string
+	pid   int
+	start string
+}
+
+func takeSnapshot(t *testing.T, c *testhost.Cluster) snapshot {
+	t.Helper()
+	s := snapshot{files: map[string]string{}}
+	err := filepath.WalkDir(c.DataDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != c.DataDir {
+			if d.Name() == "conf.d" {
+				return nil
+			}
+			return filepath.SkipDir // the cluster's own data moves by itself
+		}
+		if strings.HasSuffix(p, ".conf") || strings.HasSuffix(p, ".opts") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s.files[p] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Running() {
+		s.pid = c.PID(t)
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/stat")
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		s.start = f[19]
+	}
+	return s
+}
+
+func scratchDirs(t *testing.T) []string {
+	m, err := filepath.Glob("/tmp/pgtune-scratch.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func hugePageSize(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Hugepagesize:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n * 1024
+		}
+	}
+	t.Fatal("no Hugepagesize")
+	return 0
+}
+
+func changeTargets(p *plan.ModulePlan) []string {
+	var out []string
+	for _, c := range p.Changes {
+		out = append(out, string(c.Kind)+" "+c.Target)
+	}
+	return out
+}
+
+func TestCheckRunningClusterChangesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t)
+	tg := liveTarget(t, c)
+	hp := hugePageSize(t)
+	pool := 64 * hp
+
+	before := takeSnapshot(t, c)
+	scratchBefore := len(scratchDirs(t))
+	p, err := New().Check(context.Background(), tg, params(pool, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := takeSnapshot(t, c)
+	logPlan(t, p)
+	if before.pid != after.pid || before.start != after.start {
+		t.Errorf("postmaster moved: %+v → %+v", before, after)
+	}
+	for f, content := range before.files {
+		if after.files[f] != content {
+			t.Errorf("%s changed during check", f)
+		}
+	}
+	if len(after.files) != len(before.files) {
+		t.Errorf("files appeared during check: %d → %d", len(before.files), len(after.files))
+	}
+	if n := len(scratchDirs(t)); n > scratchBefore {
+		t.Errorf("scratch directory left behind: %v", scratchDirs(t))
+	}
+
+	dropin := filepath.Join(c.DataDir, "conf.d", "002-hugepages.conf")
+	want := []string{"file " + c.ConfigFile(), "file " + dropin, "restart restart postgresql"}
+	if got := changeTargets(p); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("changes %q; want %q", got, want)
+	}
+	st := p.State.(*State)
+	slack := (pool/hp - st.SegmentPages) * hp
+	if st.SegmentPages > pool/hp || slack > maxSlack(pool, hp) {
+		t.Errorf("segment %d pages for a %d-page pool (slack %d)", st.SegmentPages, pool/hp, slack)
+	}
+	if st.SharedBuffers%8192 != 0 || st.SharedBuffers <= 0 {
+		t.Errorf("shared_buffers %d", st.SharedBuffers)
+	}
+	if p.Outputs["shared_buffers"] != st.SharedBuffers || p.Outputs["segment_pages"] != st.SegmentPages ||
+		p.Outputs["segment"] != st.SegmentMB<<20 {
+		t.Errorf("outputs %v", p.Outputs)
+	}
+	inc := p.Changes[0]
+	if !strings.Contains(inc.Diff, "+include_dir = 'conf.d'\t# added by pgtune") {
+		t.Errorf("include diff:\n%s", inc.Diff)
+	}
+	rs := p.Changes[2]
+	if rs.Before != "shared_buffers=128MB huge_pages=try huge_page_size=0" ||
+		rs.After != "shared_buffers="+formatSize(st.SharedBuffers)+" huge_pages=on huge_page_size=0" {
+		t.Errorf("restart %q → %q", rs.Before, rs.After)
+	}
+	// The server itself agrees with the sizing: ask it about the drop-in's
+	// value with the cluster stopped.
+	c.Stop(t)
+	out := c.AsOwner(t, filepath.Join(c.BinDir, "postgres"), "-D", c.DataDir, "-C", "shared_memory_size_in_huge_pages",
+		"-c", "shared_buffers="+strconv.FormatInt(st.SharedBuffers/1024, 10)+"kB")
+	if got := strings.TrimSpace(out); got != strconv.FormatInt(st.SegmentPages, 10) {
+		t.Errorf("server says %s pages; plan says %d", got, st.SegmentPages)
+	}
+	c.Start(t)
+	_ = time.Second
+}
+
+func logPlan(t *testing.T, p *plan.ModulePlan) {
+	t.Helper()
+	for _, c := range p.Changes {
+		t.Logf("change %s %s: %q → %q\n%s", c.Kind, c.Target, short(c.Before), short(c.After), c.Diff)
+	}
+	for _, n := range p.Notes {
+		t.Logf("note: %s", n)
+	}
+}
+
+func short(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,591 @@
+// Package pgconf sizes shared_buffers so PostgreSQL's whole shared memory
+// segment lands on the reserved huge page pool, pins huge_pages = 'on' in a
+// conf.d drop-in, restarts the server and verifies the postmaster maps its
+// segment on huge pages. If the server refuses to start with the new
+// settings, the previous files are restored and the server started again:
+// pgtune never leaves postgres down.
+package pgconf
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+// Name is the module's key in a playbook.
+const Name = "pgconf"
+
+// Params are the module's policy parameters.
+type Params struct {
+	// Pool is the huge page pool to fit the segment into, in bytes.
+	// Default: the pool the hugepages module plans, else the pool the
+	// kernel has now.
+	Pool expr.Value `yaml:"pool"`
+	// Restart restarts the server when its running values differ; false
+	// reports "pending restart" instead.
+	Restart expr.Value `yaml:"restart"`
+	// OnOverride says what to do with settings that would override the
+	// drop-in (postgresql.auto.conf, later includes): fail or fix
+	// (comment them out, with a backup).
+	OnOverride expr.Value `yaml:"on_override"`
+	// Dropin is the drop-in file, relative to the directory of the active
+	// postgresql.conf (or absolute).
+	Dropin expr.Value `yaml:"dropin"`
+}
+
+// Module is the pgconf module.
+type Module struct{}
+
+// New returns the module.
+func New() *Module { return &Module{} }
+
+func (*Module) Name() string       { return Name }
+func (*Module) Requires() []string { return []string{"hugepages"} }
+
+func (*Module) NewParams() any {
+	return &Params{
+		Restart:    expr.Literal(true),
+		OnOverride: expr.Literal("fail"),
+		Dropin:     expr.Literal("conf.d/002-hugepages.conf"),
+	}
+}
+
+// placeholder is the shared_buffers the drop-in holds while sizing.
+const placeholder = 1 << 20
+
+// managed are the settings the drop-in owns.
+var managed = []string{"huge_pages", "huge_page_size", "shared_buffers"}
+
+// fileChange is one file Apply writes.
+type fileChange struct {
+	Path    string
+	Existed bool
+	Before  []byte // previous content, kept so a failed start can be undone without the journal
+	After   []byte
+	Mode    string // for a new file
+	Owner   string // for a new file
+}
+
+// override is an assignment that would win over the drop-in.
+type override struct {
+	Entry entry
+	// Fixable is false for the postmaster's command line, which no file
+	// edit changes.
+	Fixable bool
+}
+
+func (o override) String() string {
+	return fmt.Sprintf("%s sets %s", o.Entry.where(), strings.TrimSpace(o.Entry.Text))
+}
+
+// State is what Check hands to Apply and Verify.
+type State struct {
+	PG         *facts.Postgres
+	Dropin     string
+	Files      []fileChange
+	Overrides  []override
+	OnOverride string
+	Restart    bool // a restart is planned
+	Pending    bool // a restart is needed but policy says not now
+	// Desired values.
+	SharedBuffers int64
+	SegmentMB     int64
+	SegmentPages  int64
+}
+
+type settings struct {
+	pool       int64
+	restart    bool
+	onOverride string
+	dropin     string
+}
+
+func (m *Module) params(t *engine.Target, raw any) (settings, error) {
+	p, ok := raw.(*Params)
+	if !ok {
+		return settings{}, fmt.Errorf("params: got %T", raw)
+	}
+	var s settings
+	var err error
+	if s.restart, err = t.Scope.Bool(p.Restart); err != nil {
+		return s, fmt.Errorf("restart: %w", err)
+	}
+	if s.onOverride, err = t.Scope.String(p.OnOverride); err != nil {
+		return s, fmt.Errorf("on_override: %w", err)
+	}
+	if s.onOverride != "fail" && s.onOverride != "fix" {
+		return s, fmt.Errorf("on_override: %q is not fail or fix", s.onOverride)
+	}
+	if s.dropin, err = t.Scope.String(p.Dropin); err != nil {
+		return s, fmt.Errorf("dropin: %w", err)
+	}
+	if err := checkDropin(s.dropin); err != nil {
+		return s, err
+	}
+	switch {
+	case p.Pool.IsSet():
+		if s.pool, err = t.Scope.Int64(p.Pool); err != nil {
+			return s, fmt.Errorf("pool: %w", err)
+		}
+		if s.pool <= 0 {
+			return s, fmt.Errorf("pool: %d is not a positive size", s.pool)
+		}
+	default:
+		if n, ok := t.Int64Output("hugepages", "pool"); ok {
+			s.pool = n
+		} else if t.Facts != nil {
+			s.pool = t.Facts.HugePagesTotal * t.Facts.HugePageSize
+		}
+	}
+	return s, nil
+}
+
+func checkDropin(d string) error {
+	switch {
+	case d == "":
+		return fmt.Errorf("dropin: empty path")
+	case strings.ContainsAny(d, "\n\r\x00'\\"):
+		return fmt.Errorf("dropin %q: line breaks, quotes and backslashes are not allowed", d)
+	case !strings.HasSuffix(d, ".conf") || strings.HasPrefix(path.Base(d), "."):
+		// include_dir only reads *.conf files not starting with a dot.
+		return fmt.Errorf("dropin %q: the file name must end in .conf and not start with a dot", d)
+	}
+	return nil
+}
+
+// Check plans the drop-in, the include line, override fixes and the
+// restart. It leaves nothing behind on the host: the sizing runs in a
+// scratch data directory that is removed before returning.
+func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.ModulePlan, error) {
+	p := &plan.ModulePlan{Module: Name}
+	pg := t.Facts.Postgres
+	if pg == nil {
+		if t.Facts.PostgresError != "" {
+			return nil, fmt.Errorf("find the cluster: %s", t.Facts.PostgresError)
+		}
+		p.Note("no PostgreSQL cluster found: shared_buffers left alone")
+		return p, nil
+	}
+	if pg.Major < 15 {
+		return nil, fmt.Errorf("PostgreSQL %d has no shared_memory_size; pgtune needs 15 or later (%s)", pg.Major, pg.DataDir)
+	}
+	s, err := m.params(t, raw)
+	if err != nil {
+		return nil, err
+	}
+	hp := t.Facts.HugePageSize
+	if hp <= 0 {
+		return nil, fmt.Errorf("the kernel reports no huge page size (Hugepagesize in /proc/meminfo)")
+	}
+	if s.pool < hp {
+		return nil, fmt.Errorf("no huge page pool to size shared_buffers against (pool %d bytes): reserve huge pages first (hugepages module) or set pool", s.pool)
+	}
+	if pg.Owner == "" {
+		return nil, fmt.Errorf("cannot tell the owner of %s", pg.DataDir)
+	}
+
+	confDir := path.Dir(pg.ConfigFile)
+	dropin := s.dropin
+	if !path.IsAbs(dropin) {
+		dropin = path.Join(confDir, dropin)
+	}
+	dropin = path.Clean(dropin)
+	autoConf := path.Join(pg.DataDir, "postgresql.auto.conf")
+	optsFile := path.Join(pg.DataDir, "postmaster.opts")
+
+	// Snapshot the configuration: the main file, auto.conf, the drop-in
+	// and its directory, then whatever the includes reach.
+	fs := newConfFS()
+	want := []string{"f:" + pg.ConfigFile, "f:" + autoConf, "f:" + dropin, "d:" + path.Dir(dropin), "f:" + optsFile}
+	var cur *walk
+	for round := 0; ; round++ {
+		if err := readInto(ctx, t, fs, want); err != nil {
+			return nil, err
+		}
+		if cur, err = walkConfig(fs, pg.ConfigFile, autoConf); err != nil {
+			return nil, err
+		}
+		if len(cur.Missing) == 0 {
+			break
+		}
+		if round > maxDepth {
+			return nil, fmt.Errorf("configuration includes do not settle after %d rounds", round)
+		}
+		want = cur.Missing
+	}
+	main := fs.Files[pg.ConfigFile]
+	if !main.Exists {
+		return nil, fmt.Errorf("config file %s does not exist", pg.ConfigFile)
+	}
+
+	// The planned files, with a placeholder shared_buffers (valid, so the
+	// server accepts the file): sizing runs with shared_buffers on the
+	// command line, which beats every file.
+	planned := fs.clone()
+	planned.put(dropin, dropinContent(placeholder))
+	pw, err := walkConfig(planned, pg.ConfigFile, autoConf)
+	if err != nil {
+		return nil, err
+	}
+	includeLine := ""
+	if !pw.reads(dropin) {
+		includeLine = includeDirective(confDir, dropin)
+		planned.put(pg.ConfigFile, appendLine(main.Content, includeLine))
+		if pw, err = walkConfig(planned, pg.ConfigFile, autoConf); err != nil {
+			return nil, err
+		}
+		if len(pw.Missing) > 0 {
+			if err := readInto(ctx, t, fs, pw.Missing); err != nil {
+				return nil, err
+			}
+			for _, k := range pw.Missing {
+				if k[0] == 'd' {
+					planned.Dirs[k[2:]] = fs.Dirs[k[2:]]
+				} else {
+					planned.Files[k[2:]] = fs.Files[k[2:]]
+				}
+			}
+			planned.put(dropin, dropinContent(placeholder))
+			if pw, err = walkConfig(planned, pg.ConfigFile, autoConf); err != nil {
+				return nil, err
+			}
+		}
+		if !pw.reads(dropin) {
+			return nil, fmt.Errorf("%s would not be read even with %q in %s", dropin, includeLine, pg.ConfigFile)
+		}
+	}
+
+	// Settings after the drop-in that would win over it.
+	overrides := findOverrides(pw, dropin)
+	overrides = append(overrides, commandLineOverrides(fs.Files[optsFile], optsFile, pg.Running)...)
+	if s.onOverride == "fix" {
+		for _, o := range overrides {
+			if !o.Fixable {
+				continue
+			}
+			f := planned.Files[o.Entry.File]
+			c, err := commentOut(f.Content, o.Entry.Line, "disabled by pgtune: it overrode "+displayPath(confDir, dropin))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", o.Entry.where(), err)
+			}
+			planned.put(o.Entry.File, c)
+		}
+	}
+
+	// Size against the planned configuration in a scratch data directory.
+	pw, err = walkConfig(planned, pg.ConfigFile, autoConf)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := makeScratch(ctx, t, pg, planned, pw, autoConf)
+	if err != nil {
+		return nil, err
+	}
+	defer removeScratch(t, sc)
+	first, err := probe(ctx, t, pg, sc,
+		query{Name: "shared_memory_size", SharedBuffers: roundDown(s.pool, hp)},
+		query{Name: "block_size"},
+		query{Name: "shared_buffers"}, query{Name: "huge_pages"}, query{Name: "huge_page_size"})
+	if err != nil {
+		return nil, err
+	}
+	segAtPool, err := strconv.ParseInt(first[0], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("postgres -C shared_memory_size: unexpected %q", first[0])
+	}
+	block, err := strconv.ParseInt(first[1], 10, 64)
+	if err != nil || block <= 0 {
+		return nil, fmt.Errorf("postgres -C block_size: unexpected %q", first[1])
+	}
+	fit, err := fitPool(ctx, s.pool, hp, block, segAtPool, func(ctx context.Context, sb int64) (int64, int64, error) {
+		v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size", SharedBuffers: sb},
+			query{Name: "shared_memory_size_in_huge_pages", SharedBuffers: sb})
+		if err != nil {
+			return 0, 0, err
+		}
+		mb, err1 := strconv.ParseInt(v[0], 10, 64)
+		pages, err2 := strconv.ParseInt(v[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("postgres -C: unexpected answers %q", v)
+		}
+		return mb, pages, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// What the planned files make the server read, as postgres itself
+	// says: it must be ours unless a known override (not fixed) wins.
+	got := map[string]string{"shared_buffers": first[2], "huge_pages": first[3], "huge_page_size": first[4]}
+	for _, name := range managed {
+		var same bool
+		switch name {
+		case "shared_buffers":
+			n, err := parseSize(got[name], block)
+			same = err == nil && n == placeholder
+		case "huge_pages":
+			same = sameSetting(name, got[name], "on")
+		case "huge_page_size":
+			same = sameSetting(name, got[name], "0")
+		}
+		if same || overridden(overrides, name, s.onOverride) {
+			continue
+		}
+		return nil, fmt.Errorf("postgres -C %s on the planned configuration answers %q, not the drop-in's value: something overrides %s that pgtune could not locate",
+			name, got[name], dropin)
+	}
+
+	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: overrides,
+		SharedBuffers: fit.SharedBuffers, SegmentMB: fit.SegmentMB, SegmentPages: fit.SegmentPages}
+	p.State = st
+	p.Outputs = map[string]any{
+		"shared_buffers": fit.SharedBuffers,
+		"segment":        fit.SegmentMB * mib,
+		"segment_pages":  fit.SegmentPages,
+	}
+
+	// The changes, files first, in the order Apply writes them.
+	planned.put(dropin, dropinContent(fit.SharedBuffers))
+	owner := pg.Owner + ":"
+	for _, o := range overrides {
+		if s.onOverride == "fail" || !o.Fixable {
+			p.Add(plan.Change{Kind: plan.KindAction, Target: o.Entry.where(),
+				Before: fmt.Sprintf("%s = %s", o.Entry.Name, o.Entry.Value),
+				After:  overrideAfter(o, s.onOverride, displayPath(confDir, dropin))})
+		}
+	}
+	var files []string
+	if s.onOverride == "fix" {
+		for _, o := range overrides {
+			if o.Fixable && !slices.Contains(files, o.Entry.File) {
+				files = append(files, o.Entry.File)
+			}
+		}
+	}
+	if includeLine != "" && !slices.Contains(files, pg.ConfigFile) {
+		files = append(files, pg.ConfigFile)
+	}
+	files = append(files, dropin)
+	for _, f := range files {
+		before := fs.Files[f]
+		after := planned.Files[f].Content
+		if before != nil && before.Exists && string(before.Content) == string(after) {
+			continue
+		}
+		fc := fileChange{Path: f, After: after}
+		if before != nil && before.Exists {
+			fc.Existed, fc.Before = true, before.Content
+		} else {
+			fc.Mode, fc.Owner = newFileMode(main.Mode), owner
+		}
+		st.Files = append(st.Files, fc)
+		p.Add(plan.Change{Kind: plan.KindFile, Target: f, Before: string(fc.Before), After: string(after),
+			Diff: udiff.Unified(diffLabel(f, fc.Existed, "a"), diffLabel(f, true, "b"), string(fc.Before), string(after))})
+	}
+
+	// The running server: does it need a restart to take the values?
+	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=0", formatSize(fit.SharedBuffers))
+	if pg.Running {
+		live, err := liveSettings(ctx, t, pg)
+		if err != nil {
+			return nil, err
+		}
+		before, differs := describeLive(live)
+		if differs(fit.SharedBuffers) {
+			if s.restart {
+				st.Restart = true
+				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})
+			} else {
+				st.Pending = true
+				p.Note(fmt.Sprintf("pending restart: the server runs with %s; %s takes effect at the next restart (restart: false)", before, after))
+			}
+		}
+	} else {
+		p.Note(fmt.Sprintf("PostgreSQL is not running: %s takes effect when it starts", after))
+	}
+	p.Note(fmt.Sprintf("segment %d MB = %d huge pages of a %d-page pool (shared_buffers %s, %d probes)",
+		fit.SegmentMB, fit.SegmentPages, fit.PoolPages, formatSize(fit.SharedBuffers), fit.Probes+1))
+	return p, nil
+}
+
+// describeLive renders the running values and returns a test for whether
+// they differ from the desired shared_buffers with huge_pages on.
+func describeLive(live map[string]string) (string, func(int64) bool) {
+	block, _ := strconv.ParseInt(live["block_size"], 10, 64)
+	nb, _ := strconv.ParseInt(live["shared_buffers"], 10, 64)
+	sb := nb * block
+	hps, _ := strconv.ParseInt(live["huge_page_size"], 10, 64)
+	before := fmt.Sprintf("shared_buffers=%s huge_pages=%s huge_page_size=%s", formatSize(sb), live["huge_pages"], formatSize(hps*1024))
+	return before, func(want int64) bool {
+		return sb != want || hugePagesValue(live["huge_pages"]) != "on" || hps != 0
+	}
+}
+
+func overridden(os []override, name, policy string) bool {
+	for _, o := range os {
+		if o.Entry.Name == name && (policy == "fail" || !o.Fixable) {
+			return true
+		}
+	}
+	return false
+}
+
+func overrideAfter(o override, policy, dropin string) string {
+	if !o.Fixable {
+		return fmt.Sprintf("overrides %s from the postmaster command line (pgtune cannot change it: remove it from the start options)", dropin)
+	}
+	return fmt.Sprintf("overrides %s (on_override: %s: remove it, or set on_override: fix)", dropin, policy)
+}
+
+// findOverrides lists the assignments of managed settings that come after
+// the drop-in's own and set a different value.
+func findOverrides(w *walk, dropin string) []override {
+	var out []override
+	for _, name := range managed {
+		pos, ours := -1, ""
+		for i, e := range w.Entries {
+			if e.File == dropin && e.Name == name {
+				pos, ours = i, e.Value
+			}
+		}
+		if pos < 0 {
+			continue
+		}
+		for _, e := range w.Entries[pos+1:] {
+			if e.Name == name && (name == "shared_buffers" || !sameSetting(name, e.Value, ours)) {
+				// shared_buffers: any later assignment wins over ours.
+				out = append(out, override{Entry: e, Fixable: true})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b override) int {
+		if c := strings.Compare(a.Entry.File, b.Entry.File); c != 0 {
+			return c
+		}
+		return a.Entry.Line - b.Entry.Line
+	})
+	return out
+}
+
+// commandLineOverrides finds managed settings on the postmaster's command
+// line (postmaster.opts): they beat every file, and pg_ctl restart reuses
+// them.
+func commandLineOverrides(f *confFile, file string, running bool) []override {
+	if f == nil || !f.Exists || !running {
+		return nil
+	}
+	args := splitOpts(strings.TrimSpace(string(f.Content)))
+	var out []override
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		var kv string
+		switch {
+		case a == "-B" && i+1 < len(args):
+			kv = "shared_buffers=" + args[i+1]
+		case strings.HasPrefix(a, "-B") && len(a) > 2:
+			kv = "shared_buffers=" + a[2:]
+		case a == "-c" && i+1 < len(args):
+			kv = args[i+1]
+		case strings.HasPrefix(a, "-c") && len(a) > 2:
+			kv = a[2:]
+		case strings.HasPrefix(a, "--"):
+			kv = a[2:]
+		default:
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.ToLower(strings.ReplaceAll(k, "-", "_"))
+		if !ok || !slices.Contains(managed, k) {
+			continue
+		}
+		out = append(out, override{Entry: entry{File: file, Line: 1, Name: k, Value: v, Text: a}, Fixable: false})
+	}
+	return out
+}
+
+// splitOpts splits postmaster.opts: the binary, then each argument in
+// double quotes.
+func splitOpts(s string) []string {
+	var out []string
+	for s != "" {
+		s = strings.TrimLeft(s, " \t\n")
+		if s == "" {
+			break
+		}
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				out = append(out, s[1:])
+				break
+			}
+			out = append(out, s[1:1+end])
+			s = s[2+end:]
+			continue
+		}
+		end := strings.IndexAny(s, " \t\n")
+		if end < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
+}
+
+// dropinContent is the whole drop-in file.
+func dropinContent(sharedBuffers int64) []byte {
+	return []byte(fmt.Sprintf(`# Managed by pgtune (pgconf); rewritten whole on every apply.
+# shared_buffers is sized so the whole shared memory segment fits the
+# reserved huge page pool; huge_pages = 'on' makes the server refuse to
+# start rather than silently run without huge pages.
+huge_pages = 'on'
+huge_page_size = 0
+shared_buffers = %dkB
+`, sharedBuffers/1024))
+}
+
+// includeDirective is the line that makes postgresql.conf read the
+// drop-in: include_dir for its directory, relative to the config
+// directory when it lies inside it.
+func includeDirective(confDir, dropin string) string {
+	dir := path.Dir(dropin)
+	if dir == confDir {
+		return "include " + quoteConf(path.Base(dropin)) + "\t# added by pgtune"
+	}
+	return "include_dir = " + quoteConf(displayPath(confDir, dir)) + "\t# added by pgtune"
+}
+
+// displayPath shows p relative to dir when it lies inside it.
+func displayPath(dir, p string) string {
+	if rel, ok := strings.CutPrefix(p, dir+"/"); ok {
+		return rel
+	}
+	return p
+}
+
+func diffLabel(p string, exists bool, side string) string {
+	if !exists {
+		return "/dev/null"
+	}
+	return side + p
+}
+
+// newFileMode is the mode of a new drop-in: that of postgresql.conf
+// (0600 by initdb, 0644 on Debian).
+func newFileMode(mainMode string) string {
+	if mainMode == "" {
+		return "0644"
+	}
+	return "0" + strings.TrimLeft(mainMode, "0")
+}

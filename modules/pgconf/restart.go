@@ -1,0 +1,228 @@
+package pgconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// restartScript restarts the cluster and waits until it accepts
+// connections, in one round trip. The method, in order: the inventory's
+// pg_restart (a command line, run by sh -c as root); the Debian systemd
+// unit postgresql@V-C when systemd is PID 1 and the unit is active;
+// pg_ctlcluster V C restart; pg_ctl restart as the data directory's owner
+// (which reuses postmaster.opts, so port and options stay).
+//
+// The server's log is where the running postmaster's stderr goes (pg_ctl
+// -l, pg_ctlcluster's log), else Debian's log, else a file in the data
+// directory; the script reports its size before the restart and, on
+// failure, prints what was added since, so the caller can quote the FATAL
+// line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
+// "--- log" and the log tail.
+const restartScript = `export LC_ALL=C
+custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9
+` + asOwnerFn + `cd /
+pid=
+if [ -f "$data/postmaster.pid" ]; then read -r pid < "$data/postmaster.pid" || pid=; fi
+log=
+if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
+  l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=
+  case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac
+fi
+if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$ver-$cluster.log" ]; then
+  log=/var/log/postgresql/postgresql-$ver-$cluster.log
+fi
+if [ -z "$log" ]; then
+  log=$data/pgtune-startup.log
+  as_owner touch -- "$log"
+fi
+off=$(stat -c %s -- "$log" 2>/dev/null) || off=0
+if [ -n "$custom" ]; then method=pg_restart
+elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemctl is-active --quiet "postgresql@$ver-$cluster" 2>/dev/null; then method=systemd
+elif [ -n "$cluster" ] && command -v pg_ctlcluster >/dev/null 2>&1; then method=pg_ctlcluster
+else method=pg_ctl; fi
+echo "method=$method"
+echo "log=$log"
+echo "old_pid=$pid"
+out=$(mktemp)
+trap 'rm -f -- "$out"' EXIT
+# Nothing the restart leaves running may hold our stdout: a postmaster
+# inheriting it would keep this command from ever finishing.
+case $method in
+pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 ;;
+systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 ;;
+pg_ctlcluster) pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 ;;
+pg_ctl) as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 ;;
+esac
+rc=$?
+echo "rc=$rc"
+ready=0
+if [ "$rc" = 0 ]; then
+  set -- -q -d postgres
+  if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
+  if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
+  i=0
+  while [ "$i" -lt "$timeout" ]; do
+    if "$bin/pg_isready" "$@" >/dev/null 2>&1; then ready=1; break; fi
+    sleep 1
+    i=$((i+1))
+  done
+fi
+echo "ready=$ready"
+npid=
+if [ -f "$data/postmaster.pid" ]; then read -r npid < "$data/postmaster.pid" || npid=; fi
+if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
+echo "new_pid=$npid"
+echo "--- output"
+tail -n 20 -- "$out"
+echo "--- log"
+if [ "$ready" != 1 ]; then tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
+exit 0
+`
+
+// restartTimeout bounds the stop (a fast shutdown still writes a
+// checkpoint) and the start, in seconds, each.
+const restartTimeout = 300
+
+// restartResult is what restartScript reported.
+type restartResult struct {
+	Method         string
+	Log            string
+	OldPID, NewPID int
+	RC             int
+	Ready          bool
+	Output         string
+	LogTail        string
+}
+
+func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
+	ver := ""
+	if pg.Cluster != "" {
+		// Debian names units and pg_ctlcluster arguments by the version
+		// directory of /etc/postgresql/V/C.
+		ver = path.Base(path.Dir(path.Dir(pg.ConfigFile)))
+		if !strings.HasPrefix(pg.ConfigFile, "/etc/postgresql/") {
+			ver = strconv.Itoa(pg.Major)
+		}
+	}
+	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", t.PGRestart, pg.DataDir, pg.BinDir, pg.Owner,
+		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	return parseRestart(string(res.Stdout)), nil
+}
+
+func parseRestart(out string) *restartResult {
+	r := &restartResult{}
+	head, rest, _ := strings.Cut(out, "--- output\n")
+	r.Output, r.LogTail, _ = strings.Cut(rest, "--- log\n")
+	for _, l := range strings.Split(head, "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		switch k {
+		case "method":
+			r.Method = v
+		case "log":
+			r.Log = v
+		case "old_pid":
+			r.OldPID, _ = strconv.Atoi(v)
+		case "new_pid":
+			r.NewPID, _ = strconv.Atoi(v)
+		case "rc":
+			r.RC, _ = strconv.Atoi(v)
+		case "ready":
+			r.Ready = v == "1"
+		}
+	}
+	return r
+}
+
+// ok reports whether the restart brought a new postmaster up.
+func (r *restartResult) ok() bool { return r.RC == 0 && r.Ready && r.NewPID != 0 }
+
+// failure describes a failed restart by its FATAL line, from the server's
+// log or, failing that, from what the restart command printed.
+func (r *restartResult) failure() string {
+	if line := fatalLine(r.LogTail); line != "" {
+		return line
+	}
+	if line := fatalLine(r.Output); line != "" {
+		return line
+	}
+	switch {
+	case r.RC != 0:
+		msg := strings.TrimSpace(r.Output)
+		if msg == "" {
+			msg = "no output"
+		}
+		return fmt.Sprintf("%s exited with status %d: %s", r.Method, r.RC, lastLines(msg, 3))
+	case !r.Ready:
+		return fmt.Sprintf("server did not accept connections within %ds (log %s)", restartTimeout, r.Log)
+	}
+	return "postmaster not running after restart"
+}
+
+// fatalLine returns the first FATAL (or PANIC) line of a server log, with
+// the HINT that follows it, if any.
+func fatalLine(log string) string {
+	lines := strings.Split(log, "\n")
+	for i, l := range lines {
+		idx := strings.Index(l, "FATAL:")
+		if idx < 0 {
+			idx = strings.Index(l, "PANIC:")
+		}
+		if idx < 0 {
+			continue
+		}
+		msg := strings.TrimSpace(l[idx:])
+		for _, next := range lines[i+1:] {
+			if h := strings.Index(next, "HINT:"); h >= 0 {
+				msg += " (" + strings.Join(strings.Fields(next[h:]), " ")
+				// A HINT may wrap onto tab-indented continuation lines.
+				msg += ")"
+				break
+			}
+			if strings.Contains(next, "DETAIL:") || strings.HasPrefix(next, "\t") {
+				continue
+			}
+			break
+		}
+		return msg
+	}
+	return ""
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+// restoreFiles puts back the previous content of every file Apply wrote,
+// newest first; a file that did not exist is removed. It does not go
+// through the journal: the journal already holds the first backup.
+func restoreFiles(ctx context.Context, t *engine.Target, written []fileChange) error {
+	var errs []error
+	for i := len(written) - 1; i >= 0; i-- {
+		f := written[i]
+		var err error
+		if f.Existed {
+			err = transport.WriteFile(ctx, t.Transport, f.Path, f.Before, transport.WriteOptions{Become: t.Become})
+		} else {
+			err = transport.RemoveFile(ctx, t.Transport, f.Path, "", t.Become)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

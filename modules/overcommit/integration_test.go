@@ -1,0 +1,150 @@
+package overcommit
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+	"github.com/pgtune/pgtune/modules/hugepages"
+)
+
+// These tests switch this machine to strict overcommit for a moment,
+// through the local transport, under the machine-wide kernel lock, with a
+// limit far above what is committed; the lock's cleanup restores the
+// previous mode and limit right after.
+
+func localTarget(t *testing.T) *engine.Target {
+	t.Helper()
+	tr := transport.NewLocal()
+	f, err := facts.Gather(context.Background(), tr, facts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := expr.NewScope("policy.yml")
+	vars, err := f.ScopeVars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scope.Set("facts", vars); err != nil {
+		t.Fatal(err)
+	}
+	return &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: scope,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func TestIntegrationStrictOvercommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the kernel")
+	}
+	testhost.LockKernel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	tg := localTarget(t)
+	f := tg.Facts
+	// Plan the limit from what hugepages would plan (check only), as the
+	// runner does.
+	hp := hugepages.New()
+	hprm := hugepages.DefaultParams()
+	hprm.SysctlFile = val(t, filepath.Join(t.TempDir(), "10-hugepages.conf"))
+	hprm.MinAvailable = val(t, "0") // check only: the floor is hugepages' business
+	hplan, err := hp.Check(ctx, tg, hprm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.SetOutputs(hugepages.Name, hplan.Outputs)
+	pool := hplan.Outputs["pool"].(int64)
+	wantKb := Limit(f.MemTotal, pool, 0.8, 2*GiB)
+
+	file := filepath.Join(t.TempDir(), "99-overcommit.conf")
+	prm := DefaultParams()
+	prm.SysctlFile = val(t, file)
+	m := New()
+	p, err := m.Check(ctx, tg, prm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Outputs["kbytes"] != wantKb {
+		t.Fatalf("kbytes %v, want %d", p.Outputs["kbytes"], wantKb)
+	}
+	// Safety: the limit switched on must dwarf what is committed now
+	// (other engineers' VMs and builds run here), or strict mode could
+	// fail someone's fork. When the policy's own limit is too tight for
+	// that, apply an explicit, larger kbytes: the code path is the same.
+	if safe := 4 * f.CommittedAS >> 10; wantKb < safe {
+		t.Logf("policy limit %d kB is under 4 × Committed_AS here; applying kbytes = %d instead", wantKb, safe)
+		wantKb = safe
+		prm.Kbytes = val(t, strconv.FormatInt(safe, 10))
+		if p, err = m.Check(ctx, tg, prm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := changes(p)
+	if len(got) == 0 || got[len(got)-1] != "file "+file {
+		t.Fatalf("plan: %q", got)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	mi, err := testhost.Meminfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := testhost.ReadSysctl("vm.overcommit_memory"); v != "2" {
+		t.Errorf("overcommit_memory %s", v)
+	}
+	if d := wantKb + mi["SwapTotal"] - mi["CommitLimit"]; d < 0 || d >= 64 {
+		t.Errorf("CommitLimit %d kB, want %d + swap %d", mi["CommitLimit"], wantKb, mi["SwapTotal"])
+	}
+	data, _ := os.ReadFile(file)
+	if !strings.Contains(string(data), "vm.overcommit_kbytes = "+strconv.FormatInt(wantKb, 10)+"\nvm.overcommit_memory = 2\n") {
+		t.Errorf("file: %q", data)
+	}
+	again := localTarget(t)
+	again.SetOutputs(hugepages.Name, hplan.Outputs)
+	p2, err := m.Check(ctx, again, prm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.HasChanges() {
+		t.Errorf("re-check: %q", changes(p2))
+	}
+}
+
+// A limit below what is already committed is refused in check, naming the
+// biggest committers of this machine, and nothing changes.
+func TestIntegrationPreflightRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads every process")
+	}
+	st := testhost.LockKernel(t)
+	tg := localTarget(t)
+	prm := DefaultParams()
+	prm.SysctlFile = val(t, filepath.Join(t.TempDir(), "99-overcommit.conf"))
+	prm.Kbytes = val(t, "${floor(facts.committed_as / KiB / 2)}")
+	_, err := New().Check(context.Background(), tg, prm)
+	if err == nil || !strings.Contains(err.Error(), "refusing strict overcommit. Top committers (VmData+VmStk): ") ||
+		!strings.Contains(err.Error(), "(pid ") {
+		t.Fatalf("check: %v", err)
+	}
+	t.Log(err)
+	for k, v := range st.Values {
+		if now, _ := testhost.ReadSysctl(k); now != v {
+			t.Errorf("%s changed to %s", k, now)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		return nil
 	}
 
-	res, rerr := restartPostgres(ctx, t, pg)
+	res, rerr := restartPostgres(ctx, t, pg, true)
 	if rerr == nil && res.ok() {
 		if t.Log != nil {
 			t.Log.Info("postgres restarted", "method", res.Method, "old_pid", res.OldPID, "new_pid", res.NewPID)
@@ -93,10 +93,21 @@ func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, wri
 		t.Log.Error("postgres did not start with the new settings; restoring the previous configuration", "cause", cause)
 	}
 	if err := restoreFiles(rctx, t, written); err != nil {
-		return fmt.Errorf("postgres refused to start with the new settings: %s; restoring the previous configuration FAILED: %v; postgres may be down: restore the backups of run %s and start it by hand",
-			cause, err, runID(t))
+		return fmt.Errorf("%s; restoring the previous configuration FAILED: %v; postgres may be down: restore the backups of run %s and start it by hand",
+			failedStart(cause), err, runID(t))
 	}
-	res, err := restartPostgres(rctx, t, pg)
+	// Still up on the old postmaster (the restart never stopped it): the
+	// restored files are what it runs on.
+	if now, err := postgresStatus(rctx, t, pg); err == nil && now.Ready && now.NewPID != 0 && now.NewPID == pg.PID {
+		return fmt.Errorf("%s; previous configuration restored, postgres still running on it (pid %d)",
+			failedStart(cause), now.NewPID)
+	}
+	// Start it again: with pg_restart if that is how it is run, then with
+	// the built-in method if that did not bring it up.
+	res, err := restartPostgres(rctx, t, pg, true)
+	if t.PGRestart != "" && (err != nil || !res.ok()) {
+		res, err = restartPostgres(rctx, t, pg, false)
+	}
 	if err != nil || !res.ok() {
 		why := ""
 		if err != nil {
@@ -104,11 +115,19 @@ func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, wri
 		} else {
 			why = res.failure()
 		}
-		return fmt.Errorf("postgres refused to start with the new settings: %s; the previous configuration was restored but postgres did NOT start again: %s; start it by hand",
-			cause, why)
+		return fmt.Errorf("%s; the previous configuration was restored but postgres did NOT start again: %s; start it by hand",
+			failedStart(cause), why)
 	}
-	return fmt.Errorf("postgres refused to start with the new settings: %s; previous configuration restored, postgres running again on it (pid %d)",
-		cause, res.NewPID)
+	return fmt.Errorf("%s; previous configuration restored, postgres running again on it (pid %d)",
+		failedStart(cause), res.NewPID)
+}
+
+// failedStart phrases why the restart did not bring the server up.
+func failedStart(cause string) string {
+	if strings.Contains(cause, "FATAL:") || strings.Contains(cause, "PANIC:") {
+		return "postgres refused to start with the new settings: " + cause
+	}
+	return "restarting postgres with the new settings failed: " + cause
 }
 
 func runID(t *engine.Target) string {

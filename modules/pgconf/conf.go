@@ -215,7 +215,7 @@ func (w *walk) last(name string) (entry, bool) {
 }
 
 // parseConf parses postgresql.conf syntax: one `name [=] value` per line,
-// value a bare word or a single-quoted string ('' or \' for a quote),
+// value a bare word or a single-quoted string (” or \' for a quote),
 // # comments. Directive names come back like settings.
 func parseConf(file string, data []byte) ([]entry, error) {
 	var out []entry

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,4 +212,217 @@ func short(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// reserve sets vm.nr_hugepages to n under the kernel lock the caller holds
+// and checks the kernel gave them all.
+func reserve(t *testing.T, n int64) {
+	t.Helper()
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(n, 10)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := testhost.Meminfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["HugePages_Total"] != n {
+		t.Fatalf("kernel gave %d of %d huge pages", m["HugePages_Total"], n)
+	}
+}
+
+func journal(t *testing.T, tg *engine.Target) {
+	id := "pgconf-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	tg.Journal = engine.NewJournal(id, tg.Name, tg.Transport, false)
+	t.Cleanup(func() { os.RemoveAll(tg.Journal.Dir()) })
+}
+
+func TestApplyPutsPostgresOnHugePages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, reserves huge pages")
+	}
+	testhost.LockKernel(t) // first: its restore runs after postgres stopped
+	c := testhost.Postgres(t)
+	hp := hugePageSize(t)
+	const pages = 64
+	reserve(t, pages)
+	origConf, err := os.ReadFile(c.ConfigFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPID := c.PID(t)
+
+	ctx := context.Background()
+	tg := liveTarget(t, c)
+	journal(t, tg)
+	m := New()
+	p, err := m.Check(ctx, tg, params(pages*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPlan(t, p)
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatalf("apply: %v\nlog:\n%s", err, c.Log(t))
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	st := p.State.(*State)
+
+	// The postmaster is new, on huge pages, with our values.
+	if c.PID(t) == oldPID {
+		t.Errorf("postmaster pid %d unchanged", oldPID)
+	}
+	if kb := c.HugetlbPages(t); kb <= 0 {
+		t.Errorf("HugetlbPages = %d kB", kb)
+	}
+	if got := c.Query(t, "SHOW huge_pages"); got != "on" {
+		t.Errorf("huge_pages = %q", got)
+	}
+	if got := c.Query(t, "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"); got != strconv.FormatInt(st.SharedBuffers, 10) {
+		t.Errorf("shared_buffers = %s bytes; planned %d", got, st.SharedBuffers)
+	}
+	mi, _ := testhost.Meminfo()
+	if used := mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"]; used != st.SegmentPages {
+		t.Errorf("huge pages in use or reserved: %d; planned segment %d pages", used, st.SegmentPages)
+	}
+
+	// The files: the drop-in owned by postgres, the include line added
+	// once, the replaced postgresql.conf kept in the run's backups.
+	dropin := filepath.Join(c.DataDir, "conf.d", "002-hugepages.conf")
+	fi, err := os.Stat(dropin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner := fileOwner(t, dropin); owner != "postgres" {
+		t.Errorf("%s owned by %s", dropin, owner)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s mode %v; want postgresql.conf's 0600", dropin, fi.Mode().Perm())
+	}
+	conf, _ := os.ReadFile(c.ConfigFile())
+	if string(conf) != string(origConf)+"include_dir = 'conf.d'\t# added by pgtune\n" {
+		t.Errorf("postgresql.conf: unexpected change")
+	}
+	backup := filepath.Join(tg.Journal.Dir(), "files", c.ConfigFile())
+	if b, err := os.ReadFile(backup); err != nil || string(b) != string(origConf) {
+		t.Errorf("backup %s: %v", backup, err)
+	}
+
+	// Idempotent: a fresh check finds nothing to do.
+	tg2 := liveTarget(t, c)
+	p2, err := m.Check(ctx, tg2, params(pages*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.HasChanges() {
+		logPlan(t, p2)
+		t.Fatalf("second check plans changes: %v", changeTargets(p2))
+	}
+	if err := m.Verify(ctx, tg2, p2); err != nil {
+		t.Errorf("verify without changes: %v", err)
+	}
+	if tg2.Facts.Postgres.HugetlbPages <= 0 {
+		t.Errorf("facts: HugetlbPages %d", tg2.Facts.Postgres.HugetlbPages)
+	}
+}
+
+func fileOwner(t *testing.T, p string) string {
+	out, err := exec.Command("stat", "-c", "%U", p).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A pool the kernel has not reserved: huge_pages = 'on' makes the new
+// server refuse to start. The previous files must come back, the server
+// must run on them, and the error must quote the FATAL line.
+func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	testhost.LockKernel(t)
+	c := testhost.Postgres(t)
+	reserve(t, 0) // no huge pages at all: the drop-in cannot work
+	hp := hugePageSize(t)
+	origConf, _ := os.ReadFile(c.ConfigFile())
+	oldPID := c.PID(t)
+
+	ctx := context.Background()
+	tg := liveTarget(t, c)
+	journal(t, tg)
+	m := New()
+	p, err := m.Check(ctx, tg, params(64*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Apply(ctx, tg, p)
+	if err == nil {
+		t.Fatal("apply succeeded without huge pages")
+	}
+	t.Logf("apply: %v", err)
+	for _, want := range []string{"FATAL:  could not map anonymous shared memory", "previous configuration restored, postgres running again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	assertPrevious(t, c, origConf, oldPID)
+}
+
+// A pg_restart that fails after stopping the server: the built-in method
+// must bring it back on the previous files.
+func TestApplyFailingRestartCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t)
+	hp := hugePageSize(t)
+	origConf, _ := os.ReadFile(c.ConfigFile())
+	oldPID := c.PID(t)
+
+	ctx := context.Background()
+	tg := liveTarget(t, c)
+	journal(t, tg)
+	tg.PGRestart = "runuser -u postgres -- " + filepath.Join(c.BinDir, "pg_ctl") + " -D " + c.DataDir +
+		" -w -m fast stop; echo 'restart script broke' >&2; exit 3"
+	m := New()
+	p, err := m.Check(ctx, tg, params(64*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Apply(ctx, tg, p)
+	if err == nil {
+		t.Fatal("apply succeeded with a failing pg_restart")
+	}
+	t.Logf("apply: %v", err)
+	for _, want := range []string{"pg_restart exited with status 3", "restart script broke", "previous configuration restored, postgres running again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	assertPrevious(t, c, origConf, oldPID)
+}
+
+func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID int) {
+	t.Helper()
+	conf, _ := os.ReadFile(c.ConfigFile())
+	if string(conf) != string(origConf) {
+		t.Errorf("postgresql.conf not restored")
+	}
+	dropin := filepath.Join(c.DataDir, "conf.d", "002-hugepages.conf")
+	if _, err := os.Stat(dropin); !os.IsNotExist(err) {
+		t.Errorf("%s still there: %v", dropin, err)
+	}
+	if !c.Running() {
+		t.Fatal("postgres is down")
+	}
+	if c.PID(t) == oldPID {
+		t.Errorf("expected a new postmaster after the recovery start")
+	}
+	if got := c.Query(t, "SHOW shared_buffers"); got != "128MB" {
+		t.Errorf("shared_buffers = %q; want the previous 128MB", got)
+	}
+	if got := c.Query(t, "SHOW huge_pages"); got != "try" {
+		t.Errorf("huge_pages = %q; want the previous try", got)
+	}
 }

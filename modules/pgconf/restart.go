@@ -27,7 +27,7 @@ import (
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
 // "--- log" and the log tail.
 const restartScript = `export LC_ALL=C
-custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9
+custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10}
 ` + asOwnerFn + `cd /
 pid=
 if [ -f "$data/postmaster.pid" ]; then read -r pid < "$data/postmaster.pid" || pid=; fi
@@ -44,7 +44,8 @@ if [ -z "$log" ]; then
   as_owner touch -- "$log"
 fi
 off=$(stat -c %s -- "$log" 2>/dev/null) || off=0
-if [ -n "$custom" ]; then method=pg_restart
+if [ "$action" = status ]; then method=status
+elif [ -n "$custom" ]; then method=pg_restart
 elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemctl is-active --quiet "postgresql@$ver-$cluster" 2>/dev/null; then method=systemd
 elif [ -n "$cluster" ] && command -v pg_ctlcluster >/dev/null 2>&1; then method=pg_ctlcluster
 else method=pg_ctl; fi
@@ -55,13 +56,14 @@ out=$(mktemp)
 trap 'rm -f -- "$out"' EXIT
 # Nothing the restart leaves running may hold our stdout: a postmaster
 # inheriting it would keep this command from ever finishing.
+rc=0
 case $method in
-pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 ;;
-systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 ;;
-pg_ctlcluster) pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 ;;
-pg_ctl) as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 ;;
+status) timeout=3 ;;
+pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 || rc=$? ;;
+systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 || rc=$? ;;
+pg_ctlcluster) pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 || rc=$? ;;
+pg_ctl) as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 || rc=$? ;;
 esac
-rc=$?
 echo "rc=$rc"
 ready=0
 if [ "$rc" = 0 ]; then
@@ -102,20 +104,35 @@ type restartResult struct {
 	LogTail        string
 }
 
-func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
+// restartPostgres restarts the server: with the inventory's pg_restart
+// when custom is true and one is set, else with the built-in method.
+func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres, custom bool) (*restartResult, error) {
+	cmd := ""
+	if custom {
+		cmd = t.PGRestart
+	}
+	return runRestartScript(ctx, t, pg, cmd, "restart")
+}
+
+// postgresStatus tells whether the server is up, without touching it.
+func postgresStatus(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
+	return runRestartScript(ctx, t, pg, "", "status")
+}
+
+func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres, custom, action string) (*restartResult, error) {
 	ver := ""
 	if pg.Cluster != "" {
 		// Debian names units and pg_ctlcluster arguments by the version
 		// directory of /etc/postgresql/V/C.
-		ver = path.Base(path.Dir(path.Dir(pg.ConfigFile)))
-		if !strings.HasPrefix(pg.ConfigFile, "/etc/postgresql/") {
-			ver = strconv.Itoa(pg.Major)
+		ver = strconv.Itoa(pg.Major)
+		if strings.HasPrefix(pg.ConfigFile, "/etc/postgresql/") {
+			ver = path.Base(path.Dir(path.Dir(pg.ConfigFile)))
 		}
 	}
-	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", t.PGRestart, pg.DataDir, pg.BinDir, pg.Owner,
-		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout))
+	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
+		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action)
 	if err != nil {
-		return nil, fmt.Errorf("restart: %w", err)
+		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
 	return parseRestart(string(res.Stdout)), nil
 }

@@ -1,0 +1,49 @@
+package testhost
+
+import (
+	"strconv"
+	"testing"
+)
+
+func TestKernelRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the kernel")
+	}
+	st := LockKernel(t)
+	set := func(k, v string) {
+		t.Helper()
+		if err := WriteSysctl(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages, _ := strconv.Atoi(st.Values["vm.nr_hugepages"])
+	set("vm.nr_hugepages", strconv.Itoa(pages+2))
+	set("vm.overcommit_ratio", "61")
+	if err := st.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range st.Values {
+		if got, _ := ReadSysctl(k); got != v {
+			t.Errorf("%s = %s after restore, want %s", k, got, v)
+		}
+	}
+
+	// A snapshot taken with kbytes in force restores kbytes, not the
+	// ratio the kernel zeroed when kbytes was written.
+	set("vm.overcommit_kbytes", "987654321")
+	kb := &KernelState{Values: map[string]string{}}
+	for _, k := range Keys {
+		kb.Values[k], _ = ReadSysctl(k)
+	}
+	if kb.Values["vm.overcommit_ratio"] != "0" {
+		t.Fatalf("kernel did not zero overcommit_ratio: %s", kb.Values["vm.overcommit_ratio"])
+	}
+	set("vm.overcommit_ratio", "50") // zeroes kbytes
+	if err := kb.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ReadSysctl("vm.overcommit_kbytes"); got != "987654321" {
+		t.Errorf("kbytes %s after restore", got)
+	}
+	// The lock's cleanup then returns to the original snapshot.
+}

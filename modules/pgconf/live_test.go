@@ -426,3 +426,132 @@ func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID i
 		t.Errorf("huge_pages = %q; want the previous try", got)
 	}
 }
+
+// ALTER SYSTEM writes postgresql.auto.conf, which the server reads last:
+// it would silently win over the drop-in. Policy fail: check shows it as
+// drift naming file:line and apply refuses before changing anything.
+// Policy fix: the line is commented out (with a backup) and the server
+// ends up on our values.
+func TestOverrideInAutoConf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, reserves huge pages")
+	}
+	testhost.LockKernel(t)
+	c := testhost.Postgres(t)
+	c.Query(t, "ALTER SYSTEM SET shared_buffers = '256MB'")
+	c.Query(t, "ALTER SYSTEM SET work_mem = '8MB'")
+	hp := hugePageSize(t)
+	const pages = 64
+	ctx := context.Background()
+	m := New()
+	auto := filepath.Join(c.DataDir, "postgresql.auto.conf")
+
+	tg := liveTarget(t, c)
+	journal(t, tg)
+	before := takeSnapshot(t, c)
+	p, err := m.Check(ctx, tg, params(pages*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPlan(t, p)
+	ch := p.Changes[0]
+	if ch.Kind != plan.KindAction || ch.Target != auto+":3" || ch.Before != "shared_buffers = 256MB" ||
+		!strings.Contains(ch.After, "on_override: fail") {
+		t.Errorf("override change: %+v", ch)
+	}
+	err = m.Apply(ctx, tg, p)
+	if err == nil || !strings.Contains(err.Error(), auto+":3 sets shared_buffers = '256MB'") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("apply with on_override fail: %v", err)
+	}
+	after := takeSnapshot(t, c)
+	for f, content := range before.files {
+		if after.files[f] != content {
+			t.Errorf("%s changed although apply refused", f)
+		}
+	}
+	if before.pid != after.pid {
+		t.Errorf("postmaster restarted although apply refused")
+	}
+
+	reserve(t, pages)
+	fix := func(p *Params) { p.OnOverride = expr.Literal("fix") }
+	p, err = m.Check(ctx, tg, params(pages*hp, fix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPlan(t, p)
+	if got := changeTargets(p); len(got) != 4 || got[0] != "file "+auto {
+		t.Fatalf("changes %q", got)
+	}
+	if !strings.Contains(p.Changes[0].Diff, "+#shared_buffers = '256MB'\t# disabled by pgtune: it overrode conf.d/002-hugepages.conf") {
+		t.Errorf("auto.conf diff:\n%s", p.Changes[0].Diff)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatalf("apply: %v\n%s", err, c.Log(t))
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if got := c.Query(t, "SHOW work_mem"); got != "8MB" {
+		t.Errorf("unrelated ALTER SYSTEM setting lost: work_mem = %s", got)
+	}
+	if c.HugetlbPages(t) <= 0 {
+		t.Error("not on huge pages")
+	}
+	backup := filepath.Join(tg.Journal.Dir(), "files", auto)
+	if b, err := os.ReadFile(backup); err != nil || !strings.Contains(string(b), "shared_buffers = '256MB'") {
+		t.Errorf("auto.conf backup %s: %v", backup, err)
+	}
+	// ALTER SYSTEM still works on the edited file.
+	c.Query(t, "ALTER SYSTEM SET work_mem = '16MB'")
+	p2, err := m.Check(ctx, liveTarget(t, c), params(pages*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.HasChanges() {
+		logPlan(t, p2)
+		t.Errorf("re-check plans changes: %v", changeTargets(p2))
+	}
+}
+
+// A stopped cluster: the sizing still works (the scratch directory does not
+// need the server), the files are written, nothing is started.
+func TestStoppedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t, testhost.Stopped())
+	hp := hugePageSize(t)
+	ctx := context.Background()
+	m := New()
+	tg := liveTarget(t, c)
+	if tg.Facts.Postgres.Running {
+		t.Fatal("cluster should be stopped")
+	}
+	journal(t, tg)
+	p, err := m.Check(ctx, tg, params(64*hp, func(p *Params) { p.Restart = expr.Literal(false) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPlan(t, p)
+	if got := changeTargets(p); len(got) != 2 {
+		t.Fatalf("changes %q; want the include and the drop-in only", got)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "PostgreSQL is not running") {
+		t.Errorf("notes %q", p.Notes)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running() {
+		t.Error("apply started a stopped cluster")
+	}
+	// The server reads the drop-in: ask it.
+	out := c.AsOwner(t, filepath.Join(c.BinDir, "postgres"), "-D", c.DataDir, "-C", "shared_buffers")
+	if want := strconv.FormatInt(p.State.(*State).SharedBuffers/8192, 10); strings.TrimSpace(out) != want {
+		t.Errorf("postgres -C shared_buffers = %s; want %s blocks", out, want)
+	}
+}

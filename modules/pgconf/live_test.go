@@ -3,6 +3,7 @@ package pgconf
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -554,4 +555,96 @@ func TestStoppedCluster(t *testing.T) {
 	if want := strconv.FormatInt(p.State.(*State).SharedBuffers/8192, 10); strings.TrimSpace(out) != want {
 		t.Errorf("postgres -C shared_buffers = %s; want %s blocks", out, want)
 	}
+}
+
+// A Debian cluster (pg_createcluster): config in /etc/postgresql/15/NAME
+// with conf.d already included, data_directory set in the config, started
+// and restarted with pg_ctlcluster, logging to /var/log/postgresql.
+func TestDebianCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates a Debian PostgreSQL cluster, reserves huge pages")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("pg_createcluster"); err != nil {
+		t.Fatalf("postgresql-common is not installed: %v", err)
+	}
+	testhost.LockKernel(t)
+	name := "pgtune" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	port := strconv.Itoa(freePort(t))
+	if out, err := exec.Command("pg_createcluster", "15", name, "-p", port, "--start").CombinedOutput(); err != nil {
+		t.Fatalf("pg_createcluster: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("pg_dropcluster", "--stop", "15", name).CombinedOutput(); err != nil {
+			t.Errorf("pg_dropcluster: %v\n%s", err, out)
+		}
+	})
+	hp := hugePageSize(t)
+	const pages = 64
+	reserve(t, pages)
+
+	ctx := context.Background()
+	tr := transport.NewLocal()
+	f, err := facts.Gather(ctx, tr, facts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := "/var/lib/postgresql/15/" + name
+	pg, err := facts.DiscoverPostgres(ctx, tr, facts.Options{PGData: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := "/etc/postgresql/15/" + name + "/postgresql.conf"
+	if pg.ConfigFile != conf || pg.Cluster != name || !pg.Running || pg.Port != mustAtoi(port) {
+		t.Fatalf("discovered %+v", pg)
+	}
+	f.Postgres = pg
+	tg := &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: expr.NewScope("t.yml")}
+	journal(t, tg)
+	m := New()
+	p, err := m.Check(ctx, tg, params(pages*hp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPlan(t, p)
+	dropin := "/etc/postgresql/15/" + name + "/conf.d/002-hugepages.conf"
+	if got := changeTargets(p); strings.Join(got, "|") != "file "+dropin+"|restart restart postgresql" {
+		t.Fatalf("changes %q", got)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	pg2, err := facts.RefreshPostgres(ctx, tr, false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg2.PID == pg.PID || pg2.HugetlbPages <= 0 {
+		t.Errorf("after apply: %+v", pg2)
+	}
+	out, err := exec.Command("pg_lsclusters", "-h", "15", name).Output()
+	if err != nil || !strings.Contains(string(out), "online") {
+		t.Errorf("pg_lsclusters: %s %v", out, err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -580,6 +580,9 @@ func TestDebianCluster(t *testing.T) {
 		if out, err := exec.Command("pg_dropcluster", "--stop", "15", name).CombinedOutput(); err != nil {
 			t.Errorf("pg_dropcluster: %v\n%s", err, out)
 		}
+		// pg_dropcluster leaves what it did not create (our drop-in).
+		os.RemoveAll("/etc/postgresql/15/" + name)
+		os.Remove("/var/log/postgresql/postgresql-15-" + name + ".log")
 	})
 	hp := hugePageSize(t)
 	const pages = 64

@@ -119,6 +119,7 @@ type parser struct {
 	hostVars  map[string][]varDef
 	hostLine  map[string]int
 	hostOrder []string
+	inGroup   map[string]map[string]bool
 }
 
 // Parse parses inventory YAML; file names it in errors and anchors
@@ -141,6 +142,7 @@ func Parse(file string, data []byte) (*Inventory, error) {
 		groupVars: map[string][]varDef{},
 		hostVars:  map[string][]varDef{},
 		hostLine:  map[string]int{},
+		inGroup:   map[string]map[string]bool{},
 	}
 	p.group("all", 0)
 	pairs, err := p.pairs(root)
@@ -348,7 +350,11 @@ func (p *parser) parseHosts(group string, n *yaml.Node) error {
 				p.hostLine[name] = kv[0].Line
 				p.hostOrder = append(p.hostOrder, name)
 			}
-			if !slices.Contains(g.Hosts, name) {
+			if !p.inGroup[group][name] {
+				if p.inGroup[group] == nil {
+					p.inGroup[group] = map[string]bool{}
+				}
+				p.inGroup[group][name] = true
 				g.Hosts = append(g.Hosts, name)
 			}
 			p.hostVars[name] = append(p.hostVars[name], defs...)

@@ -1,0 +1,24 @@
+package inventory
+
+import (
+	"testing"
+	"time"
+)
+
+// A large fleet (range expansion) must load in linear-ish time.
+func TestLargeRange(t *testing.T) {
+	start := time.Now()
+	inv, err := Parse("big.yml", []byte("all:\n  children:\n    a:\n      hosts:\n        db[0:99999]:\n    b:\n      hosts:\n        db[0:99999]:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Hosts) != 100000 {
+		t.Fatalf("%d hosts", len(inv.Hosts))
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if hs, err := inv.Match("a:&b:!db5*"); err != nil || len(hs) != 100000-11111 {
+		t.Errorf("%d %v", len(hs), err)
+	}
+}

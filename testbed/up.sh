@@ -81,7 +81,7 @@ for i in $(seq 1 "$BOXES"); do
 		-nodefaults -display none -vga none -monitor none \
 		-serial "file:$STATE_DIR/$name.log" \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
-		-append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=1" \
+		-append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=1 mitigations=off" \
 		-drive "file=$bd/overlay.qcow2,if=virtio,format=qcow2" \
 		-drive "file=$bd/seed.img,if=virtio,format=raw,readonly=on" \
 		-netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The seed's OOM experiment, inside ONE testbed box (never on this machine): the
+# load runs in the box, driven from here over SSH. Runs it with the kernel's
+# default overcommit, then after `pgtune apply` (the default policy), and, unless
+# SCALED=0, once more with the policy's 2 GiB sidecar headroom scaled to the box
+# as it is to the seed's 30.8 GiB server. Writes state/experiment.json.
+# Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+PGTUNE=${PGTUNE:-$REPO_DIR/bin/pgtune}
+[[ -x $PGTUNE ]] || die "$PGTUNE missing: make build"
+inv=$STATE_DIR/inventory.yml
+sshc=(ssh -F "$STATE_DIR/ssh-config" -o BatchMode=yes)
+if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
+
+BOXES=1 MEM=${EXP_MEM:-4096} SMP=${EXP_SMP:-2} "$TESTBED_DIR/up.sh"
+"${sshc[@]}" box1 'sudo install -m 755 /dev/stdin /usr/local/sbin/oom-experiment' <"$TESTBED_DIR/remote/oom-experiment.sh"
+"${sshc[@]}" box1 'systemctl is-system-running --wait' >/dev/null 2>&1 || true
+
+run() { # label
+	local label=$1 st
+	log "experiment run '$label': $("${sshc[@]}" box1 'cat /proc/sys/vm/overcommit_memory /proc/sys/vm/overcommit_kbytes /proc/sys/vm/nr_hugepages' | tr '\n' ' ')(overcommit_memory, kbytes, huge pages)"
+	# A transient unit outlives our SSH session, which the OOM killer may take.
+	"${sshc[@]}" box1 "sudo systemd-run --quiet --unit=oomexp-$label -p OOMScoreAdjust=-1000 \
+		-E IDLE=${IDLE:-20} -E STEP=${STEP:-5} /usr/local/sbin/oom-experiment $label"
+	local deadline=$(( $(date +%s) + ${EXP_TIMEOUT:-1800} ))
+	while (( $(date +%s) < deadline )); do
+		sleep 10
+		st=$("${sshc[@]}" -o ConnectTimeout=10 box1 "systemctl is-active oomexp-$label" 2>/dev/null || true)
+		case $st in
+		active|activating|reloading|"") continue ;;
+		*) break ;;
+		esac
+	done
+	mkdir -p "$STATE_DIR/experiment-$label"
+	"${sshc[@]}" box1 "sudo tar -C /var/lib/oomexp/$label -cf - ." | tar -C "$STATE_DIR/experiment-$label" -xf -
+	"${sshc[@]}" box1 "sudo tail -c 20000 /var/log/postgresql/postgresql-15-main.log" >"$STATE_DIR/experiment-$label/postgresql.log" || true
+	"${sshc[@]}" box1 "sudo dmesg" >"$STATE_DIR/experiment-$label/dmesg.txt" || true
+	[[ -s $STATE_DIR/experiment-$label/result.json ]] || die "run $label left no result.json"
+	log "run '$label': $(tr -d '\n' <"$STATE_DIR/experiment-$label/result.json")"
+}
+
+# Box fresh from the image: kernel default overcommit (0), no huge pages.
+run default
+
+log "pgtune apply (default policy)"
+"$PGTUNE" apply -i "$inv" --yes >"$STATE_DIR/experiment-apply.out" 2>&1 || { cat "$STATE_DIR/experiment-apply.out" >&2; die "pgtune apply failed"; }
+run strict
+labels=(default strict)
+
+if [[ ${SCALED:-1} != 0 ]]; then
+	# The default headroom (2 GiB) is sized for servers; on a 4 GiB box it lifts the
+	# commit limit above what RAM can back. Scale it like the seed's box: 2/30.8.
+	sed 's|headroom: "\${2 \* GiB}"|headroom: "${floor(2 * GiB * facts.mem_total / (30.8 * GiB))}"|' \
+		"$REPO_DIR/playbooks/memory.yml" >"$STATE_DIR/memory-scaled.yml"
+	grep -q 'facts.mem_total / (30.8' "$STATE_DIR/memory-scaled.yml" || die "could not scale headroom in playbooks/memory.yml"
+	log "pgtune apply (headroom scaled to the box)"
+	"$PGTUNE" apply -i "$inv" --yes "$STATE_DIR/memory-scaled.yml" >"$STATE_DIR/experiment-apply-scaled.out" 2>&1 ||
+		{ cat "$STATE_DIR/experiment-apply-scaled.out" >&2; die "pgtune apply (scaled) failed"; }
+	run strict_scaled
+	labels+=(strict_scaled)
+fi
+
+python3 - "$STATE_DIR" "${labels[@]}" <<'PY'
+import json, sys
+state, labels = sys.argv[1], sys.argv[2:]
+res = {l: json.load(open(f"{state}/experiment-{l}/result.json")) for l in labels}
+json.dump(res, open(f"{state}/experiment.json", "w"), indent=2)
+rows = [("OOM kills", "oom_kills"), ("postmaster restarted", "postmaster_restarted"),
+        ("idle sessions dropped", "sessions_dropped"), ("failed probes", "probe_failures"),
+        ("outage (s)", "outage_seconds"), ("ERROR: out of memory", "oom_errors"),
+        ("loader sessions started", "loader_sessions"), ("CommitLimit (MiB)", "commit_limit_kb"),
+        ("peak Committed_AS (MiB)", "peak_committed_as_kb"), ("min MemAvailable (MiB)", "min_mem_available_kb")]
+def fmt(k, v):
+    return f"{v/1024:.0f}" if k.endswith("_kb") else str(v).lower() if isinstance(v, bool) else str(v)
+print(f"{'':26}" + "".join(f"{l:>16}" for l in labels))
+for name, k in rows:
+    print(f"{name:26}" + "".join(f"{fmt(k, res[l].get(k)):>16}" for l in labels))
+PY
+log "wrote $STATE_DIR/experiment.json"

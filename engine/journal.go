@@ -20,14 +20,19 @@ const StateDir = "/var/lib/pgtune/runs"
 // value set (with the value before). It is saved on the host before each
 // change, so a run killed half-way can still be rolled back.
 type Journal struct {
-	RunID   string         `json:"run_id"`
-	Host    string         `json:"host"`
-	Started time.Time      `json:"started"`
-	Entries []JournalEntry `json:"entries"`
+	JournalRecord
 
 	mu        sync.Mutex
 	transport transport.Transport
 	become    bool
+}
+
+// JournalRecord is a journal as saved on the host.
+type JournalRecord struct {
+	RunID   string         `json:"run_id"`
+	Host    string         `json:"host"`
+	Started time.Time      `json:"started"`
+	Entries []JournalEntry `json:"entries"`
 }
 
 // JournalEntry is one recorded change.
@@ -51,7 +56,7 @@ type JournalEntry struct {
 
 // NewJournal starts the journal of run id on a host.
 func NewJournal(id, host string, t transport.Transport, become bool) *Journal {
-	return &Journal{RunID: id, Host: host, Started: time.Now().UTC(), transport: t, become: become}
+	return &Journal{JournalRecord: JournalRecord{RunID: id, Host: host, Started: time.Now().UTC()}, transport: t, become: become}
 }
 
 // Dir is the run's directory on the host.
@@ -106,7 +111,7 @@ func (j *Journal) hasSysctlLocked(key string) bool {
 }
 
 func (j *Journal) saveLocked(ctx context.Context) error {
-	data, err := json.MarshalIndent(j, "", "  ")
+	data, err := json.MarshalIndent(j.JournalRecord, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -54,16 +54,16 @@ type rollbackState struct {
 }
 
 // readJournals returns the journals on the host, oldest run first.
-func readJournals(ctx context.Context, t *Target) ([]Journal, error) {
+func readJournals(ctx context.Context, t *Target) ([]JournalRecord, error) {
 	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
 	res, err := t.Run(ctx, "sh", "-c", script, "sh", StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}
-	var out []Journal
+	var out []JournalRecord
 	for _, part := range strings.Split(string(res.Stdout), "\n### ")[1:] {
 		name, body, _ := strings.Cut(part, "\n")
-		var j Journal
+		var j JournalRecord
 		if err := json.Unmarshal([]byte(body), &j); err != nil {
 			return nil, fmt.Errorf("journal %s: %w", name, err)
 		}
@@ -75,7 +75,7 @@ func readJournals(ctx context.Context, t *Target) ([]Journal, error) {
 
 // restorePoint picks, for every file and key, the first record at or after
 // run `to` (every run when empty): the state just before pgtune touched it.
-func restorePoint(journals []Journal, to string) ([]JournalEntry, error) {
+func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 	if to != "" {
 		found := false
 		for _, j := range journals {

@@ -6,7 +6,7 @@ import (
 )
 
 func TestRestorePoint(t *testing.T) {
-	journals := []Journal{
+	journals := []JournalRecord{
 		{RunID: "20261101T000000Z-aaaaaa", Entries: []JournalEntry{
 			{Kind: "file", Module: "hugepages", Path: "/etc/sysctl.d/10-hugepages.conf", Backup: "/b1/h"},
 			{Kind: "sysctl", Module: "hugepages", Key: "vm.nr_hugepages", Before: "0"},
@@ -34,8 +34,8 @@ func TestRestorePoint(t *testing.T) {
 		}
 		want := []string{
 			"vm.overcommit_memory=0", "vm.overcommit_ratio=50", "vm.overcommit_kbytes=0",
-			"/pg/conf.d/002-hugepages.conf/b1/p",
-			"vm.nr_hugepages=0", "/etc/sysctl.d/10-hugepages.conf/b1/h",
+			"/pg/conf.d/002-hugepages.conf=/b1/p",
+			"vm.nr_hugepages=0", "/etc/sysctl.d/10-hugepages.conf=/b1/h",
 		}
 		if !reflect.DeepEqual(keys(got), want) {
 			t.Fatalf("got  %q\nwant %q", keys(got), want)
@@ -46,7 +46,7 @@ func TestRestorePoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"/pg/conf.d/002-hugepages.conf/b2/p", "vm.nr_hugepages=3013"}
+		want := []string{"/pg/conf.d/002-hugepages.conf=/b2/p", "vm.nr_hugepages=3013"}
 		if !reflect.DeepEqual(keys(got), want) {
 			t.Fatalf("got  %q\nwant %q", keys(got), want)
 		}

@@ -89,8 +89,10 @@ func New() *Module { return &Module{} }
 
 func (*Module) Name() string { return Name }
 
-// Requires hugepages: the limit is computed from the planned pool.
-func (*Module) Requires() []string { return []string{hugepages.Name} }
+// Requires hugepages, whose planned pool the limit is computed from, and
+// pgconf: strict mode goes on last, once the shared memory segment sits on
+// huge pages, outside the commit budget.
+func (*Module) Requires() []string { return []string{hugepages.Name, "pgconf"} }
 func (*Module) NewParams() any     { return DefaultParams() }
 
 // State is what Check hands to Apply and Verify.

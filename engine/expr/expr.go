@@ -283,7 +283,8 @@ func diagError(diags hcl.Diagnostics) *PosError {
 		if d.Detail != "" {
 			msg += ": " + d.Detail
 		}
-		pe := &PosError{Msg: msg}
+		// One problem, one line: HCL details come as paragraphs.
+		pe := &PosError{Msg: strings.Join(strings.Fields(msg), " ")}
 		if d.Subject != nil {
 			pe.off = d.Subject.Start.Byte
 		}

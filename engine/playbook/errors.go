@@ -76,8 +76,8 @@ func (l *loader) typeError(idx []entry, policyT reflect.Type, msg string) *expr.
 		for _, e := range idx {
 			if e.key != nil && e.key.Line == line && e.key.Value == f[1] {
 				mod, sub, ok := inModule(e.path)
-				if !ok {
-					return nil
+				if !ok || len(sub) == 0 {
+					return nil // a play key or a module name: the shape check reports it
 				}
 				where := mod
 				if len(sub) > 1 {

@@ -92,9 +92,9 @@ func Parse(file string, data []byte, reg Registry) (*Playbook, error) {
 	for i, n := range root.Content {
 		pb.Plays = append(pb.Plays, l.play(i, n))
 	}
-	if len(l.errs) == 0 {
-		l.strict()
-	}
+	// The strict pass runs even after shape errors so that one run lists
+	// every problem; it skips what the shape check already reported.
+	l.strict()
 	if len(l.errs) == 0 {
 		l.params(pb, root)
 	}
@@ -133,6 +133,7 @@ func (l *loader) err() error {
 	var out []error
 	seen := map[string]bool{}
 	for _, e := range l.errs {
+		e.Msg = strings.ReplaceAll(e.Msg, "\n", " ") // one problem per line
 		if s := e.Error(); !seen[s] && len(out) < max {
 			seen[s] = true
 			out = append(out, e)

@@ -45,8 +45,9 @@ var (
 )
 
 // maxSessions bounds concurrent sessions on one connection: OpenSSH's
-// MaxSessions defaults to 10 and refuses the channel beyond it.
-const maxSessions = 8
+// MaxSessions defaults to 10 and refuses the channel beyond it; half is
+// kept free for the kill sessions that cancelled commands need.
+const maxSessions = 5
 
 // Keepalives detect a dead peer during a long run: after keepaliveMissed
 // unanswered probes the connection is closed and every pending Run fails
@@ -271,11 +272,8 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", cmd, err)
 	}
-	line := Join(cmd.Args)
 	become := cmd.Become && s.user != "root"
-	if become {
-		line = "sudo -n -- " + line
-	}
+	line := remoteLine(cmd.Args, become)
 
 	select {
 	case s.sem <- struct{}{}:
@@ -292,8 +290,9 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	}
 	defer sess.Close()
 
-	var stdout, stderr bytes.Buffer
-	sess.Stdout, sess.Stderr = &stdout, &stderr
+	var stdout bytes.Buffer
+	stderr := newPIDCapture()
+	sess.Stdout, sess.Stderr = &stdout, stderr
 	if cmd.Stdin != nil {
 		sess.Stdin = bytes.NewReader(cmd.Stdin)
 	}
@@ -306,17 +305,8 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		// TERM lets sudo pass the signal on to its child; closing the
-		// channel tears down the remote pipes. Wait returns once the
-		// server acknowledges the close, bounded in case it never does
-		// (the goroutine then ends when the connection is closed).
-		_ = sess.Signal(ssh.SIGTERM)
-		_ = sess.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
-		return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, fmt.Errorf("%s: %w", cmd, ctx.Err())
+		s.abort(sess, stderr, done, become)
+		return Result{}, fmt.Errorf("%s: %w", cmd, ctx.Err())
 	}
 
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}

@@ -43,6 +43,15 @@ type testServer struct {
 	commands []string // raw command lines received, in order
 	signals  []string
 	env      []string // extra environment for commands (e.g. PATH with a fake sudo)
+
+	// ignoreSignals records signals without acting on them, as OpenSSH
+	// does for root logins.
+	ignoreSignals bool
+}
+
+// ignoringSignals makes the server behave like OpenSSH for root.
+func ignoringSignals() serverOption {
+	return func(_ testing.TB, s *testServer) { s.ignoreSignals = true }
 }
 
 type keyType string
@@ -232,7 +241,7 @@ func (s *testServer) handle(sess gliderssh.Session) {
 			s.mu.Lock()
 			s.signals = append(s.signals, string(sig))
 			s.mu.Unlock()
-			if ss, ok := signalsByName[sig]; ok {
+			if ss, ok := signalsByName[sig]; ok && !s.ignoreSignals {
 				syscall.Kill(-cmd.Process.Pid, ss)
 			}
 			continue

@@ -1,0 +1,152 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Cancelling a remote command cannot rely on the SSH "signal" request
+// alone: OpenSSH refuses it for root logins ("session signalling requires
+// privilege separation"), and closing the channel does not stop a command
+// that neither reads stdin nor writes output (sshd keeps the session until
+// its child exits). So every command is started through a tiny wrapper
+// that reports its PID on the first stderr line and then execs the real
+// program; on cancel a second session kills that process group.
+
+// pidMarker prefixes the wrapper's first stderr line.
+const pidMarker = "pgtune-pid:"
+
+// wrapperScript prints the PID and replaces itself with the command, which
+// keeps the PID, the exit status and the argument vector untouched.
+const wrapperScript = `echo "` + pidMarker + `$$" >&2; exec "$@"`
+
+// remoteLine is the command line sent to the remote login shell.
+func remoteLine(args []string, become bool) string {
+	line := Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
+	if become {
+		line = "sudo -n -- " + line
+	}
+	return line
+}
+
+// killScript stops process $1 and its process group: TERM first, KILL if
+// it is still there after two seconds. A group id of 0 or 1, or our own,
+// is never signalled.
+const killScript = `p=$1
+g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+me=$(ps -o pgid= -p $$ 2>/dev/null | tr -d ' ')
+sig() {
+  case $g in ''|0|1|"$me") ;; *) kill -s "$1" -- "-$g" 2>/dev/null ;; esac
+  kill -s "$1" "$p" 2>/dev/null
+}
+sig TERM
+i=0
+while kill -0 "$p" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+if kill -0 "$p" 2>/dev/null; then sig KILL; fi
+exit 0
+`
+
+var pidLine = regexp.MustCompile(`^` + pidMarker + `([0-9]+)$`)
+
+// pidCapture is the session's stderr: it takes the wrapper's PID line off
+// the front and keeps the rest as the command's stderr.
+type pidCapture struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	pid    int
+	seen   bool
+	parsed chan struct{} // closed once the first line is in
+}
+
+func newPIDCapture() *pidCapture { return &pidCapture{parsed: make(chan struct{})} }
+
+func (w *pidCapture) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.seen {
+		b := w.buf.Bytes()
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			// Anything else first (e.g. sudo refusing) is the command's.
+			if m := pidLine.FindSubmatch(b[:i]); m != nil {
+				w.pid, _ = strconv.Atoi(string(m[1]))
+				w.buf.Next(i + 1)
+			}
+			w.seen = true
+			close(w.parsed)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *pidCapture) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]byte(nil), w.buf.Bytes()...)
+}
+
+func (w *pidCapture) PID() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pid
+}
+
+// killGrace bounds how long a cancelled Run waits for the remote command
+// to start (to learn its PID) and for the kill to finish.
+var killGrace = 5 * time.Second
+
+// abort stops a cancelled session's command: the SSH signal (honoured for
+// non-root logins), then a kill from a second session (needed for root),
+// then the channel close. It returns when the command is gone or the
+// grace period ran out; it never waits for the cancelled ctx.
+func (s *SSH) abort(sess *ssh.Session, stderr *pidCapture, done <-chan error, become bool) {
+	_ = sess.Signal(ssh.SIGTERM)
+	deadline := time.Now().Add(killGrace)
+	select {
+	case <-done:
+		return
+	case <-stderr.parsed:
+	case <-time.After(time.Until(deadline)):
+	}
+	if pid := stderr.PID(); pid > 0 {
+		select {
+		case <-done: // the signal was enough
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.killRemote(pid, become, deadline)
+	}
+	_ = sess.Close()
+	select {
+	case <-done:
+	case <-time.After(time.Until(deadline)):
+	}
+}
+
+// killRemote runs killScript for pid in a session of its own.
+func (s *SSH) killRemote(pid int, become bool, deadline time.Time) {
+	kctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	ks, err := s.openSession(kctx)
+	if err != nil {
+		return
+	}
+	defer ks.Close()
+	line := Join([]string{"sh", "-c", killScript, "sh", strconv.Itoa(pid)})
+	if become {
+		line = "sudo -n -- " + line
+	}
+	kdone := make(chan error, 1)
+	go func() { kdone <- ks.Run(line) }()
+	select {
+	case <-kdone:
+	case <-kctx.Done():
+		ks.Close() // unblocks Run; the goroutine ends
+	}
+}

@@ -125,6 +125,10 @@ type parser struct {
 // Parse parses inventory YAML; file names it in errors and anchors
 // relative ssh_config_file paths.
 func Parse(file string, data []byte) (*Inventory, error) {
+	if line := iniSection(data); line > 0 {
+		return nil, &expr.PosError{File: file, Line: line, Msg: "this looks like an INI inventory; pgtune reads YAML inventories " +
+			"(convert it with: ansible-inventory -i " + file + " --list --yaml)"}
+	}
 	root, err := expr.ParseYAML(file, data)
 	if err != nil {
 		return nil, err
@@ -166,6 +170,22 @@ func Parse(file string, data []byte) (*Inventory, error) {
 		return nil, &expr.PosError{File: file, Line: root.Line, Msg: "inventory has no hosts"}
 	}
 	return p.build()
+}
+
+// iniSection returns the line of a leading "[group]" header: a YAML
+// inventory never starts with a flow list, an INI one always has these.
+func iniSection(data []byte) int {
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
+			continue
+		}
+		if len(line) > 2 && line[0] == '[' && line[len(line)-1] == ']' && !strings.ContainsAny(line[1:len(line)-1], "[], ") {
+			return i + 1
+		}
+		return 0
+	}
+	return 0
 }
 
 // pairs returns a mapping's key/value nodes with merge keys (<<) expanded

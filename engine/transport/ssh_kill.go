@@ -54,14 +54,16 @@ exit 0
 
 var pidLine = regexp.MustCompile(`^` + pidMarker + `([0-9]+)$`)
 
-// pidCapture is the session's stderr: it takes the wrapper's PID line off
-// the front and keeps the rest as the command's stderr.
+// pidCapture is the session's stderr: it takes the wrapper's PID line out
+// and keeps the rest as the command's stderr. Lines before it are sudo's
+// (e.g. "unable to resolve host"); the wrapper prints it before exec, so
+// only the first matching line is ours.
 type pidCapture struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	pid    int
-	seen   bool
-	parsed chan struct{} // closed once the first line is in
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	scanned int // bytes of buf already known not to hold the PID line
+	pid     int
+	parsed  chan struct{} // closed once the PID is known
 }
 
 func newPIDCapture() *pidCapture { return &pidCapture{parsed: make(chan struct{})} }
@@ -70,17 +72,24 @@ func (w *pidCapture) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if !w.seen {
+	for w.pid == 0 {
 		b := w.buf.Bytes()
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			// Anything else first (e.g. sudo refusing) is the command's.
-			if m := pidLine.FindSubmatch(b[:i]); m != nil {
-				w.pid, _ = strconv.Atoi(string(m[1]))
-				w.buf.Next(i + 1)
-			}
-			w.seen = true
-			close(w.parsed)
+		i := bytes.IndexByte(b[w.scanned:], '\n')
+		if i < 0 {
+			break
 		}
+		end := w.scanned + i
+		if m := pidLine.FindSubmatch(b[w.scanned:end]); m != nil {
+			if pid, err := strconv.Atoi(string(m[1])); err == nil && pid > 0 {
+				rest := append([]byte(nil), b[end+1:]...)
+				w.buf.Truncate(w.scanned)
+				w.buf.Write(rest)
+				w.pid = pid
+				close(w.parsed)
+				break
+			}
+		}
+		w.scanned = end + 1
 	}
 	return len(p), nil
 }

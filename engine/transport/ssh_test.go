@@ -688,3 +688,41 @@ func (p *freezeProxy) freeze() {
 	p.frozen = true
 	p.mu.Unlock()
 }
+
+func TestPIDCapture(t *testing.T) {
+	tests := []struct {
+		name    string
+		chunks  []string
+		wantPID int
+		wantErr string
+	}{
+		{name: "pid then output", chunks: []string{"pgtune-pid:42\nwarn\n"}, wantPID: 42, wantErr: "warn\n"},
+		{name: "split across writes", chunks: []string{"pgtune-", "pid:4", "2", "\nw", "arn\n"}, wantPID: 42, wantErr: "warn\n"},
+		{name: "sudo warning first", chunks: []string{"sudo: unable to resolve host x\n", "pgtune-pid:7\n", "err\n"}, wantPID: 7, wantErr: "sudo: unable to resolve host x\nerr\n"},
+		{name: "sudo refuses, no pid", chunks: []string{"sudo: a password is required\n"}, wantErr: "sudo: a password is required\n"},
+		{name: "only the first pid line is ours", chunks: []string{"pgtune-pid:1\npgtune-pid:2\n"}, wantPID: 1, wantErr: "pgtune-pid:2\n"},
+		{name: "not a full line", chunks: []string{"xpgtune-pid:3\npgtune-pid:3x\n"}, wantErr: "xpgtune-pid:3\npgtune-pid:3x\n"},
+		{name: "no newline yet", chunks: []string{"pgtune-pid:9"}, wantErr: "pgtune-pid:9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newPIDCapture()
+			for _, c := range tc.chunks {
+				w.Write([]byte(c))
+			}
+			if w.PID() != tc.wantPID || string(w.Bytes()) != tc.wantErr {
+				t.Errorf("pid %d stderr %q, want %d %q", w.PID(), w.Bytes(), tc.wantPID, tc.wantErr)
+			}
+			select {
+			case <-w.parsed:
+				if tc.wantPID == 0 {
+					t.Error("parsed closed without a PID")
+				}
+			default:
+				if tc.wantPID != 0 {
+					t.Error("parsed not closed")
+				}
+			}
+		})
+	}
+}

@@ -131,13 +131,20 @@ func splitWords(s string) []string {
 	return out
 }
 
+// expandHome expands a leading ~ or ~/ to home.
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
+}
+
 // expandPath expands a leading ~ and the OpenSSH tokens %h %p %r %u %d %%.
 func expandPath(p string, e *endpoint, localUser, home string) string {
-	if p == "~" {
-		p = home
-	} else if strings.HasPrefix(p, "~/") {
-		p = filepath.Join(home, p[2:])
-	}
+	p = expandHome(p, home)
 	if !strings.Contains(p, "%") {
 		return p
 	}
@@ -271,6 +278,10 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	if cfg.Name == "" && cfg.Address == "" {
 		return nil, errors.New("ssh: no host name or address")
 	}
+	// Inventories spell paths the way ssh(1) users do: ~/.ssh/…
+	cfg.ConfigFile = expandHome(cfg.ConfigFile, local.home)
+	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
+	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
 	sc, err := loadSSHConfig(cfg.ConfigFile)
 	if err != nil {
 		return nil, err

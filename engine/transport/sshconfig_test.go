@@ -87,6 +87,12 @@ Host pct
 			timeout: 3 * time.Second,
 		},
 		{
+			name:    "~ in inventory paths",
+			cfg:     SSHConfig{Name: "pg1", PrivateKeyFile: "~/.ssh/db4", KnownHostsFile: "~/kh"},
+			want:    endpoint{name: "pg1", host: "pg1", port: 22, user: "alice", keyFiles: []string{"/home/alice/.ssh/db4"}, knownHosts: []string{"/home/alice/kh"}, policy: HostKeyStrict},
+			timeout: 10 * time.Second,
+		},
+		{
 			name:  "vagrant ssh-config",
 			cfg:   SSHConfig{Name: "default", ConfigFile: vagrantFile},
 			agent: true, // IdentitiesOnly yes keeps it out

@@ -23,8 +23,8 @@ const (
 
 // endpoint is one SSH hop fully resolved: the target host or a jump host.
 type endpoint struct {
-	name       string   // inventory name or ProxyJump alias, for messages
-	host       string   // address dialled
+	name       string // inventory name or ProxyJump alias, for messages
+	host       string // address dialled
 	port       int
 	user       string
 	keyFiles   []string // tried in order, before the agent's keys

@@ -80,10 +80,10 @@ Host pct
 			timeout: 10 * time.Second,
 		},
 		{
-			name:  "explicit fields",
-			cfg:   SSHConfig{Name: "pg1", Address: "10.1.1.1", Port: 2201, User: "admin", PrivateKeyFile: "/k", KnownHostsFile: "/kh", HostKeyPolicy: "accept-new", ConnectTimeout: 3 * time.Second},
-			agent: true,
-			want:  endpoint{name: "pg1", host: "10.1.1.1", port: 2201, user: "admin", keyFiles: []string{"/k"}, agent: true, knownHosts: []string{"/kh"}, policy: HostKeyAcceptNew},
+			name:    "explicit fields",
+			cfg:     SSHConfig{Name: "pg1", Address: "10.1.1.1", Port: 2201, User: "admin", PrivateKeyFile: "/k", KnownHostsFile: "/kh", HostKeyPolicy: "accept-new", ConnectTimeout: 3 * time.Second},
+			agent:   true,
+			want:    endpoint{name: "pg1", host: "10.1.1.1", port: 2201, user: "admin", keyFiles: []string{"/k"}, agent: true, knownHosts: []string{"/kh"}, policy: HostKeyAcceptNew},
 			timeout: 3 * time.Second,
 		},
 		{

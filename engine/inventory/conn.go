@@ -54,7 +54,7 @@ func init() {
 // first. Every value was checked where it was written, so errors here
 // only concern the host name used as the default address.
 func resolve(host string, levels [][]varDef, dir string) (Conn, error) {
-	c := Conn{Connection: "ssh", HostKeyChecking: "strict"}
+	c := Conn{Connection: "ssh"} // HostKeyChecking "": the ssh_config decides, else strict
 	addrSet := false
 	for _, level := range levels {
 		// The most specific level wins whatever the spelling; inside a

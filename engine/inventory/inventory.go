@@ -62,7 +62,7 @@ type Conn struct {
 	User            string // ssh_user | ansible_user
 	PrivateKeyFile  string // ssh_private_key_file | ansible_ssh_private_key_file
 	KnownHostsFile  string // ssh_known_hosts_file
-	HostKeyChecking string // ssh_host_key_checking: "strict" (default) | "accept-new"
+	HostKeyChecking string // ssh_host_key_checking: "strict" | "accept-new"; "" lets the ssh_config decide, else strict
 	ConfigFile      string // ssh_config_file, relative paths resolved against the inventory's dir
 	Become          bool   // become | ansible_become
 

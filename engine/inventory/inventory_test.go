@@ -39,7 +39,7 @@ func TestAnsibleInventory(t *testing.T) {
 			host:   "bastion",
 			groups: []string{"all", "ungrouped"},
 			vars:   map[string]any{"tier": "all", "env": "prod"},
-			conn:   Conn{Connection: "ssh", Address: "192.0.2.10", User: "deploy", HostKeyChecking: "strict"},
+			conn:   Conn{Connection: "ssh", Address: "192.0.2.10", User: "deploy"},
 		},
 		{
 			// primary (depth 2) beats postgres (1) beats all (0); eu is
@@ -48,13 +48,13 @@ func TestAnsibleInventory(t *testing.T) {
 			groups: []string{"all", "eu", "postgres", "primary"},
 			vars:   map[string]any{"tier": "primary", "role": "primary", "region": "eu", "ansible_port": 2222},
 			conn: Conn{Connection: "ssh", Address: "192.0.2.21", Port: 2222, User: "deploy", Become: true,
-				HostKeyChecking: "strict", PGData: "/var/lib/postgresql/15/main"},
+				PGData: "/var/lib/postgresql/15/main"},
 		},
 		{
 			host:   "db2",
 			groups: []string{"all", "eu", "postgres", "replicas"},
 			vars:   map[string]any{"tier": "replicas", "role": "replica", "region": "eu"},
-			conn: Conn{Connection: "ssh", Address: "db2", User: "deploy", Become: true, HostKeyChecking: "strict",
+			conn: Conn{Connection: "ssh", Address: "db2", User: "deploy", Become: true,
 				PGData: "/var/lib/postgresql/15/main"},
 		},
 		{
@@ -70,13 +70,13 @@ func TestAnsibleInventory(t *testing.T) {
 			host:   "db4.example.com",
 			groups: []string{"all", "postgres", "replicas"},
 			conn: Conn{Connection: "ssh", Address: "db4.example.com", Port: 2200, User: "deploy", Become: true,
-				PrivateKeyFile: "~/.ssh/db4", HostKeyChecking: "strict", PGData: "/var/lib/postgresql/15/main"},
+				PrivateKeyFile: "~/.ssh/db4", PGData: "/var/lib/postgresql/15/main"},
 		},
 		{
 			host:   "old1",
 			groups: []string{"all", "legacy"},
 			vars:   map[string]any{"unknown_thing": map[string]any{"a": 1}},
-			conn:   Conn{Connection: "local", Address: "old1", User: "deploy", HostKeyChecking: "strict"},
+			conn:   Conn{Connection: "local", Address: "old1", User: "deploy"},
 		},
 	}
 	for _, tt := range tests {
@@ -155,21 +155,21 @@ func TestConnAliases(t *testing.T) {
 		vars string
 		want Conn
 	}{
-		{"defaults", "{}", Conn{Connection: "ssh", Address: "h", HostKeyChecking: "strict"}},
+		{"defaults", "{}", Conn{Connection: "ssh", Address: "h"}},
 		{"ansible spellings", "{ansible_host: 10.0.0.1, ansible_port: '2222', ansible_user: u, ansible_ssh_private_key_file: /k, ansible_connection: local, ansible_become: 'yes'}",
-			Conn{Connection: "local", Address: "10.0.0.1", Port: 2222, User: "u", PrivateKeyFile: "/k", Become: true, HostKeyChecking: "strict"}},
+			Conn{Connection: "local", Address: "10.0.0.1", Port: 2222, User: "u", PrivateKeyFile: "/k", Become: true}},
 		{"legacy ansible spellings", "{ansible_ssh_host: a, ansible_ssh_port: 22, ansible_ssh_user: u, ansible_private_key_file: k, ansible_connection: smart}",
-			Conn{Connection: "ssh", Address: "a", Port: 22, User: "u", PrivateKeyFile: "k", HostKeyChecking: "strict"}},
+			Conn{Connection: "ssh", Address: "a", Port: 22, User: "u", PrivateKeyFile: "k"}},
 		{"pgtune keys win in a level", "{ssh_host: b, ansible_host: a, ssh_port: 23, ansible_port: 22}",
-			Conn{Connection: "ssh", Address: "b", Port: 23, HostKeyChecking: "strict"}},
-		{"become spellings", "{become: True}", Conn{Connection: "ssh", Address: "h", Become: true, HostKeyChecking: "strict"}},
-		{"become off", "{become: off}", Conn{Connection: "ssh", Address: "h", HostKeyChecking: "strict"}},
+			Conn{Connection: "ssh", Address: "b", Port: 23}},
+		{"become spellings", "{become: True}", Conn{Connection: "ssh", Address: "h", Become: true}},
+		{"become off", "{become: off}", Conn{Connection: "ssh", Address: "h"}},
 		{"pg and paths", "{pg_data: /d, pg_bin: /b, pg_config_file: /c, pg_restart: systemctl restart postgresql, ssh_config_file: /abs/cfg, ssh_known_hosts_file: kh}",
-			Conn{Connection: "ssh", Address: "h", HostKeyChecking: "strict", PGData: "/d", PGBin: "/b", PGConfigFile: "/c",
+			Conn{Connection: "ssh", Address: "h", PGData: "/d", PGBin: "/b", PGConfigFile: "/c",
 				PGRestart: "systemctl restart postgresql", ConfigFile: "/abs/cfg", KnownHostsFile: "kh"}},
-		{"relative ssh_config", "{ssh_config_file: vagrant.cfg}", Conn{Connection: "ssh", Address: "h", HostKeyChecking: "strict", ConfigFile: "/etc/pgtune/vagrant.cfg"}},
+		{"relative ssh_config", "{ssh_config_file: vagrant.cfg}", Conn{Connection: "ssh", Address: "h", ConfigFile: "/etc/pgtune/vagrant.cfg"}},
 		{"injection is kept verbatim (quoted later)", "{pg_data: '/x; touch /tmp/owned', ssh_user: '$(id)', pg_bin: '`id`'}",
-			Conn{Connection: "ssh", Address: "h", HostKeyChecking: "strict", PGData: "/x; touch /tmp/owned", User: "$(id)", PGBin: "`id`"}},
+			Conn{Connection: "ssh", Address: "h", PGData: "/x; touch /tmp/owned", User: "$(id)", PGBin: "`id`"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,8 +12,12 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-// StateDir is where pgtune keeps per-run journals and backups on each host.
+// StateDir is where pgtune keeps per-run journals and backups on each
+// host, unless the inventory sets pgtune_state_dir for it.
 const StateDir = "/var/lib/pgtune/runs"
+
+// StateDirVar is the inventory var that moves StateDir.
+const StateDirVar = "pgtune_state_dir"
 
 // Journal is the write-ahead record of one run on one host: every file
 // replaced or created (with a copy of what it replaced) and every kernel
@@ -22,6 +26,7 @@ const StateDir = "/var/lib/pgtune/runs"
 type Journal struct {
 	JournalRecord
 
+	dir       string
 	mu        sync.Mutex
 	transport transport.Transport
 	become    bool
@@ -54,13 +59,13 @@ type JournalEntry struct {
 	Before string `json:"before,omitempty"`
 }
 
-// NewJournal starts the journal of run id on a host.
-func NewJournal(id, host string, t transport.Transport, become bool) *Journal {
-	return &Journal{JournalRecord: JournalRecord{RunID: id, Host: host, Started: time.Now().UTC()}, transport: t, become: become}
+// NewJournal starts the journal of run id on a host, under stateDir.
+func NewJournal(id, host, stateDir string, t transport.Transport, become bool) *Journal {
+	return &Journal{JournalRecord: JournalRecord{RunID: id, Host: host, Started: time.Now().UTC()}, dir: stateDir, transport: t, become: become}
 }
 
 // Dir is the run's directory on the host.
-func (j *Journal) Dir() string { return path.Join(StateDir, j.RunID) }
+func (j *Journal) Dir() string { return path.Join(j.dir, j.RunID) }
 
 // recordFile notes that p is about to change and returns where its current
 // content must be backed up. Only the first change of a file in a run is

@@ -56,7 +56,7 @@ type rollbackState struct {
 // readJournals returns the journals on the host, oldest run first.
 func readJournals(ctx context.Context, t *Target) ([]JournalRecord, error) {
 	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
-	res, err := t.Run(ctx, "sh", "-c", script, "sh", StateDir)
+	res, err := t.Run(ctx, "sh", "-c", script, "sh", t.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}

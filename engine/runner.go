@@ -275,8 +275,18 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		Scope:     scope,
 		Log:       s.log(hr),
 		Journal:   j,
+		StateDir:  stateDir(hr.host),
 		PGRestart: hr.host.Conn.PGRestart,
 	}
+}
+
+// stateDir is where a host keeps its journals: pgtune_state_dir when the
+// inventory sets it (absolute paths only), else StateDir.
+func stateDir(h *inventory.Host) string {
+	if d, ok := h.Vars[StateDirVar].(string); ok && strings.HasPrefix(d, "/") {
+		return d
+	}
+	return StateDir
 }
 
 func (s *Session) bindOutputs(t *Target, module string, p *plan.ModulePlan) error {
@@ -327,7 +337,7 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 		return
 	}
 	log := s.log(hr)
-	j := NewJournal(s.runner.RunID, hr.host.Name, hr.tr, hr.host.Conn.Become)
+	j := NewJournal(s.runner.RunID, hr.host.Name, stateDir(hr.host), hr.tr, hr.host.Conn.Become)
 	t := s.target(hr, j)
 	for i, st := range hr.steps {
 		name := st.module.Name()

@@ -29,6 +29,8 @@ type Target struct {
 	// Journal records every change made on the host for rollback; nil in
 	// check mode.
 	Journal *Journal
+	// StateDir holds the host's run journals and backups.
+	StateDir string
 
 	// PGRestart is the inventory's pg_restart command, when set.
 	PGRestart string

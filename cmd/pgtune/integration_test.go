@@ -131,7 +131,8 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
           pg_bin: %s
       vars:
         sysctl_dir: %s
-`, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, pg.BinDir, sysctlDir))
+        pgtune_state_dir: %s
+`, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, pg.BinDir, sysctlDir, filepath.Join(work, "state")))
 
 	// A pool of 128 huge pages more than the machine has now keeps the test
 	// small; the overcommit limit follows the formula with a headroom far

@@ -233,7 +233,7 @@ func reserve(t *testing.T, n int64) {
 
 func journal(t *testing.T, tg *engine.Target) {
 	id := "pgconf-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	tg.Journal = engine.NewJournal(id, tg.Name, tg.Transport, false)
+	tg.Journal = engine.NewJournal(id, tg.Name, t.TempDir(), tg.Transport, false)
 	t.Cleanup(func() { os.RemoveAll(tg.Journal.Dir()) })
 }
 

@@ -47,6 +47,9 @@ install -m 644 "$TESTBED_DIR/image/sshd-testbed.conf" "$root/etc/ssh/sshd_config
 install -m 440 "$TESTBED_DIR/image/sudoers-vagrant" "$root/etc/sudoers.d/vagrant"
 install -m 644 "$TESTBED_DIR/image/fstab" "$root/etc/fstab"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Drop-ins, not initramfs-tools' own conffiles, so its install never prompts.
+install -D -m 644 "$TESTBED_DIR/image/initramfs-modules" "$root/usr/share/initramfs-tools/modules.d/testbed"
+install -D -m 644 /dev/stdin "$root/etc/initramfs-tools/conf.d/testbed" <<<"MODULES=list"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
 
@@ -65,7 +68,7 @@ unshare --mount --propagation private -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/b
 	chroot "$ROOT" passwd -l root
 	chroot "$ROOT" systemctl enable systemd-networkd.service testbed-seed.service ssh.service postgresql.service
 	chroot "$ROOT" systemctl mask systemd-networkd-wait-online.service
-	for u in apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer; do
+	for u in apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer; do
 		[ -e "$ROOT/lib/systemd/system/$u" ] && chroot "$ROOT" systemctl mask "$u"
 	done
 	chroot "$ROOT" apt-get clean

@@ -20,7 +20,8 @@ bad() { log "FAIL $*"; fails=$((fails + 1)); }
 if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
 
 phase "boxes up"
-"$TESTBED_DIR/up.sh"
+# REUSE=1 runs against boxes already up (make testbed-up), e.g. while iterating.
+[[ -n ${REUSE:-} ]] || "$TESTBED_DIR/up.sh"
 boxes=($(seq -f 'box%g' 1 "$BOXES"))
 
 expect_exit() { # want label cmd...

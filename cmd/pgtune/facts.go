@@ -51,7 +51,9 @@ func writeFactsText(w io.Writer, h engine.HostFacts) {
 		return
 	}
 	f := h.Facts
-	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-22s "+format+"\n", append([]any{k + ":"}, args...)...) }
+	row := func(k, format string, args ...any) {
+		fmt.Fprintf(w, "  %-22s "+format+"\n", append([]any{k + ":"}, args...)...)
+	}
 	row("kernel", "%s (%s)", f.Kernel, f.Hostname)
 	row("user", "%s (root: %t)", f.User, f.IsRoot)
 	row("memory", "total %s, available %s", size(f.MemTotal), size(f.MemAvailable))

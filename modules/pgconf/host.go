@@ -381,7 +381,7 @@ as_owner "$@"
 // liveSettings reads the running server's settings that pgtune manages.
 func liveSettings(ctx context.Context, t *engine.Target, pg *facts.Postgres) (map[string]string, error) {
 	const sql = `SELECT name || '=' || setting FROM pg_settings WHERE name IN ` +
-		`('shared_buffers', 'huge_pages', 'huge_page_size', 'huge_pages_status', 'block_size')`
+		`('shared_buffers', 'huge_pages', 'huge_page_size', 'huge_pages_status', 'block_size', 'shared_memory_size_in_huge_pages')`
 	res, err := t.Run(ctx, "sh", "-c", psqlScript, "sh", pg.Owner, path.Join(pg.BinDir, "psql"),
 		pg.SocketDir, strconv.Itoa(pg.Port), sql)
 	if err != nil {

@@ -395,11 +395,16 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 
 	// The running server: does it need a restart to take the values?
 	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=0", formatSize(fit.SharedBuffers))
+	var live map[string]string
 	if pg.Running {
-		live, err := liveSettings(ctx, t, pg)
-		if err != nil {
+		if live, err = liveSettings(ctx, t, pg); err != nil {
 			return nil, err
 		}
+	}
+	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
+		return nil, err
+	}
+	if pg.Running {
 		before, differs := describeLive(live)
 		if differs(fit.SharedBuffers) {
 			if s.restart {
@@ -588,4 +593,29 @@ func newFileMode(mainMode string) string {
 		return "0644"
 	}
 	return "0" + strings.TrimLeft(mainMode, "0")
+}
+
+// roomInPool refuses a plan whose segment would not find its pages at
+// start: huge pages held by other processes (another cluster, a JVM) stay
+// held when this server restarts, and with huge_pages = 'on' it would then
+// refuse to start. Pages this server holds itself are freed by its restart.
+func roomInPool(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages int64) error {
+	hp := f.HugePageSize
+	// Mapped pages plus pages promised to mappings not yet touched.
+	held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
+	ours := int64(0)
+	if pg.Running && pg.HugetlbPages > 0 {
+		if n, err := strconv.ParseInt(live["shared_memory_size_in_huge_pages"], 10, 64); err == nil && n > 0 {
+			ours = n
+		} else {
+			ours = (pg.HugetlbPages + hp - 1) / hp
+		}
+	}
+	others := max(0, held-ours)
+	room := pool/hp - others
+	if segmentPages > room {
+		return fmt.Errorf("the shared memory segment needs %d huge pages but only %d of the %d-page pool would be free for this cluster: %d are held by other processes (another PostgreSQL?); shrink their use or grow the pool",
+			segmentPages, max(0, room), pool/hp, others)
+	}
+	return nil
 }

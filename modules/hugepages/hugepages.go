@@ -153,7 +153,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	st := &State{PageSize: size, Pages: pages, PrevPages: cur, Live: pages != cur}
 	if st.Live {
 		if !f.SysctlWritable {
-			return nil, sysctlconf.NotWritable(f, key)
+			if err := sysctlconf.Unwritable(f, key, p); err != nil {
+				return nil, err
+			}
 		}
 		if pages > cur {
 			grow := (pages - cur) * size
@@ -199,6 +201,11 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	st, ok := p.State.(*State)
 	if !ok {
 		return fmt.Errorf("hugepages: no plan state")
+	}
+	if st.Live {
+		if err := sysctlconf.RequireRoot(t.Facts, key); err != nil {
+			return err
+		}
 	}
 	if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
 		return err

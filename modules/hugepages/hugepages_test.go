@@ -99,6 +99,13 @@ func TestCheck(t *testing.T) {
 			err:  "/proc/sys is read-only (container?): cannot set vm.nr_hugepages",
 		},
 		{
+			name:    "not root: the audit still plans, and says apply needs become",
+			host:    func(h *fakehost.Host) { h.NotRoot = true },
+			changes: []string{"vm.nr_hugepages 0→2048", "file " + file},
+			pages:   2048,
+			notes:   "cannot set vm.nr_hugepages: not root on the host (set become: true for passwordless sudo); apply will refuse",
+		},
+		{
 			name: "shrinking under a postmaster",
 			host: func(h *fakehost.Host) { h.Sysctl["vm.nr_hugepages"] = "3000"; h.InUsePages = 2500 },
 			err:  "refusing to shrink the pool to 2048 pages: 2500 pages are in use or reserved",
@@ -315,6 +322,12 @@ func TestApply(t *testing.T) {
 			name: "shrink: no cache drop",
 			host: func(h *fakehost.Host) { h.Sysctl["vm.nr_hugepages"] = "4000" },
 			log:  []string{"write " + file, "sysctl vm.nr_hugepages=2048"},
+		},
+		{
+			name: "not root: refused before anything is written",
+			host: func(h *fakehost.Host) { h.NotRoot = true },
+			err:  "cannot set vm.nr_hugepages: not root on the host (set become: true for passwordless sudo)",
+			log:  nil, pages: "0",
 		},
 		{
 			name: "override refused before anything is written",

@@ -193,7 +193,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 			if !st.SetKbytes {
 				key = keyMemory
 			}
-			return nil, sysctlconf.NotWritable(f, key)
+			if err := sysctlconf.Unwritable(f, key, p); err != nil {
+				return nil, err
+			}
 		}
 		// Refuse to turn strict mode on (or tighten it) under a load
 		// that already fills the new limit: forks, sshd's included,
@@ -312,6 +314,11 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	st, ok := p.State.(*State)
 	if !ok {
 		return fmt.Errorf("overcommit: no plan state")
+	}
+	if st.SetKbytes || st.SetMemory {
+		if err := sysctlconf.RequireRoot(t.Facts, keyKbytes); err != nil {
+			return err
+		}
 	}
 	if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
 		return err

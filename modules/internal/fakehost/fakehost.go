@@ -35,6 +35,7 @@ type Host struct {
 	MemTotalKB, MemAvailableKB, SwapKB, CommittedKB, HugePageKB int64
 	InUsePages                                                  int64
 	ReadOnly                                                    bool
+	NotRoot                                                     bool // the login is not root and become is off
 	Nodes                                                       int
 
 	// MaxPages returns how many pages the kernel can hold after the given
@@ -149,12 +150,12 @@ func (h *Host) Facts() *facts.Facts {
 		sysctl[k] = v
 	}
 	f := &facts.Facts{
-		Hostname: "fake", Kernel: "6.1.0-fake", User: "root", IsRoot: true,
+		Hostname: "fake", Kernel: "6.1.0-fake", User: "root", IsRoot: !h.NotRoot,
 		MemTotal: mi["MemTotal"], MemAvailable: mi["MemAvailable"], HugePageSize: mi["Hugepagesize"],
 		HugePagesTotal: mi["HugePages_Total"], HugePagesFree: mi["HugePages_Free"], HugePagesRsvd: mi["HugePages_Rsvd"],
 		HugePagesSurp: mi["HugePages_Surp"], SwapTotal: mi["SwapTotal"], CommitLimit: mi["CommitLimit"],
 		CommittedAS: mi["Committed_AS"], PageTables: mi["PageTables"],
-		Sysctl: sysctl, SysctlWritable: !h.ReadOnly, NUMANodes: h.Nodes,
+		Sysctl: sysctl, SysctlWritable: !h.ReadOnly && !h.NotRoot, NUMANodes: h.Nodes,
 		SysctlFiles: facts.SysctlSettings(facts.OrderSysctlFiles(files), facts.ManagedSysctls),
 	}
 	if h.Nodes > 1 {

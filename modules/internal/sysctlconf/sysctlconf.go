@@ -362,6 +362,26 @@ func Meminfo(ctx context.Context, t *engine.Target) (map[string]int64, error) {
 	return m, nil
 }
 
+// Unwritable handles a kernel value the host will not let pgtune set in
+// check. A read-only /proc/sys (a container) can never be fixed: an error.
+// A login without root only needs become: a note, so that audits run
+// unprivileged; apply then refuses (RequireRoot).
+func Unwritable(f *facts.Facts, key string, p *plan.ModulePlan) error {
+	if f.IsRoot {
+		return NotWritable(f, key)
+	}
+	p.Note(NotWritable(f, key).Error() + "; apply will refuse")
+	return nil
+}
+
+// RequireRoot refuses to change a host's kernel values without root.
+func RequireRoot(f *facts.Facts, key string) error {
+	if f.IsRoot && f.SysctlWritable {
+		return nil
+	}
+	return NotWritable(f, key)
+}
+
 // NotWritable explains why a kernel value cannot be set on the host.
 func NotWritable(f *facts.Facts, key string) error {
 	if f.IsRoot {

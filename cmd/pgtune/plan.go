@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/report"
 )
 
@@ -26,13 +28,9 @@ func (a *App) runCheck(args []string) int {
 	if err != nil {
 		return a.usageError(err)
 	}
-	l, mods, err := a.load(o)
-	if err != nil {
-		return a.fail(err)
-	}
 	ctx, stop := signalContext()
 	defer stop()
-	s, err := a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+	s, err := a.plan(ctx, o)
 	if err != nil {
 		return a.fail(err)
 	}
@@ -46,33 +44,47 @@ func (a *App) runCheck(args []string) int {
 func (a *App) runApply(args []string) int {
 	o, err := a.parse("apply", args, 1, func(fs *flag.FlagSet, o *options) {
 		targetFlags(fs, o)
-		fs.BoolVar(&o.yes, "yes", false, "apply without asking")
-		fs.BoolVar(&o.yes, "y", false, "short for --yes")
+		yesFlag(fs, o)
 	})
 	if err != nil {
 		return a.usageError(err)
 	}
-	l, mods, err := a.load(o)
-	if err != nil {
-		return a.fail(err)
-	}
 	ctx, stop := signalContext()
 	defer stop()
-	s, err := a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+	s, err := a.plan(ctx, o)
 	if err != nil {
 		return a.fail(err)
 	}
 	defer s.Close()
+	return a.execute(ctx, o, s, "Apply these changes to")
+}
+
+func yesFlag(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.yes, "yes", false, "change hosts without asking")
+	fs.BoolVar(&o.yes, "y", false, "short for --yes")
+}
+
+// plan loads the inventory and playbook and plans every host.
+func (a *App) plan(ctx context.Context, o *options) (*engine.Session, error) {
+	l, mods, err := a.load(o)
+	if err != nil {
+		return nil, err
+	}
+	return a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+}
+
+// execute is what apply and rollback share: show the plan where a person
+// reads it (with --format json stdout carries only the final document),
+// ask, carry it out, verify, report.
+func (a *App) execute(ctx context.Context, o *options, s *engine.Session, question string) int {
 	planned := s.Report("check")
 	if s.HasChanges() {
-		// The plan goes where a person reads it; with --format json stdout
-		// carries only the final document.
 		w := a.Stdout
 		if o.format == "json" {
 			w = a.Stderr
 		}
 		report.WriteText(w, planned)
-		if err := a.confirm(o, fmt.Sprintf("Apply these changes to %d host(s)?", planned.Summary.Drift)); err != nil {
+		if err := a.confirm(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift)); err != nil {
 			return a.fail(err)
 		}
 	}

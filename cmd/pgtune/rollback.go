@@ -6,7 +6,6 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
-	"github.com/pgtune/pgtune/engine/report"
 )
 
 // runRollback puts hosts back as they were before pgtune first changed
@@ -15,8 +14,7 @@ import (
 func (a *App) runRollback(args []string) int {
 	o, err := a.parse("rollback", args, 0, func(fs *flag.FlagSet, o *options) {
 		targetFlags(fs, o)
-		fs.BoolVar(&o.yes, "yes", false, "roll back without asking")
-		fs.BoolVar(&o.yes, "y", false, "short for --yes")
+		yesFlag(fs, o)
 		fs.StringVar(&o.runID, "run", "", "go back to the state before this run `ID` (default: before pgtune's first run)")
 	})
 	if err != nil {
@@ -41,19 +39,5 @@ func (a *App) runRollback(args []string) int {
 	defer stop()
 	s := a.runner(o, mods).PlanRollback(ctx, hosts, o.runID)
 	defer s.Close()
-	planned := s.Report("check")
-	if s.HasChanges() {
-		w := a.Stdout
-		if o.format == "json" {
-			w = a.Stderr
-		}
-		report.WriteText(w, planned)
-		if err := a.confirm(o, fmt.Sprintf("Roll back %d host(s)?", planned.Summary.Drift)); err != nil {
-			return a.fail(err)
-		}
-	}
-	s.Apply(ctx)
-	r := s.Report("apply")
-	a.render(a.Stdout, o.format, r)
-	return r.ExitCode()
+	return a.execute(ctx, o, s, "Roll back")
 }

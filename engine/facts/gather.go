@@ -89,18 +89,9 @@ func ParseGather(out []byte) (*Facts, error) {
 		switch tag {
 		case "M":
 			sawMeminfo = true
-			fields := strings.Fields(rest)
-			if len(fields) < 2 {
-				continue
+			if k, n, ok := ParseMeminfoLine(rest); ok {
+				meminfo[k] = n
 			}
-			n, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				continue
-			}
-			if len(fields) > 2 && fields[2] == "kB" {
-				n *= 1024
-			}
-			meminfo[strings.TrimSuffix(fields[0], ":")] = n
 		case "H":
 			f.Hostname = rest
 		case "K":
@@ -212,4 +203,21 @@ func (f *Facts) NodeList() string {
 		parts[i] = fmt.Sprintf("node%d=%d", id, f.NodeHugePages[id])
 	}
 	return strings.Join(parts, " ")
+}
+
+// ParseMeminfoLine reads one /proc/meminfo line: kB values come back in
+// bytes, counts (HugePages_*) as they are.
+func ParseMeminfoLine(line string) (key string, n int64, ok bool) {
+	fields := strings.Fields(line)
+	if len(fields) < 2 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	if len(fields) > 2 && fields[2] == "kB" {
+		n *= 1024
+	}
+	return strings.TrimSuffix(fields[0], ":"), n, true
 }

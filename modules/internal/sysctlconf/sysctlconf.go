@@ -343,18 +343,9 @@ func Meminfo(ctx context.Context, t *engine.Target) (map[string]int64, error) {
 	}
 	m := map[string]int64{}
 	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
+		if k, n, ok := facts.ParseMeminfoLine(line); ok {
+			m[k] = n
 		}
-		n, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fields) > 2 && fields[2] == "kB" {
-			n *= 1024
-		}
-		m[strings.TrimSuffix(fields[0], ":")] = n
 	}
 	if _, ok := m["MemTotal"]; !ok {
 		return nil, fmt.Errorf("/proc/meminfo: no MemTotal")

@@ -203,6 +203,9 @@ func TestGatherLocal(t *testing.T) {
 // at reboot and never applied by anything during the test) and checks that
 // Gather finds it and ranks it by name.
 func TestGatherLocalSysctlFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes /run/sysctl.d under the machine-wide kernel lock")
+	}
 	// The kernel lock also serializes planted sysctl files: a module
 	// test running meanwhile would see this one as an override.
 	testhost.LockKernel(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 )
 
 // File operations are built on Run rather than SFTP so that they work the
@@ -38,12 +39,16 @@ func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byt
 // A kill at any point leaves either the old file or the new one, plus at
 // most a stray .pgtune-* temporary that the next write ignores.
 const writeScript = `set -eu
-path=$1 mode=$2 owner=$3 backup=$4
+path=$1 mode=$2 owner=$3 backup=$4 size=$5
 dir=$(dirname -- "$path")
 [ -d "$dir" ] || mkdir -p -- "$dir"
 tmp=$(mktemp -- "$dir/.pgtune-XXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
 cat > "$tmp"
+# A connection that drops mid-transfer ends stdin early, and cat cannot
+# tell: renaming a short file would be a half-written one.
+got=$(wc -c < "$tmp")
+if [ "$got" -ne "$size" ]; then echo "received $got of $size bytes; $path left unchanged" >&2; exit 1; fi
 if [ -e "$path" ]; then
   chmod --reference="$path" -- "$tmp"
   chown --reference="$path" -- "$tmp"
@@ -82,7 +87,7 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 		data = []byte{}
 	}
 	_, err := t.Run(ctx, Command{
-		Args:   []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup},
+		Args:   []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup, strconv.Itoa(len(data))},
 		Stdin:  data,
 		Become: opts.Become,
 	})

@@ -74,6 +74,20 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		}
 		return nil
 	}
+	if rerr != nil && ctx.Err() != nil {
+		// Cancelled (signal, --timeout) while the restart ran. The restart
+		// itself is detached on the host and completes; wait for it (status
+		// takes the same lock) instead of pulling the files from under a
+		// server that may be starting on them.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*restartTimeout*time.Second)
+		defer cancel()
+		if t.Log != nil {
+			t.Log.Warn("run interrupted during the postgres restart; waiting for the restart to finish", "err", ctx.Err())
+		}
+		if now, err := postgresStatus(wctx, t, pg); err == nil && now.Ready && now.NewPID != 0 && now.NewPID != pg.PID {
+			return fmt.Errorf("interrupted during the postgres restart (%v); the restart completed: postgres runs pid %d on the new settings; run apply again to verify", ctx.Err(), now.NewPID)
+		}
+	}
 	cause := ""
 	if rerr != nil {
 		cause = rerr.Error()
@@ -81,6 +95,39 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		cause = res.failure()
 	}
 	return recoverStart(ctx, t, pg, written, cause)
+}
+
+// startIfLeftStopped starts a stopped server when a pgtune restart marker
+// says a restart began and never brought it back (the run was killed and
+// the restart failed, or the host lost its restart half-way): pgtune
+// stopped it, so pgtune starts it. A server stopped without a marker was
+// stopped by someone else and is left alone. It reports whether it
+// started the server.
+func startIfLeftStopped(ctx context.Context, t *engine.Target, pg *facts.Postgres) (bool, error) {
+	marker := restartMarker(t, pg)
+	b, ok, err := t.ReadFile(ctx, marker)
+	if err != nil || !ok {
+		return false, err
+	}
+	what := strings.Join(strings.Fields(string(b)), " ")
+	if t.Log != nil {
+		t.Log.Warn("postgres is stopped after an unfinished pgtune restart; starting it", "marker", marker, "restart", what)
+	}
+	res, err := restartPostgres(ctx, t, pg, true)
+	if t.PGRestart != "" && (err != nil || !res.ok()) {
+		res, err = restartPostgres(ctx, t, pg, false)
+	}
+	if err == nil && res.ok() {
+		return true, nil
+	}
+	why := ""
+	if err != nil {
+		why = err.Error()
+	} else {
+		why = res.failure()
+	}
+	return false, fmt.Errorf("postgres (%s) is stopped: a restart pgtune began (%s) never brought it back, and starting it failed: %s; start it by hand (backups are under %s)",
+		pg.DataDir, what, why, t.StateDir)
 }
 
 // recoverStart undoes the files and starts the server on them again. It
@@ -163,7 +210,13 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 			return fmt.Errorf("%s does not hold the planned content", p)
 		}
 	}
-	if !st.PG.Running || st.Pending {
+	running := st.PG.Running
+	if !running {
+		if running, err = startIfLeftStopped(ctx, t, st.PG); err != nil {
+			return err
+		}
+	}
+	if !running || st.Pending {
 		return nil
 	}
 	pg, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, st.PG)

@@ -27,7 +27,7 @@ import (
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
 // "--- log" and the log tail.
 const restartScript = `export LC_ALL=C
-custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10}
+custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
 ` + asOwnerFn + `cd /
 pid=
 if [ -f "$data/postmaster.pid" ]; then read -r pid < "$data/postmaster.pid" || pid=; fi
@@ -52,10 +52,40 @@ else method=pg_ctl; fi
 echo "method=$method"
 echo "log=$log"
 echo "old_pid=$pid"
-out=$(mktemp)
-trap 'rm -f -- "$out"' EXIT
-# Nothing the restart leaves running may hold our stdout: a postmaster
+out=$(mktemp) res=$(mktemp)
+trap 'rm -f -- "$out" "$res"' EXIT
+# The restart and the wait for readiness run detached (setsid: a session
+# and process group of their own, stdio on files), so that once begun they
+# complete even when this script is killed — a cancelled run or timeout
+# kills our process group, a dropped connection or a killed controller
+# closes our stdout — instead of leaving postgres stopped between stop and
+# start. flock on the data directory serialises them with any other pgtune
+# restart or status of this cluster, so a status waits for a restart still
+# in flight. Nothing left running may hold our stdout: a postmaster
 # inheriting it would keep this command from ever finishing.
+set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid"
+if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
+  setsid -w flock -o -w "$timeout" "$data" sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
+else
+  sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
+fi
+cat -- "$res"
+echo "--- output"
+tail -n 20 -- "$out"
+echo "--- log"
+if ! grep -qx 'ready=1' -- "$res"; then tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
+exit 0
+`
+
+// restartInner is the detached part of restartScript: the restart itself
+// and the wait until the server accepts connections. It prints rc=,
+// ready= and new_pid=. A restart leaves a marker file (when one is named)
+// from before the stop until the server is ready again, so a later run
+// can tell a server pgtune left stopped from one stopped on purpose.
+const restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
+` + asOwnerFn + `if [ "$method" != status ] && [ -n "$marker" ]; then
+  mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true
+fi
 rc=0
 case $method in
 status) timeout=3 ;;
@@ -82,11 +112,7 @@ npid=
 if [ -f "$data/postmaster.pid" ]; then read -r npid < "$data/postmaster.pid" || npid=; fi
 if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
 echo "new_pid=$npid"
-echo "--- output"
-tail -n 20 -- "$out"
-echo "--- log"
-if [ "$ready" != 1 ]; then tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
-exit 0
+if [ "$ready" = 1 ] && [ -n "$marker" ]; then rm -f -- "$marker"; fi
 `
 
 // restartTimeout bounds the stop (a fast shutdown still writes a
@@ -130,11 +156,23 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		}
 	}
 	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
-		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action)
+		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action,
+		restartMarker(t, pg), runID(t), restartInner)
 	if err != nil {
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
 	return parseRestart(string(res.Stdout)), nil
+}
+
+// restartMarker is the file a restart leaves on the host until the server
+// accepts connections again: under the state directory, named after the
+// data directory.
+func restartMarker(t *engine.Target, pg *facts.Postgres) string {
+	dir := t.StateDir
+	if dir == "" {
+		dir = engine.StateDir
+	}
+	return path.Join(dir, "restart-pending"+strings.ReplaceAll(path.Clean(pg.DataDir), "/", "%"))
 }
 
 func parseRestart(out string) *restartResult {

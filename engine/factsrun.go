@@ -19,7 +19,7 @@ type HostFacts struct {
 func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts {
 	s := &Session{runner: r}
 	for _, h := range hosts {
-		s.hosts = append(s.hosts, &hostRun{host: h})
+		s.hosts = append(s.hosts, &hostRun{host: h, secrets: secretsOf(h.Vars)})
 	}
 	defer s.Close()
 	s.each(ctx, func(ctx context.Context, hr *hostRun) {
@@ -34,9 +34,10 @@ func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts
 	})
 	out := make([]HostFacts, len(s.hosts))
 	for i, hr := range s.hosts {
-		out[i] = HostFacts{Name: hr.host.Name, Facts: hr.facts, Unreachable: hr.unreachable}
+		// Sensitive vars are masked here as in every report.
+		out[i] = HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable}
 		if hr.err != nil {
-			msg := hr.err.Error()
+			msg := redact(hr.err.Error(), hr.secrets)
 			out[i].Error = &msg
 		}
 	}

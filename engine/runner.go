@@ -69,6 +69,8 @@ type hostRun struct {
 	applied []plan.Change
 	notes   []string
 	done    bool // apply finished and verified
+	// secrets are the host's sensitive var values, masked in every output.
+	secrets []string
 }
 
 type step struct {
@@ -170,7 +172,7 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 		if err != nil {
 			return nil, err
 		}
-		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps})
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
 	}
 	s.each(ctx, s.planHost)
 	return s, nil
@@ -197,7 +199,7 @@ func (s *Session) each(ctx context.Context, fn func(context.Context, *hostRun)) 
 }
 
 func (s *Session) log(hr *hostRun) *slog.Logger {
-	return s.runner.Log.With("host", hr.host.Name)
+	return redactLogger(s.runner.Log.With("host", hr.host.Name), hr.secrets)
 }
 
 func (s *Session) planHost(ctx context.Context, hr *hostRun) {
@@ -226,6 +228,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 			log.Error("check failed", "module", name, "err", err)
 			return
 		}
+		markSensitive(p, hr.secrets)
 		st.plan = p
 		if err := s.bindOutputs(t, name, p); err != nil {
 			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
@@ -360,6 +363,7 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 			hr.err = fmt.Errorf("%s: %s: re-check: %w", hr.host.Name, name, err)
 			return
 		}
+		markSensitive(p, hr.secrets)
 		if !plan.SameChanges(p.Changes, st.plan.Changes) {
 			hr.err = fmt.Errorf("%s: %s: the host changed since the plan was shown (%s); nothing more was applied, run again",
 				hr.host.Name, name, describeMove(st.plan.Changes, p.Changes))
@@ -477,8 +481,14 @@ func (s *Session) Report(mode string) *report.Report {
 			h.Status = report.InPolicy
 		}
 		if hr.err != nil {
-			msg := hr.err.Error()
+			msg := redact(hr.err.Error(), hr.secrets)
 			h.Error = &msg
+		}
+		for i, n := range h.Notes {
+			h.Notes[i] = redact(n, hr.secrets)
+		}
+		for i := range h.Changes {
+			h.Changes[i].Target = redact(h.Changes[i].Target, hr.secrets)
 		}
 		r.Hosts = append(r.Hosts, h)
 	}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+func TestSecretsOf(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]any
+		want []string
+	}{
+		{"none", map[string]any{"pg_data": "/d", "sysctl_dir": "/s"}, nil},
+		{"suffixes", map[string]any{"db_password": "hunter2", "api_token": "tok-1", "vault_SECRET": "v", "password_hint": "no"}, []string{"hunter2", "tok-1", "v"}},
+		{"listed", map[string]any{SensitiveVar: []any{"dsn", "keys"}, "dsn": "postgres://u:pw@h", "keys": []any{"k1", map[string]any{"x": "k2"}}, "other": "plain"},
+			[]string{"postgres://u:pw@h", "k1", "k2"}},
+		{"single name", map[string]any{SensitiveVar: "dsn", "dsn": "abc"}, []string{"abc"}},
+		{"numbers and empties", map[string]any{"pin_secret": 4711, "empty_token": ""}, []string{"4711"}},
+		{"longest first", map[string]any{"a_token": "abc", "b_token": "abcdef"}, []string{"abcdef", "abc"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := secretsOf(tc.vars); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("secretsOf = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMarkSensitive(t *testing.T) {
+	secrets := []string{"hunter2"}
+	p := &plan.ModulePlan{Module: "m", Notes: []string{"uses hunter2 here", "plain"}}
+	p.Changes = []plan.Change{
+		{Target: "/etc/a.conf", Before: "", After: "password = hunter2\n", Diff: "+password = hunter2"},
+		{Target: "/etc/hunter2.conf", Before: "x", After: "y"},
+		{Target: "vm.nr_hugepages", Before: "0", After: "64"},
+	}
+	markSensitive(p, secrets)
+	if !p.Changes[0].Sensitive || !p.Changes[1].Sensitive || p.Changes[2].Sensitive {
+		t.Errorf("sensitive flags %v %v %v, want true true false", p.Changes[0].Sensitive, p.Changes[1].Sensitive, p.Changes[2].Sensitive)
+	}
+	if p.Changes[1].Target != "/etc/hunter2.conf" {
+		t.Errorf("the plan's target must stay usable by the module: %q", p.Changes[1].Target)
+	}
+	if p.Notes[0] != "uses (sensitive) here" || p.Notes[1] != "plain" {
+		t.Errorf("notes %q", p.Notes)
+	}
+}
+
+func TestRedactLoggerAndErrors(t *testing.T) {
+	var buf bytes.Buffer
+	secrets := []string{"hunter2"}
+	log := redactLogger(slog.New(slog.NewTextHandler(&buf, nil)), secrets).With("dsn", "u:hunter2@h")
+	base := errors.New("pg_restart failed: PGPASSWORD=hunter2 exit 1")
+	log.Error("restart hunter2", "err", base, slog.Group("g", "k", "hunter2"), "n", 1)
+	if out := buf.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "(sensitive)") {
+		t.Errorf("log line leaks or masks nothing: %s", out)
+	}
+	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: `pg_data /srv/"hunter2": no such directory`}, secrets)
+	if strings.Contains(f.PostgresError, "hunter2") || f.Hostname != "db" {
+		t.Errorf("facts: %+v", f)
+	}
+}

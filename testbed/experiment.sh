@@ -39,10 +39,16 @@ run() { # label
 	"${sshc[@]}" box1 "sudo dmesg" >"$STATE_DIR/experiment-$label/dmesg.txt" || true
 	[[ -s $STATE_DIR/experiment-$label/result.json ]] || die "run $label left no result.json"
 	log "run '$label': $(tr -d '\n' <"$STATE_DIR/experiment-$label/result.json")"
+	# After an OOM kill systemd may have stopped the unit (OOMPolicy=stop): bring the
+	# server back so the next step starts from a running cluster.
+	if ! "${sshc[@]}" box1 'systemctl is-active --quiet postgresql@15-main'; then
+		log "postgresql@15-main is down after run '$label'; starting it"
+		"${sshc[@]}" box1 'sudo systemctl reset-failed postgresql@15-main; sudo systemctl start postgresql@15-main'
+	fi
 }
 
 # Box fresh from the image: kernel default overcommit (0), no huge pages.
-run default
+if [[ -z ${SKIP_DEFAULT:-} ]]; then run default; fi
 
 log "pgtune apply (default policy)"
 "$PGTUNE" apply -i "$inv" --yes >"$STATE_DIR/experiment-apply.out" 2>&1 || { cat "$STATE_DIR/experiment-apply.out" >&2; die "pgtune apply failed"; }
@@ -69,7 +75,8 @@ res = {l: json.load(open(f"{state}/experiment-{l}/result.json")) for l in labels
 json.dump(res, open(f"{state}/experiment.json", "w"), indent=2)
 rows = [("OOM kills", "oom_kills"), ("postmaster restarted", "postmaster_restarted"),
         ("idle sessions dropped", "sessions_dropped"), ("failed probes", "probe_failures"),
-        ("outage (s)", "outage_seconds"), ("ERROR: out of memory", "oom_errors"),
+        ("outage (s)", "outage_seconds"), ("server back by itself", "server_recovered"),
+        ("postgres unit after", "postgres_unit_after"), ("ERROR: out of memory", "oom_errors"),
         ("loader sessions started", "loader_sessions"), ("CommitLimit (MiB)", "commit_limit_kb"),
         ("peak Committed_AS (MiB)", "peak_committed_as_kb"), ("min MemAvailable (MiB)", "min_mem_available_kb")]
 def fmt(k, v):

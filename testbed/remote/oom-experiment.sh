@@ -17,7 +17,9 @@ pglog=/var/log/postgresql/postgresql-15-main.log
 rm -rf "$out"; mkdir -p "$out"; chmod 777 "$out"; cd "$out"
 now() { date +%s.%N; }
 ev() { echo "$(now) $*" >>events.log; }
-pg() { runuser -u postgres -- env PGAPPNAME="$1" psql -XAtq "${@:2}"; }
+# The real binary, not Debian's perl wrapper: its start-up alone takes seconds under TCG.
+PSQL=/usr/lib/postgresql/15/bin/psql
+pg() { runuser -u postgres -- env PGAPPNAME="$1" "$PSQL" -XAtq "${@:2}"; }
 
 memkb=$(awk '$1=="MemTotal:"{print $2}' /proc/meminfo)
 rows=$(( memkb * 1024 / 10 / 1000 ))   # 1000-byte strings: ~1/10 of RAM
@@ -42,7 +44,7 @@ sleep 5
 # Prober: a fresh connection every 0.3 s, as a client checking the server is up.
 ( while [ ! -e stop ]; do
 	t=$(now)
-	if timeout 10 runuser -u postgres -- psql -XAtq -c 'select 1' >/dev/null 2>>probe.err; then r=ok; else r=fail; fi
+	if timeout 10 runuser -u postgres -- "$PSQL" -XAtq -c 'select 1' >/dev/null 2>>probe.err; then r=ok; else r=fail; fi
 	echo "$t $r" >>probe.log
 	sleep 0.3
 done ) &
@@ -89,6 +91,10 @@ sleep 2
 kill $(jobs -p) 2>/dev/null
 wait 2>/dev/null
 
+recovered=false
+tail -1 probe.log | grep -q ' ok$' && recovered=true
+# systemd's default OOMPolicy=stop may stop the whole unit after a kernel OOM kill.
+service="$(systemctl show -p ActiveState --value postgresql@15-main.service)/$(systemctl show -p Result --value postgresql@15-main.service)"
 newlog=$(tail -c +"$((log0 + 1))" "$pglog")
 oom_kills=$(( $(dmesg | grep -c 'Out of memory: Killed process') - oom0 ))
 victims=$(dmesg | grep 'Out of memory: Killed process' | tail -n "$oom_kills" | sed 's/^\[[^]]*\] //' | head -5)
@@ -108,7 +114,7 @@ cat >result.json <<JSON
 {"label": "$label", "oom_kills": $oom_kills, "postmaster_restarted": $restarted,
  "sessions_dropped": $(( IDLE - alive )), "idle_sessions": $IDLE,
  "probe_failures": $probe_fail, "probes": $probe_total, "outage_seconds": $outage,
- "oom_errors": $oom_errors, "loader_sessions": $sessions, "rows_per_loader": $rows,
+ "oom_errors": $oom_errors, "server_recovered": $recovered, "postgres_unit_after": "$service", "loader_sessions": $sessions, "rows_per_loader": $rows,
  "seconds_to_stop": $(awk -v a="$t0" -v b="$t_end" 'BEGIN{printf "%.1f", b-a}'),
  "stop_reason": $(printf '%s' "${ended:-max reached}" | json_str),
  "mem_total_kb": $memkb, "commit_limit_kb": $limit, "peak_committed_as_kb": $peak,

@@ -109,7 +109,7 @@ peak=$(awk 'BEGIN{m=0} $2>m {m=$2} END{print m}' mem.log)
 limit=$(awk '{l=$3} END{print l}' mem.log)
 minavail=$(awk 'NR==1 || $4<m {m=$4} END{print m}' mem.log)
 # One JSON string from text: lines joined with " | ", quotes and backslashes escaped.
-json_str() { tr '\n\t' '| ' | sed 's/|/ | /g; s/["\\]/\\&/g; s/.*/"&"/'; echo; }
+json_str() { local s; s=$(tr '\n\t' '| ' | sed 's/|/ | /g'); s=${s//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"\n' "$s"; }
 cat >result.json <<JSON
 {"label": "$label", "oom_kills": $oom_kills, "postmaster_restarted": $restarted,
  "sessions_dropped": $(( IDLE - alive )), "idle_sessions": $IDLE,

@@ -129,6 +129,16 @@ func TestCheck(t *testing.T) {
 			notes: "writing vm.overcommit_kbytes makes the kernel zero vm.overcommit_ratio (now 50)",
 		},
 		{
+			name: "small host: the default headroom leaves strict mode toothless",
+			host: func(h *fakehost.Host) { h.MemTotalKB, h.MemAvailableKB = 4<<20, 3<<20 },
+			pool: 1 * GiB,
+			// 0.8 × 3 GiB + 2 GiB = 4.4 GiB > the 3 GiB outside the pool
+			changes: []string{"vm.overcommit_kbytes 0→4613734", "vm.overcommit_memory 0→2", "file " + file},
+			kbytes:  4613734, limit: 4613734 << 10,
+			notes: "the commit limit 4.4 GiB is above the memory outside the huge page pool (3.0 GiB): strict mode cannot stop the OOM killer on this host; lower the headroom or the ratio\n" +
+				"writing vm.overcommit_kbytes makes the kernel zero vm.overcommit_ratio (now 50)",
+		},
+		{
 			name: "ratio above 1", pool: 4 * GiB,
 			params: func(t *testing.T, p *Params) { p.Ratio = val(t, "1.5") },
 			err:    "policy.yml:21:17: ratio must be in (0, 1], got 1.5",

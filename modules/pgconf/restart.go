@@ -97,11 +97,19 @@ esac
 echo "rc=$rc"
 ready=0
 if [ "$rc" = 0 ]; then
-  set -- -q -d postgres
-  if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
-  if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
   i=0
   while [ "$i" -lt "$timeout" ]; do
+    s=$sock p=$port
+    # A cluster that was stopped when its facts were gathered has no known
+    # socket or port: the new postmaster.pid names them (lines 5 and 4).
+    if { [ -z "$s" ] || [ -z "$p" ] || [ "$p" = 0 ]; } && [ -f "$data/postmaster.pid" ]; then
+      { read -r _; read -r _; read -r _; read -r pp; read -r ss; } < "$data/postmaster.pid" || true
+      if [ -z "$s" ]; then s=${ss:-}; fi
+      if [ -z "$p" ] || [ "$p" = 0 ]; then p=${pp:-}; fi
+    fi
+    set -- -q -d postgres
+    if [ -n "$s" ]; then set -- "$@" -h "$s"; fi
+    if [ -n "$p" ] && [ "$p" != 0 ]; then set -- "$@" -p "$p"; fi
     if "$bin/pg_isready" "$@" >/dev/null 2>&1; then ready=1; break; fi
     sleep 1
     i=$((i+1))

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// buildPgtune builds the CLI into a temporary directory, so tests can run
+// it as a process of its own and kill it.
+func buildPgtune(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pgtune")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a pgtune process under test.
+type proc struct {
+	cmd    *exec.Cmd
+	out    syncBuffer
+	done   chan struct{}
+	code   int
+	signal syscall.Signal
+}
+
+func startPgtune(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.signal = ws.Signal()
+			}
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds; the process must not end
+// first (that would mean the kill point was never reached).
+func waitFor(t *testing.T, what string, p *proc, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if p != nil && p.exited() {
+			t.Fatalf("pgtune ended (exit %d) before %s:\n%s", p.code, what, p.out.String())
+		}
+		if time.Now().After(deadline) {
+			out := ""
+			if p != nil {
+				out = p.out.String()
+			}
+			t.Fatalf("no %s after %s\n%s", what, limit, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// strayTemps lists pgtune's temporary files (.pgtune-*) under dirs.
+func strayTemps(dirs ...string) []string {
+	var out []string
+	for _, d := range dirs {
+		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasPrefix(info.Name(), ".pgtune-") {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// fileStates is what a managed file may hold: its content before the run
+// ("" with existed false: absent) or the content the plan writes.
+type fileState struct {
+	before, after string
+	existed       bool
+}
+
+// managedFiles takes the file changes of a check report.
+func managedFiles(r jsonReport) map[string]fileState {
+	m := map[string]fileState{}
+	for _, h := range r.Hosts {
+		for _, c := range h.Changes {
+			if strings.HasPrefix(c.Target, "/") {
+				m[c.Target] = fileState{before: c.Before, after: c.After, existed: c.Before != ""}
+			}
+		}
+	}
+	return m
+}
+
+// checkWhole fails the test for any managed file that holds neither its
+// old nor its new content (a half-written file), and for stray temps.
+func checkWhole(t *testing.T, files map[string]fileState, dirs ...string) {
+	t.Helper()
+	for p, s := range files {
+		b, err := os.ReadFile(p)
+		switch {
+		case os.IsNotExist(err) && !s.existed:
+		case err != nil:
+			t.Errorf("%s: %v", p, err)
+		case string(b) != s.before && string(b) != s.after:
+			t.Errorf("%s is neither the old nor the new content:\n%s", p, b)
+		}
+	}
+	// A remote write that was under way when the controller died still
+	// finishes on its own (and removes its temporary): give it a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := strayTemps(dirs...)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("temporary files left behind: %v", left)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitPostgresUp waits until the cluster accepts connections again (a
+// restart begun by a killed run completes on its own) and returns the
+// postmaster's PID.
+func waitPostgresUp(t *testing.T, pg *testhost.Cluster, limit time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if pg.Running() {
+			if _, err := pg.TryQuery("SELECT 1"); err == nil {
+				return pg.PID(t)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres is not running %s after the kill: pgtune left it stopped\nserver log:\n%s", limit, pg.Log(t))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restartHook writes a pg_restart script for the cluster that stops the
+// server, touches flag (the test's kill point: postgres is down), lingers
+// for linger seconds, and starts it again on its port and socket.
+func restartHook(t *testing.T, dir string, pg *testhost.Cluster, flag string, linger int) string {
+	t.Helper()
+	hook := filepath.Join(dir, "restart.sh")
+	pgctl := filepath.Join(pg.BinDir, "pg_ctl")
+	writeFile(t, hook, fmt.Sprintf(`#!/bin/sh
+runuser -u %[1]s -- %[2]s -D %[3]s -w -t 60 -m fast stop
+touch %[4]s
+sleep %[5]d
+exec runuser -u %[1]s -- %[2]s -D %[3]s -l %[6]s -w -t 60 -o "-p %[7]d -k %[8]s -c listen_addresses=127.0.0.1" start
+`, pg.Owner, pgctl, pg.DataDir, flag, linger, pg.LogFile, pg.Port, pg.SocketDir))
+	return hook
+}
+
+// sshdHost is an inventory host entry reaching this machine through sshd.
+func sshdHost(name string, s *testhost.SSHServer, extra ...string) string {
+	lines := []string{
+		"        " + name + ":",
+		"          ssh_host: 127.0.0.1",
+		"          ssh_port: " + strconv.Itoa(s.Port),
+		"          ssh_user: root",
+		"          ssh_private_key_file: " + s.KeyFile,
+		"          ssh_known_hosts_file: " + s.KnownHostsFile,
+	}
+	for _, e := range extra {
+		lines = append(lines, "          "+e)
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// killSSHD kills the sshd fixture and every connection it serves, as a
+// host dropping off the network would look from the controller: the
+// listener and all its sshd descendants (per-connection processes call
+// setsid, so they are not in the listener's process group). The commands
+// the sessions run are left alone, as they would be on a real host.
+func killSSHD(t *testing.T, s *testhost.SSHServer) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Dir, "sshd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		t.Fatalf("sshd.pid: %q", b)
+	}
+	for _, p := range append(sshdDescendants(pid), pid) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// sshdDescendants lists the sshd processes below pid.
+func sshdDescendants(pid int) []int {
+	children := map[int][]int{}
+	comm := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		st := string(b)
+		open, close := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(st[close+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], p)
+		comm[p] = st[open+1 : close]
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			if strings.HasPrefix(comm[c], "sshd") {
+				out = append(out, c)
+				walk(c)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}

@@ -467,7 +467,9 @@ func (s *Session) Report(mode string) *report.Report {
 			h.Changes = report.FromPlan(planned)
 		}
 		switch {
-		case hr.unreachable:
+		// A connection lost mid-run makes the host unreachable too: what
+		// it did after that is unknown.
+		case hr.unreachable || errors.Is(hr.err, transport.ErrConnectionLost):
 			h.Status = report.Unreachable
 		case hr.err != nil:
 			h.Status = report.Failed

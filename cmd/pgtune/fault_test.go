@@ -149,3 +149,131 @@ func TestKilledMidApply(t *testing.T) {
 		t.Errorf("temporary files: %s", strings.Join(left, ", "))
 	}
 }
+
+// TestHostsLostMidRun runs one apply over four hosts: one whose sshd dies
+// (listener and connections) while its postgres restart runs, one that
+// works, one with nothing listening, and one whose sshd accepts but never
+// answers. Each failure is reported on its own host with the step named;
+// the working host still finishes; the exit code is 1.
+func TestHostsLostMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real sshd, PostgreSQL and kernel")
+	}
+	kernel := testhost.LockKernel(t)
+	// A pool for pgconf to size against, held still for the whole run so
+	// the hosts (all this machine) plan no kernel change.
+	pages := kernel.Meminfo["HugePages_Total"] + 64
+	if err := testhost.WriteSysctl("vm.nr_hugepages", fmt.Sprint(pages)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := testhost.ReadSysctl("vm.nr_hugepages"); v != fmt.Sprint(pages) {
+		t.Skipf("the kernel gave %s of %d huge pages", v, pages)
+	}
+	dropSSHD, okSSHD := testhost.SSHD(t), testhost.SSHD(t)
+	pg := testhost.Postgres(t)
+	work := t.TempDir()
+	flag := filepath.Join(work, "restarting")
+	hook := filepath.Join(work, "linger.sh")
+	// The restart lingers long enough for the connection to be cut under it.
+	writeFile(t, hook, "touch "+flag+"\nsleep 5\n")
+
+	refused := closedPort(t)
+	hang := blackhole(t)
+	dir := func(h string) string { return "sysctl_dir: " + filepath.Join(work, h) }
+	inv := filepath.Join(work, "inventory.yml")
+	writeFile(t, inv, "all:\n  children:\n    restart:\n      hosts:\n"+
+		sshdHost("db-drop", dropSSHD, dir("db-drop"), "pg_data: "+pg.DataDir, "pg_bin: "+pg.BinDir, "pg_restart: sh "+hook)+
+		"    kernel:\n      hosts:\n"+
+		sshdHost("db-ok", okSSHD, dir("db-ok"))+
+		fmt.Sprintf("        db-gone:\n          ssh_host: 127.0.0.1\n          ssh_port: %d\n          ssh_user: root\n          ssh_private_key_file: %s\n          ssh_known_hosts_file: %s\n          %s\n",
+			refused, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-gone"))+
+		fmt.Sprintf("        db-hang:\n          ssh_host: 127.0.0.1\n          ssh_port: %d\n          ssh_user: root\n          ssh_private_key_file: %s\n          ssh_known_hosts_file: %s\n          %s\n",
+			hang, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-hang"))+
+		fmt.Sprintf("  vars:\n    pgtune_state_dir: %s\n", filepath.Join(work, "state")))
+	hp := `    hugepages:
+      pool: "${facts.hugepages_total * facts.hugepage_size}"
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+`
+	book := filepath.Join(work, "book.yml")
+	writeFile(t, book, "- name: restart\n  hosts: restart\n  policy:\n"+hp+"    pgconf:\n      restart: true\n"+
+		"- name: kernel\n  hosts: kernel\n  policy:\n"+hp)
+
+	type result struct {
+		code   int
+		r      jsonReport
+		stderr string
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		code, r, stderr := pgtune(t, "apply", "--yes", "-v", "-i", inv, book)
+		done <- result{code, r, stderr}
+	}()
+	// Cut db-drop off while its restart runs.
+	waitFor(t, "the restart of db-drop", nil, 3*time.Minute, func() bool { return exists(flag) })
+	killSSHD(t, dropSSHD)
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("apply did not finish within 3 minutes of the connection drop")
+	}
+	t.Logf("apply over 4 hosts took %s", time.Since(start))
+
+	if res.code != 1 {
+		t.Errorf("exit %d, want 1", res.code)
+	}
+	hosts := map[string]int{}
+	for i, h := range res.r.Hosts {
+		hosts[h.Name] = i
+	}
+	host := func(name string) (string, string) {
+		i, ok := hosts[name]
+		if !ok {
+			t.Fatalf("no %s in the report: %+v", name, res.r)
+		}
+		h := res.r.Hosts[i]
+		e := ""
+		if h.Error != nil {
+			e = *h.Error
+		}
+		return h.Status, e
+	}
+	for _, tc := range []struct {
+		host     string
+		statuses string
+		errHas   []string
+	}{
+		{"db-drop", "unreachable", []string{"db-drop: pgconf:", "lost the connection during the postgres restart", "connection lost"}},
+		{"db-ok", "changed", nil},
+		{"db-gone", "unreachable", []string{"db-gone: connect:", "connection refused"}},
+		{"db-hang", "unreachable", []string{"db-hang: connect:", "timed out"}},
+	} {
+		st, e := host(tc.host)
+		t.Logf("%s: %s: %s", tc.host, st, e)
+		if !strings.Contains(tc.statuses, st) {
+			t.Errorf("%s: status %q, want %s (error %q)", tc.host, st, tc.statuses, e)
+		}
+		for _, want := range tc.errHas {
+			if !strings.Contains(e, want) {
+				t.Errorf("%s: error %q lacks %q", tc.host, e, want)
+			}
+		}
+		if tc.errHas == nil && e != "" {
+			t.Errorf("%s: unexpected error %q", tc.host, e)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "db-ok", "10-hugepages.conf")); err != nil || !strings.Contains(string(b), fmt.Sprintf("vm.nr_hugepages = %d", pages)) {
+		t.Errorf("db-ok did not finish its change: %q, %v", b, err)
+	}
+	if t.Failed() {
+		t.Logf("report: %+v\nstderr:\n%s", res.r, res.stderr)
+	}
+	// The restart the dropped connection interrupted still ran to its end
+	// on the host, and postgres is up.
+	waitFor(t, "the end of db-drop's restart", nil, 30*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "state", "restart-pending*"))
+		return len(m) == 0
+	})
+	waitPostgresUp(t, pg, 10*time.Second)
+}

@@ -52,3 +52,17 @@ func TestWriteFileShortStdin(t *testing.T) {
 		t.Fatalf("after a full write: %q", b)
 	}
 }
+
+func TestCommandStringCutsScripts(t *testing.T) {
+	c := Command{Args: []string{"sh", "-c", "set -eu\npath=$1\nrm -- \"$path\"", "sh", "/etc/a b.conf", "two\nlines"}}
+	want := `sh -c 'set -eu …' sh '/etc/a b.conf' 'two …'`
+	if got := c.String(); got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+	if c.Args[2] != "set -eu\npath=$1\nrm -- \"$path\"" {
+		t.Error("String changed the command")
+	}
+	if got := (Command{Args: []string{"test", "-e", "/x"}}).String(); got != "test -e /x" {
+		t.Errorf("plain command: %s", got)
+	}
+}

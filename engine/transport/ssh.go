@@ -367,8 +367,12 @@ func (s *SSH) lostErr(err error) error {
 		return fmt.Errorf("%w to %s: no keepalive reply (%v)", ErrConnectionLost, s.addr, err)
 	default:
 	}
+	// sshd always ends a command's channel with exit-status or
+	// exit-signal; a channel closed without either means the sshd serving
+	// it died or the connection dropped under it.
+	var missing *ssh.ExitMissingError
 	if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		strings.Contains(err.Error(), "EOF") {
+		errors.As(err, &missing) || strings.Contains(err.Error(), "EOF") {
 		return fmt.Errorf("%w to %s: %v", ErrConnectionLost, s.addr, err)
 	}
 	return err

@@ -22,7 +22,19 @@ type Command struct {
 }
 
 // String renders the command as it would be typed, for logs and errors.
-func (c Command) String() string { return Join(c.Args) }
+// Multi-line arguments (inline scripts: sh -c SCRIPT) are cut to their
+// first line: errors name the step, and whole scripts in every message
+// bury the reason.
+func (c Command) String() string {
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		if first, _, cut := strings.Cut(a, "\n"); cut {
+			a = first + " …"
+		}
+		args[i] = a
+	}
+	return Join(args)
+}
 
 // Result is what a finished command left behind.
 type Result struct {

@@ -2,6 +2,7 @@ package pgconf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -73,6 +74,13 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 			t.Log.Info("postgres restarted", "method", res.Method, "old_pid", res.OldPID, "new_pid", res.NewPID)
 		}
 		return nil
+	}
+	if errors.Is(rerr, transport.ErrConnectionLost) {
+		// Nothing more can be done over a dead connection, and nothing
+		// needs undoing in a hurry: the restart is detached on the host
+		// and runs to its end (the next apply starts a server it left
+		// stopped).
+		return fmt.Errorf("lost the connection during the postgres restart: %w; the restart runs to its end on the host; run apply again to verify", rerr)
 	}
 	if rerr != nil && ctx.Err() != nil {
 		// Cancelled (signal, --timeout) while the restart ran. The restart

@@ -277,3 +277,50 @@ func TestHostsLostMidRun(t *testing.T) {
 	})
 	waitPostgresUp(t, pg, 10*time.Second)
 }
+
+// TestBecomeWithoutSudo logs in over a real sshd as a user without
+// passwordless sudo, with become set: the host fails at once with a
+// message saying what to fix, instead of hanging on a password prompt.
+func TestBecomeWithoutSudo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real sshd")
+	}
+	testhost.EnsureUser(t, "pgtune-nosudo", false)
+	sshd := testhost.SSHD(t)
+	work := t.TempDir()
+	inv := filepath.Join(work, "inventory.yml")
+	writeFile(t, inv, "all:\n  children:\n    postgres:\n      hosts:\n"+
+		strings.Replace(sshdHost("db1", sshd, "become: true"), "ssh_user: root", "ssh_user: pgtune-nosudo", 1)+
+		"      vars:\n        sysctl_dir: "+filepath.Join(work, "sysctl.d")+"\n")
+	book := filepath.Join(work, "kernel.yml")
+	writeFile(t, book, `- name: kernel
+  hosts: postgres
+  policy:
+    hugepages:
+      pool: "${facts.hugepages_total * facts.hugepage_size + 2 * MiB}"
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+`)
+	for _, cmd := range []string{"check", "apply"} {
+		start := time.Now()
+		args := []string{cmd, "-i", inv, book}
+		if cmd == "apply" {
+			args = append(args, "--yes")
+		}
+		code, r, stderr := pgtune(t, args...)
+		took := time.Since(start)
+		if code != 1 || len(r.Hosts) != 1 || r.Hosts[0].Status != "failed" || r.Hosts[0].Error == nil {
+			t.Fatalf("%s: exit %d %+v\n%s", cmd, code, r, stderr)
+		}
+		msg := *r.Hosts[0].Error
+		t.Logf("%s (%s): %s", cmd, took, msg)
+		if !strings.Contains(msg, "become needs passwordless sudo for user pgtune-nosudo") {
+			t.Errorf("%s: error %q does not say what to fix", cmd, msg)
+		}
+		if took > 30*time.Second {
+			t.Errorf("%s took %s: it should fail at once", cmd, took)
+		}
+	}
+	if exists(filepath.Join(work, "sysctl.d")) {
+		t.Error("a refused host was changed")
+	}
+}

@@ -17,10 +17,15 @@ import (
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// buildPgtune builds the CLI into a temporary directory, so tests can run
-// it as a process of its own and kill it.
+// buildPgtune returns a pgtune binary tests can run as a process of its
+// own and kill: the test binary itself, which testscript.Main (TestMain)
+// puts on PATH as "pgtune" and which runs the CLI under that name; else a
+// fresh build.
 func buildPgtune(t *testing.T) string {
 	t.Helper()
+	if p, err := exec.LookPath("pgtune"); err == nil && strings.Contains(p, "testscript-main") {
+		return p
+	}
 	bin := filepath.Join(t.TempDir(), "pgtune")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

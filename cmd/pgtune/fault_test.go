@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -322,5 +323,58 @@ func TestBecomeWithoutSudo(t *testing.T) {
 	}
 	if exists(filepath.Join(work, "sysctl.d")) {
 		t.Error("a refused host was changed")
+	}
+}
+
+// TestReadOnlyProcSys runs pgtune (local connection) in a mount namespace
+// where /proc/sys is read-only, as in a container: check and apply fail
+// on the host with that reason, facts say so, nothing is written.
+func TestReadOnlyProcSys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs root and a mount namespace")
+	}
+	testhost.LockKernel(t) // reads the kernel; must see it hold still
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("unshare (util-linux) not installed")
+	}
+	bin := buildPgtune(t)
+	work := t.TempDir()
+	book := filepath.Join(work, "kernel.yml")
+	sysctlFile := filepath.Join(work, "sysctl.d", "10-hugepages.conf")
+	writeFile(t, book, `- name: kernel
+  hosts: all
+  policy:
+    hugepages:
+      pool: "${facts.hugepages_total * facts.hugepage_size + 2 * MiB}"
+      sysctl_file: `+sysctlFile+`
+`)
+	// A private bind of /proc/sys over itself, remounted read-only: only
+	// this namespace sees it.
+	const setup = `mount --make-rprivate / && mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys || exit 99
+if [ -w /proc/sys/vm/nr_hugepages ]; then echo "/proc/sys still writable"; exit 98; fi
+"$@"`
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"check", "--format", "json", book}, 1, `localhost: hugepages: /proc/sys is read-only (container?): cannot set vm.nr_hugepages`},
+		{[]string{"apply", "--yes", "--format", "json", book}, 1, `localhost: hugepages: /proc/sys is read-only (container?): cannot set vm.nr_hugepages`},
+		{[]string{"facts"}, 0, "sysctl:                /proc/sys is read-only"},
+	} {
+		cmd := exec.Command("unshare", append([]string{"-m", "sh", "-c", setup, "sh", bin}, tc.args...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("pgtune %s in a read-only /proc/sys: exit %d (want %d), want %q in:\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
+		}
+	}
+	if exists(sysctlFile) {
+		t.Error("apply wrote the sysctl file although it cannot set the kernel value")
 	}
 }

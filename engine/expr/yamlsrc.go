@@ -97,7 +97,7 @@ func syntaxError(file string, data []byte, err error) error {
 
 func firstFailingLine(data []byte, msg string, from int) int {
 	const window = 100 // the real line is close to the reported one
-	from-- // scanner errors report the exact line: allow one before
+	from--             // scanner errors report the exact line: allow one before
 	if from < 1 {
 		from = 1
 	}

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, what the integration tests need and this machine
 # lacks: an sshd to test against, sudo for become, PostgreSQL 15.
+# `deps.sh testbed` also installs what the qemu testbed needs.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
 
 need=()
+if [ "${1:-}" = testbed ]; then
+	command -v debootstrap >/dev/null || need+=(debootstrap)
+	command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+	command -v qemu-img >/dev/null || need+=(qemu-utils)
+	command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+	command -v ip >/dev/null || need+=(iproute2)
+	command -v python3 >/dev/null || need+=(python3)
+fi
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v sudo >/dev/null || need+=(sudo)

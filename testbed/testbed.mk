@@ -5,19 +5,22 @@ MEM ?= 2048
 SMP ?= 1
 TESTBED_ENV = BOXES=$(BOXES) MEM=$(MEM) SMP=$(SMP)
 
-.PHONY: testbed-image testbed-up testbed-down e2e experiment
+.PHONY: testbed-deps testbed-image testbed-up testbed-down e2e experiment
 
-testbed-image:
+testbed-deps:
+	./scripts/deps.sh testbed
+
+testbed-image: testbed-deps
 	testbed/build-image.sh
 
-testbed-up:
+testbed-up: testbed-deps
 	$(TESTBED_ENV) testbed/up.sh
 
 testbed-down:
 	testbed/down.sh
 
-e2e: build
+e2e: build testbed-deps
 	$(TESTBED_ENV) testbed/e2e.sh
 
-experiment: build
+experiment: build testbed-deps
 	testbed/experiment.sh

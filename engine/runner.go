@@ -117,15 +117,11 @@ func Targets(inv *inventory.Inventory, book *playbook.Playbook, limit string) ([
 
 // steps lists the modules a host runs, in dependency order, across the
 // plays that match it.
-func (r *Runner) steps(inv *inventory.Inventory, book *playbook.Playbook, h *inventory.Host) ([]*step, error) {
+func (r *Runner) steps(book *playbook.Playbook, members []map[string]bool, h *inventory.Host) ([]*step, error) {
 	params := map[string]any{}
 	from := map[string]string{}
-	for _, p := range book.Plays {
-		hs, err := inv.Match(p.Hosts)
-		if err != nil {
-			return nil, err
-		}
-		if !containsHost(hs, h.Name) {
+	for i, p := range book.Plays {
+		if !members[i][h.Name] {
 			continue
 		}
 		for _, name := range p.Sections {
@@ -154,23 +150,35 @@ func (r *Runner) steps(inv *inventory.Inventory, book *playbook.Playbook, h *inv
 	return out, nil
 }
 
-func containsHost(hs []*inventory.Host, name string) bool {
-	for _, h := range hs {
-		if h.Name == name {
-			return true
+// playMembers resolves each play's hosts pattern once for the whole run:
+// which hosts each play touches.
+func playMembers(inv *inventory.Inventory, book *playbook.Playbook) ([]map[string]bool, error) {
+	out := make([]map[string]bool, len(book.Plays))
+	for i, p := range book.Plays {
+		hs, err := inv.Match(p.Hosts)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: play %q: hosts: %w", book.File, p.Line, p.Name, err)
+		}
+		out[i] = make(map[string]bool, len(hs))
+		for _, h := range hs {
+			out[i][h.Name] = true
 		}
 	}
-	return false
+	return out, nil
 }
 
 // Plan connects to every host, gathers facts and runs every module's
 // check. It changes nothing on any host. Errors stay per host.
 func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*Session, error) {
 	s := &Session{runner: r, book: book}
+	members, err := playMembers(inv, book)
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range hosts {
-		steps, err := r.steps(inv, book, h)
+		steps, err := r.steps(book, members, h)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
 		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
 	}
@@ -498,9 +506,17 @@ func (s *Session) Report(mode string) *report.Report {
 	return r
 }
 
-// Validate checks, without contacting the host, that its plays resolve to
-// a runnable module order.
-func (r *Runner) Validate(inv *inventory.Inventory, book *playbook.Playbook, h *inventory.Host) error {
-	_, err := r.steps(inv, book, h)
-	return err
+// Validate checks, without contacting any host, that each host's plays
+// resolve to a runnable module order.
+func (r *Runner) Validate(inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) error {
+	members, err := playMembers(inv, book)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if _, err := r.steps(book, members, h); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+	}
+	return nil
 }

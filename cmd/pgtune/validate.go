@@ -15,11 +15,8 @@ func (a *App) runValidate(args []string) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	r := a.runner(o, mods)
-	for _, h := range l.hosts {
-		if err := r.Validate(l.inv, l.book, h); err != nil {
-			return a.fail(fmt.Errorf("%s: %w", h.Name, err))
-		}
+	if err := a.runner(o, mods).Validate(l.inv, l.book, l.hosts); err != nil {
+		return a.fail(err)
 	}
 	name := l.book.File
 	fmt.Fprintf(a.Stdout, "%s: %d play(s), %d host(s): ok\n", name, len(l.book.Plays), len(l.hosts))

@@ -5,6 +5,7 @@
 package testhost
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -50,6 +51,12 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("kernel lock %s: %v", LockFile, err)
 	}
+	// A holder that died without its cleanup (a test binary killed by
+	// -timeout) left its snapshot behind: put the machine back first.
+	if err := restoreLeftover(t); err != nil {
+		f.Close()
+		t.Fatalf("kernel lock: %v", err)
+	}
 	st := &KernelState{Values: map[string]string{}}
 	for _, k := range Keys {
 		v, err := ReadSysctl(k)
@@ -63,13 +70,55 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("snapshot: %v", err)
 	}
+	if err := st.save(); err != nil {
+		f.Close()
+		t.Fatalf("kernel lock: %v", err)
+	}
 	t.Cleanup(func() {
 		defer f.Close() // closing releases the flock
 		if err := st.Restore(); err != nil {
 			t.Errorf("restore kernel settings: %v", err)
+			return
 		}
+		os.Remove(SnapshotFile)
 	})
 	return st
+}
+
+// SnapshotFile holds the values the current lock holder must restore. It
+// outlives a holder killed before its cleanup, so the next holder restores
+// them.
+const SnapshotFile = "/run/pgtune-kernel.snapshot"
+
+func (s *KernelState) save() error {
+	data, err := json.Marshal(s.Values)
+	if err != nil {
+		return err
+	}
+	tmp := SnapshotFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, SnapshotFile)
+}
+
+func restoreLeftover(t testing.TB) error {
+	data, err := os.ReadFile(SnapshotFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	left := &KernelState{}
+	if err := json.Unmarshal(data, &left.Values); err != nil {
+		return fmt.Errorf("%s: %w", SnapshotFile, err)
+	}
+	t.Logf("a previous test died holding the kernel lock: restoring %v", left.Values)
+	if err := left.Restore(); err != nil {
+		return fmt.Errorf("restore the values a dead test left in %s: %w", SnapshotFile, err)
+	}
+	return os.Remove(SnapshotFile)
 }
 
 // Restore puts the snapshotted values back. Writing overcommit_kbytes

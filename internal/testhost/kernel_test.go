@@ -1,6 +1,7 @@
 package testhost
 
 import (
+	"os"
 	"strconv"
 	"testing"
 )
@@ -46,4 +47,30 @@ func TestKernelRestore(t *testing.T) {
 		t.Errorf("kbytes %s after restore", got)
 	}
 	// The lock's cleanup then returns to the original snapshot.
+}
+
+// A holder killed before its cleanup leaves its snapshot file; the next
+// LockKernel restores from it before taking its own snapshot.
+func TestKernelLeftoverSnapshotRestored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the kernel")
+	}
+	st := LockKernel(t)
+	if _, err := os.Stat(SnapshotFile); err != nil {
+		t.Fatalf("the lock holder's snapshot is not on disk: %v", err)
+	}
+	pages, _ := strconv.Atoi(st.Values["vm.nr_hugepages"])
+	if err := WriteSysctl("vm.nr_hugepages", strconv.Itoa(pages+2)); err != nil {
+		t.Fatal(err)
+	}
+	// As the next holder would, after this one died here.
+	if err := restoreLeftover(t); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ReadSysctl("vm.nr_hugepages"); got != st.Values["vm.nr_hugepages"] {
+		t.Errorf("nr_hugepages %s after restoring the leftover snapshot, want %s", got, st.Values["vm.nr_hugepages"])
+	}
+	if _, err := os.Stat(SnapshotFile); !os.IsNotExist(err) {
+		t.Errorf("leftover snapshot not removed: %v", err)
+	}
 }

@@ -50,6 +50,16 @@ func Literal(x any) Value {
 	return Value{Raw: fmt.Sprint(x), lit: v, set: true}
 }
 
+// MustParse is Parse for defaults written in code: a syntax error there is
+// a bug, so it panics.
+func MustParse(src string) Value {
+	v, err := Parse(src, "", 0, 0)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // Parse makes a Value from source text as it would appear in YAML, with
 // line and column giving its position in file (used in error messages).
 func Parse(src, file string, line, column int) (Value, error) {

@@ -48,22 +48,14 @@ const (
 	DefaultOnConflict   = sysctlconf.Fail
 )
 
-func mustParse(src string) expr.Value {
-	v, err := expr.Parse(src, "", 0, 0)
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 // DefaultParams returns the parameters with every default filled in.
 func DefaultParams() *Params {
 	return &Params{
-		Pool:         mustParse(DefaultPool),
-		MinAvailable: mustParse(DefaultMinAvailable),
-		MaxPool:      mustParse(DefaultMaxPool),
-		SysctlFile:   mustParse(DefaultSysctlFile),
-		OnConflict:   mustParse(DefaultOnConflict),
+		Pool:         expr.MustParse(DefaultPool),
+		MinAvailable: expr.MustParse(DefaultMinAvailable),
+		MaxPool:      expr.MustParse(DefaultMaxPool),
+		SysctlFile:   expr.MustParse(DefaultSysctlFile),
+		OnConflict:   expr.MustParse(DefaultOnConflict),
 	}
 }
 

@@ -61,23 +61,15 @@ const (
 	DefaultOnConflict   = sysctlconf.Fail
 )
 
-func mustParse(src string) expr.Value {
-	v, err := expr.Parse(src, "", 0, 0)
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 // DefaultParams returns the parameters with every default filled in
 // (kbytes unset: the formula applies).
 func DefaultParams() *Params {
 	return &Params{
-		Ratio:        mustParse(DefaultRatio),
-		Headroom:     mustParse(DefaultHeadroom),
-		MaxCommitted: mustParse(DefaultMaxCommitted),
-		SysctlFile:   mustParse(DefaultSysctlFile),
-		OnConflict:   mustParse(DefaultOnConflict),
+		Ratio:        expr.MustParse(DefaultRatio),
+		Headroom:     expr.MustParse(DefaultHeadroom),
+		MaxCommitted: expr.MustParse(DefaultMaxCommitted),
+		SysctlFile:   expr.MustParse(DefaultSysctlFile),
+		OnConflict:   expr.MustParse(DefaultOnConflict),
 	}
 }
 

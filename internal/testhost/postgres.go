@@ -95,9 +95,11 @@ func Postgres(t testing.TB, opts ...PGOption) *Cluster {
 
 	c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
 		"--locale=C", "--no-sync", "--no-instructions")
-	if len(o.conf) > 0 {
-		c.AppendConf(t, o.conf...)
-	}
+	// Test clusters stay off huge pages unless pgtune puts them there (its
+	// drop-in comes later and wins): with the stock huge_pages = try, a
+	// cluster started by a test that does not hold the kernel lock would
+	// take pages another package's test reserved under it.
+	c.AppendConf(t, append([]string{"huge_pages = off	# testhost: see Postgres"}, o.conf...)...)
 	if !o.noStart {
 		c.Start(t)
 	}

@@ -182,7 +182,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 		t.Errorf("include diff:\n%s", inc.Diff)
 	}
 	rs := p.Changes[2]
-	if rs.Before != "shared_buffers=128MB huge_pages=try huge_page_size=0" ||
+	if rs.Before != "shared_buffers=128MB huge_pages=off huge_page_size=0" ||
 		rs.After != "shared_buffers="+formatSize(st.SharedBuffers)+" huge_pages=on huge_page_size=0" {
 		t.Errorf("restart %q → %q", rs.Before, rs.After)
 	}
@@ -423,8 +423,8 @@ func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID i
 	if got := c.Query(t, "SHOW shared_buffers"); got != "128MB" {
 		t.Errorf("shared_buffers = %q; want the previous 128MB", got)
 	}
-	if got := c.Query(t, "SHOW huge_pages"); got != "try" {
-		t.Errorf("huge_pages = %q; want the previous try", got)
+	if got := c.Query(t, "SHOW huge_pages"); got != "off" {
+		t.Errorf("huge_pages = %q; want the previous off", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -10,9 +11,21 @@ import (
 func TestMain(m *testing.M) {
 	// The developer's agent and keys must not decide a test's outcome.
 	os.Unsetenv("SSH_AUTH_SOCK")
-	if home, err := os.MkdirTemp("", "pgtune-transport-home-"); err == nil {
+	home, err := os.MkdirTemp("", "pgtune-transport-home-")
+	if err == nil {
 		os.Setenv("HOME", home)
-		defer os.RemoveAll(home)
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	// As goleak.VerifyTestMain, but the temporary HOME is removed before
+	// exiting (os.Exit skips deferred calls).
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	if home != "" {
+		os.RemoveAll(home)
+	}
+	os.Exit(code)
 }

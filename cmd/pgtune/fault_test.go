@@ -122,6 +122,9 @@ func TestKilledMidApply(t *testing.T) {
 	marker := filepath.Join(stateDir, "restart-pending"+strings.ReplaceAll(pg.DataDir, "/", "%"))
 	writeFile(t, marker, "run=interrupted-test-run\ndata="+pg.DataDir+"\n")
 	t.Logf("%s: kills done", time.Since(start))
+	if _, r, stderr := pgtune(t, "check", "-i", inv, book); !strings.Contains(strings.Join(r.Hosts[0].Notes, "\n"), "left stopped by an unfinished pgtune restart: apply will start it") {
+		t.Errorf("check does not say postgres was left stopped by pgtune: notes %q\n%s", r.Hosts[0].Notes, stderr)
+	}
 
 	// The next apply converges and verifies; check then exits 0.
 	code, applied, stderr := pgtune(t, "apply", "--yes", "-v", "-i", inv, book)

@@ -417,6 +417,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		}
 	} else {
 		p.Note(fmt.Sprintf("PostgreSQL is not running: %s takes effect when it starts", after))
+		if _, left, err := t.ReadFile(ctx, restartMarker(t, pg)); err == nil && left {
+			p.Note("PostgreSQL was left stopped by an unfinished pgtune restart: apply will start it")
+		}
 	}
 	p.Note(fmt.Sprintf("segment %d MB = %d huge pages of a %d-page pool (shared_buffers %s, %d probes)",
 		fit.SegmentMB, fit.SegmentPages, fit.PoolPages, formatSize(fit.SharedBuffers), fit.Probes+1))

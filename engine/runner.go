@@ -67,8 +67,6 @@ type hostRun struct {
 	unreachable bool
 	// applied lists the changes made, per step, in apply.
 	applied []plan.Change
-	notes   []string
-	done    bool // apply finished and verified
 	// secrets are the host's sensitive var values, masked in every output.
 	secrets []string
 }
@@ -397,7 +395,6 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 			return
 		}
 	}
-	hr.done = true
 }
 
 func describeMove(planned, now []plan.Change) string {

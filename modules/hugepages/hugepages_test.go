@@ -9,6 +9,7 @@ import (
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/modules/internal/fakehost"
+	"github.com/pgtune/pgtune/modules/internal/moduletest"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
 
@@ -24,18 +25,6 @@ func val(t *testing.T, src string) expr.Value {
 		t.Fatal(err)
 	}
 	return v
-}
-
-func changes(p *plan.ModulePlan) []string {
-	var out []string
-	for _, c := range p.Changes {
-		if c.Kind == plan.KindFile {
-			out = append(out, "file "+c.Target)
-			continue
-		}
-		out = append(out, c.Target+" "+c.Before+"→"+c.After)
-	}
-	return out
 }
 
 func TestCheck(t *testing.T) {
@@ -203,7 +192,7 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(changes(p), "\n"); got != strings.Join(tt.changes, "\n") {
+			if got := strings.Join(moduletest.Changes(p), "\n"); got != strings.Join(tt.changes, "\n") {
 				t.Errorf("changes:\n%s\nwant:\n%s", got, strings.Join(tt.changes, "\n"))
 			}
 			if p.Outputs["pages"] != tt.pages || p.Outputs["pool"] != tt.pages*2*MiB || p.Outputs["page_size"] != 2*MiB {
@@ -264,7 +253,7 @@ func run(t *testing.T, h *fakehost.Host, prm *Params) (*plan.ModulePlan, error) 
 		t.Fatal(err)
 	}
 	if again.HasChanges() {
-		t.Errorf("re-check after apply: %v", changes(again))
+		t.Errorf("re-check after apply: %v", moduletest.Changes(again))
 	}
 	return p, nil
 }

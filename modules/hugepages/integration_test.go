@@ -2,8 +2,6 @@ package hugepages
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,34 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgtune/pgtune/engine"
-	"github.com/pgtune/pgtune/engine/expr"
-	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
+	"github.com/pgtune/pgtune/modules/internal/moduletest"
 )
 
 // These tests change this machine's real vm.nr_hugepages through the
 // local transport, under the machine-wide kernel lock, with the sysctl
 // file in a temporary directory; the lock's cleanup puts the pool back.
-
-func localTarget(t *testing.T, tr transport.Transport) *engine.Target {
-	t.Helper()
-	f, err := facts.Gather(context.Background(), tr, facts.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope := expr.NewScope("policy.yml")
-	vars, err := f.ScopeVars()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := scope.Set("facts", vars); err != nil {
-		t.Fatal(err)
-	}
-	return &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: scope,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-}
 
 func integrationParams(t *testing.T, pool string) (*Params, string) {
 	prm := DefaultParams()
@@ -65,7 +43,7 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	// Grow by 256 MiB: small enough never to squeeze the machine, a real
 	// allocation all the same.
 	m := New()
-	tg := localTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr)
 	want := before + 256*MiB/tg.Facts.HugePageSize
 	prm, file := integrationParams(t, strconv.FormatInt(want*tg.Facts.HugePageSize, 10))
 
@@ -73,7 +51,7 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := changes(p)
+	got := moduletest.Changes(p)
 	if len(got) != 2 || got[0] != "vm.nr_hugepages "+strconv.FormatInt(before, 10)+"→"+strconv.FormatInt(want, 10) || got[1] != "file "+file {
 		t.Fatalf("plan: %q", got)
 	}
@@ -97,17 +75,17 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), "vm.nr_hugepages = "+strconv.FormatInt(want, 10)+"\n") {
 		t.Errorf("file: %q %v", data, err)
 	}
-	again, err := m.Check(ctx, localTarget(t, tr), prm)
+	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), prm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.HasChanges() {
-		t.Errorf("re-check after apply: %q", changes(again))
+		t.Errorf("re-check after apply: %q", moduletest.Changes(again))
 	}
 
 	// And back down through the module: shrinking free pages works.
 	prm.Pool = val(t, strconv.FormatInt(before*tg.Facts.HugePageSize, 10))
-	tg = localTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr)
 	p, err = m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +134,7 @@ func TestIntegrationShortfallBacksOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New()
-	tg := localTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr)
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -202,14 +180,14 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 
 	m := New()
 	tr := transport.NewLocal()
-	tg := localTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr)
 	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
 	prm, _ := integrationParams(t, strconv.FormatInt((before*tg.Facts.HugePageSize)+64*MiB, 10))
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := changes(p); len(c) != 3 || !strings.HasPrefix(c[2], other+":2 vm.nr_hugepages = 3→(overrides") {
+	if c := moduletest.Changes(p); len(c) != 3 || !strings.HasPrefix(c[2], other+":2 vm.nr_hugepages = 3→(overrides") {
 		t.Fatalf("plan: %q", c)
 	}
 	if err := m.Apply(ctx, tg, p); err == nil || !strings.Contains(err.Error(), other+":2 sets vm.nr_hugepages = 3") {
@@ -220,7 +198,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	}
 
 	prm.OnConflict = val(t, "comment")
-	tg = localTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr)
 	p, err = m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -238,11 +216,11 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	if b, _ := os.ReadFile(other + ".pgtune-bak"); string(b) != content {
 		t.Errorf("backup: %q", b)
 	}
-	again, err := m.Check(ctx, localTarget(t, tr), prm)
+	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), prm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.HasChanges() {
-		t.Errorf("re-check: %q", changes(again))
+		t.Errorf("re-check: %q", moduletest.Changes(again))
 	}
 }

@@ -2,8 +2,6 @@ package overcommit
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,37 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgtune/pgtune/engine"
-	"github.com/pgtune/pgtune/engine/expr"
-	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/internal/moduletest"
 )
 
 // These tests switch this machine to strict overcommit for a moment,
 // through the local transport, under the machine-wide kernel lock, with a
 // limit far above what is committed; the lock's cleanup restores the
 // previous mode and limit right after.
-
-func localTarget(t *testing.T) *engine.Target {
-	t.Helper()
-	tr := transport.NewLocal()
-	f, err := facts.Gather(context.Background(), tr, facts.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope := expr.NewScope("policy.yml")
-	vars, err := f.ScopeVars()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := scope.Set("facts", vars); err != nil {
-		t.Fatal(err)
-	}
-	return &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: scope,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-}
 
 func TestIntegrationStrictOvercommit(t *testing.T) {
 	if testing.Short() {
@@ -51,7 +28,7 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	tg := localTarget(t)
+	tg := moduletest.LocalTarget(t, transport.NewLocal())
 	f := tg.Facts
 	// Plan the limit from what hugepages would plan (check only), as the
 	// runner does.
@@ -90,7 +67,7 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := changes(p)
+	got := moduletest.Changes(p)
 	if len(got) == 0 || got[len(got)-1] != "file "+file {
 		t.Fatalf("plan: %q", got)
 	}
@@ -114,14 +91,14 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	if !strings.Contains(string(data), "vm.overcommit_kbytes = "+strconv.FormatInt(wantKb, 10)+"\nvm.overcommit_memory = 2\n") {
 		t.Errorf("file: %q", data)
 	}
-	again := localTarget(t)
+	again := moduletest.LocalTarget(t, transport.NewLocal())
 	again.SetOutputs(hugepages.Name, hplan.Outputs)
 	p2, err := m.Check(ctx, again, prm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p2.HasChanges() {
-		t.Errorf("re-check: %q", changes(p2))
+		t.Errorf("re-check: %q", moduletest.Changes(p2))
 	}
 }
 
@@ -132,7 +109,7 @@ func TestIntegrationPreflightRefuses(t *testing.T) {
 		t.Skip("reads every process")
 	}
 	st := testhost.LockKernel(t)
-	tg := localTarget(t)
+	tg := moduletest.LocalTarget(t, transport.NewLocal())
 	prm := DefaultParams()
 	prm.SysctlFile = val(t, filepath.Join(t.TempDir(), "99-overcommit.conf"))
 	prm.Kbytes = val(t, "${floor(facts.committed_as / KiB / 2)}")

@@ -7,8 +7,8 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
-	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/modules/internal/fakehost"
+	"github.com/pgtune/pgtune/modules/internal/moduletest"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
 
@@ -21,18 +21,6 @@ func val(t *testing.T, src string) expr.Value {
 		t.Fatal(err)
 	}
 	return v
-}
-
-func changes(p *plan.ModulePlan) []string {
-	var out []string
-	for _, c := range p.Changes {
-		if c.Kind == plan.KindFile {
-			out = append(out, "file "+c.Target)
-			continue
-		}
-		out = append(out, c.Target+" "+c.Before+"→"+c.After)
-	}
-	return out
 }
 
 // target binds a planned hugepages pool as the runner would.
@@ -203,7 +191,7 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(changes(p), "\n"); got != strings.Join(tt.changes, "\n") {
+			if got := strings.Join(moduletest.Changes(p), "\n"); got != strings.Join(tt.changes, "\n") {
 				t.Errorf("changes:\n%s\nwant:\n%s", got, strings.Join(tt.changes, "\n"))
 			}
 			if p.Outputs["kbytes"] != tt.kbytes || p.Outputs["commit_limit"] != tt.limit {
@@ -257,7 +245,7 @@ func TestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	if again.HasChanges() {
-		t.Errorf("re-check: %v", changes(again))
+		t.Errorf("re-check: %v", moduletest.Changes(again))
 	}
 	// Verify catches a limit the kernel does not report.
 	h.Sysctl["vm.overcommit_kbytes"] = "1000"

@@ -1,0 +1,50 @@
+// Package moduletest holds what the modules' tests share: a target on
+// this machine as the runner builds one, and a compact view of a plan.
+package moduletest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// LocalTarget gathers this machine's facts through tr and binds them for
+// expressions (file "policy.yml"), as the runner does for a host.
+func LocalTarget(t *testing.T, tr transport.Transport) *engine.Target {
+	t.Helper()
+	f, err := facts.Gather(context.Background(), tr, facts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := expr.NewScope("policy.yml")
+	vars, err := f.ScopeVars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scope.Set("facts", vars); err != nil {
+		t.Fatal(err)
+	}
+	return &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: scope,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// Changes renders a plan's changes one per line: "file PATH" for files,
+// "TARGET BEFORE→AFTER" otherwise.
+func Changes(p *plan.ModulePlan) []string {
+	var out []string
+	for _, c := range p.Changes {
+		if c.Kind == plan.KindFile {
+			out = append(out, "file "+c.Target)
+			continue
+		}
+		out = append(out, c.Target+" "+c.Before+"→"+c.After)
+	}
+	return out
+}

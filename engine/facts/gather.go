@@ -149,6 +149,9 @@ func ParseGather(out []byte) (*Facts, error) {
 	if f.MemTotal == 0 {
 		return nil, fmt.Errorf("no MemTotal in /proc/meminfo")
 	}
+	if err := checkPoolSize(f); err != nil {
+		return nil, err
+	}
 	f.NUMANodes = len(nodes)
 	if f.NUMANodes == 0 {
 		f.NUMANodes = 1 // kernel without NUMA sysfs
@@ -211,6 +214,28 @@ func (f *Facts) NodeList() string {
 		parts[i] = fmt.Sprintf("node%d=%d", id, f.NodeHugePages[id])
 	}
 	return strings.Join(parts, " ")
+}
+
+// MaxHugePageSize bounds Hugepagesize (1 TiB; the largest real one is
+// 16 GiB).
+const MaxHugePageSize = 1 << 40
+
+// checkPoolSize keeps the huge page counts times the page size within
+// MaxBytes, so that modules can multiply them.
+func checkPoolSize(f *Facts) error {
+	if _, err := ParseInt("meminfo Hugepagesize (bytes)", fmt.Sprint(f.HugePageSize), 0, MaxHugePageSize); err != nil {
+		return err
+	}
+	limit := int64(MaxBytes) / max(f.HugePageSize, 1)
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"HugePages_Total", f.HugePagesTotal}, {"HugePages_Free", f.HugePagesFree}, {"HugePages_Rsvd", f.HugePagesRsvd}, {"HugePages_Surp", f.HugePagesSurp}} {
+		if c.n > limit {
+			return &RangeError{What: "meminfo " + c.name, Value: fmt.Sprint(c.n), Min: 0, Max: limit}
+		}
+	}
+	return nil
 }
 
 // ParseMeminfoLine reads one /proc/meminfo line: kB values come back in

@@ -62,3 +62,17 @@ func TestParseMeminfoHostile(t *testing.T) {
 		t.Fatalf("ParseMeminfo = %v, %v", m, err)
 	}
 }
+
+// Huge page counts times the page size must fit the bytes bound: modules
+// multiply them.
+func TestParseGatherPoolOverflow(t *testing.T) {
+	for out, wantErr := range map[string]string{
+		"M MemTotal: 1000 kB\nM Hugepagesize: 2147483648 kB\n":                             "meminfo Hugepagesize (bytes) 2199023255552 out of range [0, 1099511627776]",
+		"M MemTotal: 1000 kB\nM Hugepagesize: 1073741824 kB\nM HugePages_Total: 1048577\n": "meminfo HugePages_Total 1048577 out of range [0, 1048576]",
+		"M MemTotal: 1000 kB\nM Hugepagesize: 2048 kB\nM HugePages_Rsvd: 1099511627776\n":  "meminfo HugePages_Rsvd 1099511627776 out of range [0, 549755813888]",
+	} {
+		if f, err := ParseGather([]byte(out)); err == nil || err.Error() != wantErr {
+			t.Errorf("ParseGather(%q) = %+v, %v\nwant %s", out, f, err, wantErr)
+		}
+	}
+}

@@ -197,7 +197,7 @@ func (s *Session) each(ctx context.Context, fn func(context.Context, *hostRun)) 
 				hctx, cancel = context.WithTimeout(ctx, s.runner.HostTimeout)
 				defer cancel()
 			}
-			fn(hctx, hr)
+			s.runHost(hctx, hr, fn)
 			return nil
 		})
 	}
@@ -251,7 +251,7 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 	f, err := facts.Gather(ctx, hr.tr, opts)
 	if err != nil {
 		var exitErr *transport.ExitError
-		if !errors.As(err, &exitErr) && ctx.Err() == nil {
+		if !errors.As(err, &exitErr) && !hostFault(err) && ctx.Err() == nil {
 			hr.unreachable = true
 		}
 		return fmt.Errorf("%s: facts: %w", hr.host.Name, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/pgtune/pgtune/engine/transport"
@@ -89,7 +88,11 @@ func ParseGather(out []byte) (*Facts, error) {
 		switch tag {
 		case "M":
 			sawMeminfo = true
-			if k, n, ok := ParseMeminfoLine(rest); ok {
+			k, n, ok, err := meminfoValue(rest)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				meminfo[k] = n
 			}
 		case "H":
@@ -107,12 +110,17 @@ func ParseGather(out []byte) (*Facts, error) {
 			f.SysctlWritable = rest == "1"
 		case "N":
 			id, v, _ := strings.Cut(rest, " ")
-			node, err := strconv.Atoi(id)
+			node, err := ParseInt("NUMA node number", id, 0, MaxNUMANode)
 			if err != nil {
-				continue
+				return nil, err
 			}
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			nodes[node] = n
+			var n int64
+			if strings.TrimSpace(v) != "" { // empty: no pool of that size on the node
+				if n, err = ParseInt(fmt.Sprintf("node%d nr_hugepages", node), v, 0, MaxPages); err != nil {
+					return nil, err
+				}
+			}
+			nodes[int(node)] = n
 		case "F":
 			files = append(files, SysctlFile{Path: rest})
 			cur = &files[len(files)-1]
@@ -140,6 +148,9 @@ func ParseGather(out []byte) (*Facts, error) {
 	f.PageTables = meminfo["PageTables"]
 	if f.MemTotal == 0 {
 		return nil, fmt.Errorf("no MemTotal in /proc/meminfo")
+	}
+	if err := checkPoolSize(f); err != nil {
+		return nil, err
 	}
 	f.NUMANodes = len(nodes)
 	if f.NUMANodes == 0 {
@@ -205,19 +216,73 @@ func (f *Facts) NodeList() string {
 	return strings.Join(parts, " ")
 }
 
+// MaxHugePageSize bounds Hugepagesize (1 TiB; the largest real one is
+// 16 GiB).
+const MaxHugePageSize = 1 << 40
+
+// checkPoolSize keeps the huge page counts times the page size within
+// MaxBytes, so that modules can multiply them.
+func checkPoolSize(f *Facts) error {
+	if _, err := ParseInt("meminfo Hugepagesize (bytes)", fmt.Sprint(f.HugePageSize), 0, MaxHugePageSize); err != nil {
+		return err
+	}
+	limit := int64(MaxBytes) / max(f.HugePageSize, 1)
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"HugePages_Total", f.HugePagesTotal}, {"HugePages_Free", f.HugePagesFree}, {"HugePages_Rsvd", f.HugePagesRsvd}, {"HugePages_Surp", f.HugePagesSurp}} {
+		if c.n > limit {
+			return &RangeError{What: "meminfo " + c.name, Value: fmt.Sprint(c.n), Min: 0, Max: limit}
+		}
+	}
+	return nil
+}
+
 // ParseMeminfoLine reads one /proc/meminfo line: kB values come back in
-// bytes, counts (HugePages_*) as they are.
+// bytes, counts (HugePages_*) as they are. A line whose number is missing
+// or out of range is not ok.
 func ParseMeminfoLine(line string) (key string, n int64, ok bool) {
+	key, n, ok, err := meminfoValue(line)
+	return key, n, ok && err == nil
+}
+
+// ParseMeminfo reads /proc/meminfo as ParseMeminfoLine does, failing on
+// the first value out of range.
+func ParseMeminfo(data []byte) (map[string]int64, error) {
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, n, ok, err := meminfoValue(line)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			m[k] = n
+		}
+	}
+	return m, nil
+}
+
+// meminfoValue parses "Key: N [kB]". Lines without a value are skipped
+// (not ok); a value that is not a number in range is an error, so that a
+// forged meminfo cannot overflow the kB → bytes conversion or pass for a
+// real size.
+func meminfoValue(line string) (key string, n int64, ok bool, err error) {
 	fields := strings.Fields(line)
 	if len(fields) < 2 {
-		return "", 0, false
+		return "", 0, false, nil
 	}
-	n, err := strconv.ParseInt(fields[1], 10, 64)
+	key = strings.TrimSuffix(fields[0], ":")
+	kB := len(fields) > 2 && fields[2] == "kB"
+	limit := int64(MaxPages)
+	if kB {
+		limit = MaxKB
+	}
+	n, err = ParseInt("meminfo "+key, fields[1], 0, limit)
 	if err != nil {
-		return "", 0, false
+		return "", 0, false, err
 	}
-	if len(fields) > 2 && fields[2] == "kB" {
+	if kB {
 		n *= 1024
 	}
-	return strings.TrimSuffix(fields[0], ":"), n, true
+	return key, n, true, nil
 }

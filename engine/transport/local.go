@@ -23,9 +23,15 @@ func (l *Local) Run(ctx context.Context, cmd Command) (Result, error) {
 	if cmd.Become && os.Geteuid() != 0 {
 		args = append([]string{"sudo", "-n", "--"}, args...)
 	}
-	c := exec.CommandContext(ctx, args[0], args[1:]...)
+	// Going over the output cap kills the process (runCtx) and stops
+	// reading its pipes, so whatever it started gets EPIPE.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	lim := newOutputLimit(MaxOutput())
+	lim.onOver = stop
+	c := exec.CommandContext(runCtx, args[0], args[1:]...)
 	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
+	c.Stdout, c.Stderr = lim.writer("stdout", &stdout), lim.writer("stderr", &stderr)
 	if cmd.Stdin != nil {
 		c.Stdin = bytes.NewReader(cmd.Stdin)
 	}
@@ -33,6 +39,8 @@ func (l *Local) Run(ctx context.Context, cmd Command) (Result, error) {
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	var exitErr *exec.ExitError
 	switch {
+	case lim.exceeded():
+		return Result{}, lim.err(cmd)
 	case err == nil:
 		return res, nil
 	case ctx.Err() != nil:

@@ -292,7 +292,9 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 
 	var stdout bytes.Buffer
 	stderr := newPIDCapture()
-	sess.Stdout, sess.Stderr = &stdout, stderr
+	lim := newOutputLimit(MaxOutput())
+	lim.drain = true
+	sess.Stdout, sess.Stderr = lim.writer("stdout", &stdout), lim.writer("stderr", stderr)
 	if cmd.Stdin != nil {
 		sess.Stdin = bytes.NewReader(cmd.Stdin)
 	}
@@ -307,6 +309,11 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	case <-ctx.Done():
 		s.abort(sess, stderr, done, become)
 		return Result{}, fmt.Errorf("%s: %w", cmd, ctx.Err())
+	case <-lim.over:
+		s.abort(sess, stderr, done, become)
+	}
+	if lim.exceeded() {
+		return Result{}, lim.err(cmd)
 	}
 
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}

@@ -7,11 +7,11 @@ package hugepages
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
@@ -98,9 +98,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	if !ok {
 		return nil, fmt.Errorf("%s is not readable on the host (kernel without hugetlbfs?)", key)
 	}
-	cur, err := strconv.ParseInt(curStr, 10, 64)
+	cur, err := facts.ParseInt(key, curStr, 0, facts.MaxPages)
 	if err != nil {
-		return nil, fmt.Errorf("%s = %q: %w", key, curStr, err)
+		return nil, err
 	}
 
 	pool, err := t.Scope.Int64(prm.Pool)

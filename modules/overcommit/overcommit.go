@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/modules/hugepages"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
@@ -118,9 +118,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 
 	pool, planned := t.Int64Output(hugepages.Name, "pool")
 	if !planned {
-		n, err := strconv.ParseInt(f.Sysctl["vm.nr_hugepages"], 10, 64)
+		n, err := facts.ParseInt("vm.nr_hugepages", f.Sysctl["vm.nr_hugepages"], 0, facts.MaxBytes/max(f.HugePageSize, 1))
 		if err != nil {
-			return nil, fmt.Errorf("vm.nr_hugepages = %q: %w", f.Sysctl["vm.nr_hugepages"], err)
+			return nil, err
 		}
 		pool = n * f.HugePageSize
 		p.Note(fmt.Sprintf("hugepages is not in the play: limit computed against the current pool (%s)", sysctlconf.Bytes(pool)))
@@ -272,12 +272,13 @@ func parseCommitters(out string) []committer {
 		if len(f) < 2 {
 			continue
 		}
-		pid, err1 := strconv.Atoi(f[0])
-		kb, err2 := strconv.ParseInt(f[1], 10, 64)
+		// A line the host garbled is left out of this hint, not trusted.
+		pid, err1 := facts.ParseInt("pid", f[0], 1, facts.MaxPID)
+		kb, err2 := facts.ParseInt("committed kB", f[1], 0, facts.MaxKB)
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		c := committer{pid: pid, kb: kb}
+		c := committer{pid: int(pid), kb: kb}
 		if len(f) == 3 {
 			c.name = f[2]
 		}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/pgtune/pgtune/engine/facts"
 )
 
 // This file reads PostgreSQL's configuration the way the server does:
@@ -343,17 +345,23 @@ func parseSize(s string, unit int64) (int64, error) {
 	for _, u := range units {
 		if num, ok := strings.CutSuffix(s, u.suffix); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-			if err != nil {
+			if err != nil || !sizeFits(n, u.bytes) {
 				return 0, fmt.Errorf("invalid size %q", s)
 			}
 			return n * u.bytes, nil
 		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	if err != nil || !sizeFits(n, unit) {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}
 	return n * unit, nil
+}
+
+// sizeFits reports whether n units stay within ±facts.MaxBytes, so that
+// a value from a host's file cannot wrap around when converted.
+func sizeFits(n, unit int64) bool {
+	return unit > 0 && n >= -facts.MaxBytes/unit && n <= facts.MaxBytes/unit
 }
 
 // formatSize renders bytes the way SHOW does: the largest unit that

@@ -98,9 +98,11 @@ func parseRead(out []byte, want []string, fs *confFS) error {
 		p := want[i][2:]
 		switch {
 		case f[0] == "F" && f[2] == "1" && len(f) == 7:
-			size, err := strconv.Atoi(f[6])
+			// The size sizes an allocation: it can be no more than the
+			// output that is already here.
+			size, err := facts.ParseInt("stat size", f[6], 0, int64(len(out)))
 			if err != nil {
-				return fmt.Errorf("read configuration files: bad header %q", hdr)
+				return fmt.Errorf("read %s: %w", p, err)
 			}
 			buf := make([]byte, size+1)
 			if _, err := io.ReadFull(r, buf); err != nil {

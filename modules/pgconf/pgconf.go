@@ -63,6 +63,9 @@ func (*Module) NewParams() any {
 // placeholder is the shared_buffers the drop-in holds while sizing.
 const placeholder = 1 << 20
 
+// maxBlockSize is PostgreSQL's largest build-time block size (BLCKSZ).
+const maxBlockSize = 32 << 10
+
 // managed are the settings the drop-in owns.
 var managed = []string{"huge_pages", "huge_page_size", "shared_buffers"}
 
@@ -299,13 +302,13 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if err != nil {
 		return nil, err
 	}
-	segAtPool, err := strconv.ParseInt(first[0], 10, 64)
+	segAtPool, err := facts.ParseInt("postgres -C shared_memory_size", first[0], 0, facts.MaxBytes/mib)
 	if err != nil {
-		return nil, fmt.Errorf("postgres -C shared_memory_size: unexpected %q", first[0])
+		return nil, err
 	}
-	block, err := strconv.ParseInt(first[1], 10, 64)
-	if err != nil || block <= 0 {
-		return nil, fmt.Errorf("postgres -C block_size: unexpected %q", first[1])
+	block, err := facts.ParseInt("postgres -C block_size", first[1], 1, maxBlockSize)
+	if err != nil {
+		return nil, err
 	}
 	fit, err := fitPool(ctx, s.pool, hp, block, segAtPool, func(ctx context.Context, sb int64) (int64, int64, error) {
 		v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size", SharedBuffers: sb},
@@ -313,10 +316,13 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		if err != nil {
 			return 0, 0, err
 		}
-		mb, err1 := strconv.ParseInt(v[0], 10, 64)
-		pages, err2 := strconv.ParseInt(v[1], 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0, 0, fmt.Errorf("postgres -C: unexpected answers %q", v)
+		mb, err := facts.ParseInt("postgres -C shared_memory_size", v[0], 0, facts.MaxBytes/mib)
+		if err != nil {
+			return 0, 0, err
+		}
+		pages, err := facts.ParseInt("postgres -C shared_memory_size_in_huge_pages", v[1], -1, facts.MaxPages)
+		if err != nil {
+			return 0, 0, err
 		}
 		return mb, pages, nil
 	})
@@ -608,7 +614,7 @@ func roomInPool(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool
 	held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
 	ours := int64(0)
 	if pg.Running && pg.HugetlbPages > 0 {
-		if n, err := strconv.ParseInt(live["shared_memory_size_in_huge_pages"], 10, 64); err == nil && n > 0 {
+		if n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 1, facts.MaxPages); err == nil {
 			ours = n
 		} else {
 			ours = (pg.HugetlbPages + hp - 1) / hp

@@ -195,16 +195,30 @@ func parseRestart(out string) *restartResult {
 		case "log":
 			r.Log = v
 		case "old_pid":
-			r.OldPID, _ = strconv.Atoi(v)
+			r.OldPID = hostPID(v)
 		case "new_pid":
-			r.NewPID, _ = strconv.Atoi(v)
+			r.NewPID = hostPID(v)
 		case "rc":
-			r.RC, _ = strconv.Atoi(v)
+			// An exit status the host garbled is no success.
+			rc, err := facts.ParseInt("restart exit status", v, 0, 255)
+			if err != nil {
+				rc = -1
+			}
+			r.RC = int(rc)
 		case "ready":
 			r.Ready = v == "1"
 		}
 	}
 	return r
+}
+
+// hostPID reads a PID the host printed: 0 (none) unless it is one.
+func hostPID(v string) int {
+	n, err := facts.ParseInt("pid", v, 1, facts.MaxPID)
+	if err != nil {
+		return 0
+	}
+	return int(n)
 }
 
 // ok reports whether the restart brought a new postmaster up.

@@ -341,11 +341,9 @@ func Meminfo(ctx context.Context, t *engine.Target) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := map[string]int64{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, n, ok := facts.ParseMeminfoLine(line); ok {
-			m[k] = n
-		}
+	m, err := facts.ParseMeminfo(data)
+	if err != nil {
+		return nil, fmt.Errorf("/proc/meminfo: %w", err)
 	}
 	if _, ok := m["MemTotal"]; !ok {
 		return nil, fmt.Errorf("/proc/meminfo: no MemTotal")

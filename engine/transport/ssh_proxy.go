@@ -20,6 +20,9 @@ import (
 // error messages.
 const proxyStderrMax = 4 << 10
 
+// proxyKillDelay is how long Close waits after SIGTERM before SIGKILL.
+const proxyKillDelay = 3 * time.Second
+
 // proxyConn is the stream to a host through a ProxyCommand run on this
 // machine: writes go to its stdin, reads come from its stdout. Closing it
 // ends the command (its whole process group).
@@ -71,8 +74,17 @@ func (p *proxyConn) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 func (p *proxyConn) Close() error {
 	p.closeOnce.Do(func() {
 		p.stdin.Close()
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		p.waitErr = p.cmd.Wait()
+		pgid := p.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		select {
+		case p.waitErr = <-done:
+		case <-time.After(proxyKillDelay):
+			// A proxy that ignores SIGTERM must not hang Close.
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			p.waitErr = <-done
+		}
 	})
 	return nil
 }

@@ -136,6 +136,41 @@ func TestSSHProxyCommand(t *testing.T) {
 			t.Errorf("proxy ran %q, want 4 times", b)
 		}
 	})
+	t.Run("a proxy ignoring SIGTERM does not hang Close", func(t *testing.T) {
+		dir := t.TempDir()
+		log, pidFile := filepath.Join(dir, "proxy.log"), filepath.Join(dir, "pid")
+		exe, _ := os.Executable()
+		conf := writeTemp(t, "ssh_config", fmt.Sprintf("Host db1\n  HostName proxied.invalid\n  Port %s\n  User tester\n"+
+			"  ProxyCommand sh -c 'echo $$ > %s; trap \"\" TERM; %s %s %s %%h %%p %%r %%n; sleep 600'\n", port, pidFile, exe, proxyHelperArg, log))
+		c := dial(t, SSHConfig{Name: "db1", ConfigFile: conf, PrivateKeyFile: key, KnownHostsFile: known})
+		runEcho(t, c)
+		b, _ := os.ReadFile(pidFile)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("pid file %q", b)
+		}
+		c.Close()
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("proxy shell %d still there after Close (kill 0: %v)", pid, err)
+		}
+	})
+	t.Run("first jump host reached through its ProxyCommand", func(t *testing.T) {
+		jump := newTestServer(t, []gossh.PublicKey{pub}, asJumpHost())
+		log := filepath.Join(t.TempDir(), "proxy.log")
+		conf := writeTemp(t, "ssh_config", fmt.Sprintf("Host db1\n  HostName 127.0.0.1\n  Port %s\n  User tester\n  ProxyJump bastion\n"+
+			"Host bastion\n  HostName bastion.invalid\n  Port %d\n  User j\n  %s\n", port, jump.Port, proxyCommand(t, log)))
+		kh := writeKnownHosts(t, knownhosts.Line([]string{fmt.Sprintf("bastion.invalid:%d", jump.Port)}, jump.hostKey(keyEd25519)), srv.knownHostsLine(keyEd25519))
+		before := srv.conns.Load()
+		c := dial(t, SSHConfig{Name: "db1", ConfigFile: conf, PrivateKeyFile: key, KnownHostsFile: kh})
+		runEcho(t, c)
+		c.Close()
+		if b, _ := os.ReadFile(log); !strings.Contains(string(b), fmt.Sprintf("host=bastion.invalid port=%d user=j alias=bastion", jump.Port)) {
+			t.Errorf("proxy log %q", b)
+		}
+		if j, f, n := jump.conns.Load(), jump.forwards.Load(), srv.conns.Load()-before; j != 1 || f != 1 || n != 1 {
+			t.Errorf("jump conns %d, forwards %d, target conns %d; want 1 each", j, f, n)
+		}
+	})
 	t.Run("refused: unknown token, both ProxyCommand and ProxyJump", func(t *testing.T) {
 		conf := writeTemp(t, "ssh_config", "Host tok\n  ProxyCommand nc %C\nHost both\n  ProxyCommand nc %h %p\n  ProxyJump bastion\n")
 		for alias, want := range map[string]string{

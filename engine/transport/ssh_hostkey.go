@@ -71,7 +71,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 	var keyErr *xknownhosts.KeyError
 	switch {
 	case knownhosts.IsHostKeyChanged(err) && errors.As(err, &keyErr):
-		hk.err = changedKeyError(hostname, key, keyErr.Want)
+		hk.err = changedKeyError(hostname, hk.e.displayName(hostname), key, keyErr.Want)
 	case knownhosts.IsHostUnknown(err):
 		if hk.e.policy == HostKeyAcceptNew {
 			if werr := hk.appendKey(hostname, remote, key); werr != nil {
@@ -80,7 +80,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 			}
 			return nil
 		}
-		hk.err = unknownKeyError(hostname, key, hk.e.knownHostsNames())
+		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames())
 	default:
 		hk.err = fmt.Errorf("host key for %s: %w", hostname, err)
 	}
@@ -141,6 +141,15 @@ func (e *endpoint) knownHostsName() string {
 	return e.hostPort()
 }
 
+// displayName is how messages name the key's host: with HostKeyAlias,
+// the alias and the address it stands for.
+func (e *endpoint) displayName(hostname string) string {
+	if e.hostKeyAlias == "" {
+		return hostname
+	}
+	return fmt.Sprintf("%s (HostKeyAlias of %s)", e.hostKeyAlias, e.hostPort())
+}
+
 // knownHostsNames lists the files read, for messages.
 func (e *endpoint) knownHostsNames() string {
 	files := append(append([]string(nil), e.knownHosts...), e.globalKnownHosts...)
@@ -150,7 +159,7 @@ func (e *endpoint) knownHostsNames() string {
 	return strings.Join(files, ", ")
 }
 
-func changedKeyError(hostname string, key ssh.PublicKey, want []xknownhosts.KnownKey) error {
+func changedKeyError(hostname, display string, key ssh.PublicKey, want []xknownhosts.KnownKey) error {
 	var recorded []string
 	for _, w := range want {
 		recorded = append(recorded, fmt.Sprintf("%s:%d has %s %s", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
@@ -161,6 +170,6 @@ func changedKeyError(hostname string, key ssh.PublicKey, want []xknownhosts.Know
 	}
 	return &hostKeyError{kind: ErrChangedHostKey, msg: fmt.Sprintf(
 		"host key for %s CHANGED: server offered %s %s but %s; possible man-in-the-middle, refusing to connect (if the host was reinstalled, remove the old entry: ssh-keygen -R %s -f %s)",
-		hostname, key.Type(), ssh.FingerprintSHA256(key), strings.Join(recorded, ", "),
+		display, key.Type(), ssh.FingerprintSHA256(key), strings.Join(recorded, ", "),
 		Quote(knownhosts.Normalize(hostname)), Quote(file))}
 }

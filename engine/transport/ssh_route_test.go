@@ -235,6 +235,12 @@ func TestSSHHostKeyAliasAndGlobalKnownHosts(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
+			if strings.HasPrefix(tc.opts, "HostKeyAlias ") {
+				alias := strings.Fields(tc.opts)[1]
+				if want := fmt.Sprintf("host key for %s (HostKeyAlias of %s)", alias, srv.Addr); !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to say %q", err, want)
+				}
+			}
 		})
 	}
 

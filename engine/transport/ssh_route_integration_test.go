@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,4 +152,54 @@ func TestIntegrationSSHDHandshakeRetry(t *testing.T) {
 	if n := d.accepted.Load(); n != 3 {
 		t.Errorf("%d connections, want 3", n)
 	}
+}
+
+// sshd itself throttling: with MaxStartups 1 and one unauthenticated
+// connection held open, sshd drops the next; once the holder goes, the
+// retry gets in.
+func TestIntegrationSSHDMaxStartups(t *testing.T) {
+	base, max := dialBackoffBase, dialBackoffMax
+	dialBackoffBase, dialBackoffMax = 500*time.Millisecond, 2*time.Second
+	t.Cleanup(func() { dialBackoffBase, dialBackoffMax = base, max })
+	srv := testhost.SSHD(t, "MaxStartups 1")
+	holder, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	// sshd sends its banner once it has taken the connection on.
+	if _, err := bufio.NewReader(holder).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var c *SSH
+	go func() {
+		var err error
+		c, err = DialSSH(context.Background(), sshdConfig(srv))
+		done <- err
+	}()
+	dropped := waitLog(t, srv, "past MaxStartups", 20*time.Second)
+	holder.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("DialSSH: %v\nsshd log:\n%s", err, srv.Log())
+	}
+	defer c.Close()
+	if !dropped {
+		t.Fatalf("sshd never dropped a connection:\n%s", srv.Log())
+	}
+	if _, err := c.Run(context.Background(), Command{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLog waits (bounded) for sshd to log s; sshd's log is the only signal.
+func waitLog(t *testing.T, srv *testhost.SSHServer, s string, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(srv.Log(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }

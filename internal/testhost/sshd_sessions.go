@@ -56,3 +56,27 @@ func (s *SSHServer) WaitSessions(t testing.TB, want int, limit time.Duration) in
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// withConfig puts extra sshd_config lines in place of the default lines
+// with the same keyword (sshd takes some keywords' first value and others'
+// last, so a keyword must appear once), and adds the others first.
+func withConfig(defaults, extra []string) []string {
+	keyword := func(line string) string {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			return ""
+		}
+		return strings.ToLower(f[0])
+	}
+	override := map[string]bool{}
+	for _, e := range extra {
+		override[keyword(e)] = true
+	}
+	out := append([]string(nil), extra...)
+	for _, d := range defaults {
+		if k := keyword(d); k == "" || !override[k] {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -46,11 +46,11 @@ func chainKey(chain []*endpoint) string {
 // it (and the hops before it) unless another target already has. Every
 // successful acquire is paired with a release.
 func (p *jumpPool) acquire(ctx context.Context, chain []*endpoint, timeout time.Duration, ag agent.ExtendedAgent) (*jumpEntry, error) {
-	for {
+	for tries := 1; ; tries++ {
 		e, err := p.acquireOnce(ctx, chain, timeout, ag)
 		// A wait that ended because the dialling target gave up (its own
-		// deadline) is not this caller's failure: try again.
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && e == nil {
+		// deadline) is not this caller's failure: try again (bounded).
+		if err != nil && ctx.Err() == nil && tries < 3 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			continue
 		}
 		return e, err

@@ -463,3 +463,101 @@ func TestSSHSharedJumpHost(t *testing.T) {
 		t.Errorf("jump connections %d, want 2 (a new one after the last close)", j)
 	}
 }
+
+// A target waiting for another target's jump dial is not failed by that
+// target giving up: it dials the jump host itself.
+func TestSSHSharedJumpHostDiallerGivesUp(t *testing.T) {
+	key, pub := clientKey(t)
+	auth := []gossh.PublicKey{pub}
+	jump := newTestServer(t, auth, asJumpHost())
+	target := newTestServer(t, auth)
+
+	// The first connection to the jump address stalls (no banner); later
+	// ones reach the jump server.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := make(chan net.Conn, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		first := true
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if first {
+				first = false
+				stalled <- c
+				continue
+			}
+			b, err := net.Dial("tcp", jump.Addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(b, c); b.Close() }()
+			go func() { defer wg.Done(); io.Copy(c, b); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	jumpPort := ln.Addr().(*net.TCPAddr).Port
+	known := writeKnownHosts(t, knownhosts.Line([]string{ln.Addr().String()}, jump.hostKey(keyEd25519)), target.knownHostsLine(keyEd25519))
+	cfg := target.baseConfig(key, known)
+	cfg.ProxyJump = "127.0.0.1:" + itoa(jumpPort)
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() {
+		c, err := DialSSH(ctxA, cfg)
+		if c != nil {
+			c.Close()
+		}
+		errA <- err
+	}()
+	held := <-stalled
+	defer held.Close()
+
+	type result struct {
+		c   *SSH
+		err error
+	}
+	resB := make(chan result, 1)
+	go func() {
+		c, err := DialSSH(context.Background(), cfg)
+		resB <- result{c, err}
+	}()
+	// B is waiting once it holds a reference on A's entry.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		jumpHosts.mu.Lock()
+		refs := 0
+		for _, e := range jumpHosts.entries {
+			refs = e.refs
+		}
+		jumpHosts.mu.Unlock()
+		if refs == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second target never waited on the first one's jump dial")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: err = %v, want canceled", err)
+	}
+	b := <-resB
+	if b.err != nil {
+		t.Fatalf("B: %v", b.err)
+	}
+	runEcho(t, b.c)
+	b.c.Close()
+	if n := jump.conns.Load(); n != 1 {
+		t.Errorf("jump server connections %d, want 1 (B's own)", n)
+	}
+}

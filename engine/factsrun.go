@@ -31,6 +31,9 @@ func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts
 		}
 		hr.tr = tr
 		hr.err = s.gather(ctx, hr)
+		// Done with this host: free its sshd session now, not at the end.
+		_ = tr.Close()
+		hr.tr = nil
 	})
 	out := make([]HostFacts, len(s.hosts))
 	for i, hr := range s.hosts {

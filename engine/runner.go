@@ -36,6 +36,9 @@ type Runner struct {
 	RunID string
 	// HostTimeout bounds all the work on one host in one phase.
 	HostTimeout time.Duration
+	// PlanOnly says no Apply follows Plan (check): each host's connection
+	// is closed as soon as its plan is done.
+	PlanOnly bool
 }
 
 // Registry returns the module registry in the form the playbook loader
@@ -209,6 +212,7 @@ func (s *Session) log(hr *hostRun) *slog.Logger {
 }
 
 func (s *Session) planHost(ctx context.Context, hr *hostRun) {
+	defer s.releaseIfDone(hr)
 	log := s.log(hr)
 	log.Debug("connecting")
 	tr, err := s.runner.Dial(ctx, hr.host)
@@ -342,7 +346,8 @@ func (s *Session) Apply(ctx context.Context) {
 }
 
 func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
-	if hr.err != nil {
+	if hr.err != nil || hr.tr == nil {
+		// Failed, or nothing to change (its connection is already closed).
 		return
 	}
 	log := s.log(hr)
@@ -432,6 +437,23 @@ func short(s string) string {
 		return "(file content)"
 	}
 	return s
+}
+
+// releaseIfDone closes a host's connection once the run needs it no more:
+// after its plan in a check, or when it failed or has nothing to apply, so
+// a large run does not hold every host's sshd session until the end.
+func (s *Session) releaseIfDone(hr *hostRun) {
+	if hr.tr == nil {
+		return
+	}
+	changes := false
+	for _, st := range hr.steps {
+		changes = changes || st.plan.HasChanges()
+	}
+	if s.runner.PlanOnly || hr.err != nil || !changes {
+		_ = hr.tr.Close()
+		hr.tr = nil
+	}
 }
 
 // Close closes every connection.

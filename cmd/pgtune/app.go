@@ -107,6 +107,7 @@ type options struct {
 	timeout   time.Duration
 	runID     string
 	playbook  string
+	planOnly  bool // check: no apply follows the plan
 }
 
 // parse reads flags and at most maxArgs positional arguments, which may
@@ -213,6 +214,7 @@ func (a *App) runner(o *options, mods map[string]engine.Module) *engine.Runner {
 		Log:         a.logger(o.verbose),
 		RunID:       a.newRunID(),
 		HostTimeout: o.timeout,
+		PlanOnly:    o.planOnly,
 	}
 }
 

@@ -28,6 +28,7 @@ func (a *App) runCheck(args []string) int {
 	if err != nil {
 		return a.usageError(err)
 	}
+	o.planOnly = true
 	ctx, stop := signalContext()
 	defer stop()
 	s, err := a.plan(ctx, o)

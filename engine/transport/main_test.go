@@ -9,6 +9,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as the ProxyCommand of the proxy tests.
+	if len(os.Args) > 1 && os.Args[1] == proxyHelperArg {
+		os.Exit(runProxyHelper(os.Args[2:]))
+	}
 	// The developer's agent and keys must not decide a test's outcome.
 	os.Unsetenv("SSH_AUTH_SOCK")
 	home, err := os.MkdirTemp("", "pgtune-transport-home-")

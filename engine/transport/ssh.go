@@ -65,7 +65,7 @@ type SSH struct {
 	user   string
 	addr   string
 	client *goph.Client
-	hops   []*ssh.Client // jump hosts, outermost first
+	jump   *jumpEntry // shared connection to the last jump host, if any
 	sem    chan struct{}
 
 	closeOnce sync.Once
@@ -93,26 +93,21 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		}
 	}
 
-	var hops []*ssh.Client
-	closeHops := func() {
-		for i := len(hops) - 1; i >= 0; i-- {
-			hops[i].Close()
-		}
-	}
-	var prev *ssh.Client
-	for _, hop := range append(append([]*endpoint(nil), r.jumps...), r.target) {
-		c, err := dialEndpoint(ctx, prev, hop, r.timeout, ag)
-		if err != nil {
-			closeHops()
-			if hop != r.target {
-				return nil, fmt.Errorf("via jump host %s: %w", hop.name, err)
-			}
+	var jump *jumpEntry
+	var via *ssh.Client
+	if len(r.jumps) > 0 {
+		if jump, err = jumpHosts.acquire(ctx, r.jumps, r.timeout, ag); err != nil {
 			return nil, err
 		}
-		hops = append(hops, c)
-		prev = c
+		via = jump.client
 	}
-	target := hops[len(hops)-1]
+	target, err := dialEndpointRetry(ctx, via, r.target, r.timeout, ag)
+	if err != nil {
+		if jump != nil {
+			jumpHosts.release(jump)
+		}
+		return nil, err
+	}
 	s := &SSH{
 		name: r.target.name,
 		user: r.target.user,
@@ -120,7 +115,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		client: &goph.Client{Client: target, Config: &goph.Config{
 			User: r.target.user, Addr: r.target.host, Port: uint(r.target.port), Timeout: r.timeout,
 		}},
-		hops:   hops[:len(hops)-1],
+		jump:   jump,
 		sem:    make(chan struct{}, maxSessions),
 		closed: make(chan struct{}),
 		lost:   make(chan struct{}),
@@ -137,15 +132,11 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	var conn net.Conn
-	var err error
-	if via == nil {
-		d := net.Dialer{}
-		conn, err = d.DialContext(hctx, "tcp", addr)
-	} else {
-		conn, err = via.DialContext(hctx, "tcp", addr)
-	}
+	conn, proxy, err := openStream(hctx, via, e)
 	if err != nil {
+		if proxy == nil && isTransientNetErr(err) && hctx.Err() == nil {
+			return nil, &transientError{connectError(ctx, hctx, addr, timeout, err)}
+		}
 		return nil, connectError(ctx, hctx, addr, timeout, err)
 	}
 
@@ -168,7 +159,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		User:              e.user,
 		Auth:              auth,
 		HostKeyCallback:   hk.callback,
-		HostKeyAlgorithms: hk.algorithms(addr),
+		HostKeyAlgorithms: hk.algorithms(e.knownHostsName()),
 		Timeout:           timeout,
 	}
 
@@ -176,7 +167,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 	// the deadline passes or ctx ends unblocks it, on direct TCP and on
 	// jump channels alike (which do not support deadlines).
 	stop := context.AfterFunc(hctx, func() { conn.Close() })
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, config)
+	c, chans, reqs, err := ssh.NewClientConn(conn, e.knownHostsName(), config)
 	interrupted := !stop()
 	if err != nil {
 		conn.Close()
@@ -192,7 +183,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		case isAuthError(err):
 			return nil, authError(e, keyNotes, ag != nil && e.agent)
 		}
-		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+		return nil, handshakeError(addr, proxy, err)
 	}
 	if interrupted {
 		c.Close()
@@ -455,9 +446,6 @@ func (s *SSH) markLost() {
 	s.lostOnce.Do(func() {
 		close(s.lost)
 		s.client.Close()
-		for i := len(s.hops) - 1; i >= 0; i-- {
-			s.hops[i].Close()
-		}
 	})
 }
 
@@ -468,10 +456,10 @@ func (s *SSH) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		err = s.client.Close()
-		for i := len(s.hops) - 1; i >= 0; i-- {
-			s.hops[i].Close()
-		}
 		s.wg.Wait()
+		if s.jump != nil {
+			jumpHosts.release(s.jump)
+		}
 		if errors.Is(err, net.ErrClosed) {
 			err = nil
 		}

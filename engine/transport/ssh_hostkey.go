@@ -30,7 +30,8 @@ type hostKeyChecker struct {
 
 func newHostKeyChecker(e *endpoint) (*hostKeyChecker, error) {
 	hk := &hostKeyChecker{e: e}
-	for _, f := range e.knownHosts {
+	// User files first, then global ones, as ssh(1) reads them.
+	for _, f := range append(append([]string(nil), e.knownHosts...), e.globalKnownHosts...) {
 		if _, err := os.Stat(f); err == nil {
 			hk.files = append(hk.files, f)
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -70,7 +71,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 	var keyErr *xknownhosts.KeyError
 	switch {
 	case knownhosts.IsHostKeyChanged(err) && errors.As(err, &keyErr):
-		hk.err = changedKeyError(hostname, key, keyErr.Want)
+		hk.err = changedKeyError(hostname, hk.e.displayName(hostname), key, keyErr.Want)
 	case knownhosts.IsHostUnknown(err):
 		if hk.e.policy == HostKeyAcceptNew {
 			if werr := hk.appendKey(hostname, remote, key); werr != nil {
@@ -79,7 +80,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 			}
 			return nil
 		}
-		hk.err = unknownKeyError(hostname, key, hk.e.knownHosts[0])
+		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames())
 	default:
 		hk.err = fmt.Errorf("host key for %s: %w", hostname, err)
 	}
@@ -89,6 +90,11 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 // appendKey records a first-seen key in the first known_hosts file, as
 // OpenSSH's accept-new does.
 func (hk *hostKeyChecker) appendKey(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	if len(hk.e.knownHosts) == 0 {
+		// UserKnownHostsFile none: nowhere to record it, as with
+		// /dev/null the key is taken for this connection only.
+		return nil
+	}
 	file := hk.e.knownHosts[0]
 	knownHostsMu.Lock()
 	defer knownHostsMu.Unlock()
@@ -125,7 +131,35 @@ func unknownKeyError(hostname string, key ssh.PublicKey, file string) error {
 		hostname, file, key.Type(), ssh.FingerprintSHA256(key))}
 }
 
-func changedKeyError(hostname string, key ssh.PublicKey, want []xknownhosts.KnownKey) error {
+// knownHostsName is the name the host key is looked up and recorded under:
+// host:port as dialled, or HostKeyAlias alone (ssh(1) appends no port to
+// an alias; ":22" is how the known_hosts library spells "no port").
+func (e *endpoint) knownHostsName() string {
+	if e.hostKeyAlias != "" {
+		return net.JoinHostPort(e.hostKeyAlias, "22")
+	}
+	return e.hostPort()
+}
+
+// displayName is how messages name the key's host: with HostKeyAlias,
+// the alias and the address it stands for.
+func (e *endpoint) displayName(hostname string) string {
+	if e.hostKeyAlias == "" {
+		return hostname
+	}
+	return fmt.Sprintf("%s (HostKeyAlias of %s)", e.hostKeyAlias, e.hostPort())
+}
+
+// knownHostsNames lists the files read, for messages.
+func (e *endpoint) knownHostsNames() string {
+	files := append(append([]string(nil), e.knownHosts...), e.globalKnownHosts...)
+	if len(files) == 0 {
+		return "any known_hosts file (UserKnownHostsFile none)"
+	}
+	return strings.Join(files, ", ")
+}
+
+func changedKeyError(hostname, display string, key ssh.PublicKey, want []xknownhosts.KnownKey) error {
 	var recorded []string
 	for _, w := range want {
 		recorded = append(recorded, fmt.Sprintf("%s:%d has %s %s", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
@@ -136,6 +170,6 @@ func changedKeyError(hostname string, key ssh.PublicKey, want []xknownhosts.Know
 	}
 	return &hostKeyError{kind: ErrChangedHostKey, msg: fmt.Sprintf(
 		"host key for %s CHANGED: server offered %s %s but %s; possible man-in-the-middle, refusing to connect (if the host was reinstalled, remove the old entry: ssh-keygen -R %s -f %s)",
-		hostname, key.Type(), ssh.FingerprintSHA256(key), strings.Join(recorded, ", "),
+		display, key.Type(), ssh.FingerprintSHA256(key), strings.Join(recorded, ", "),
 		Quote(knownhosts.Normalize(hostname)), Quote(file))}
 }

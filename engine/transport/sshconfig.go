@@ -29,8 +29,12 @@ type endpoint struct {
 	user       string
 	keyFiles   []string // tried in order, before the agent's keys
 	agent      bool     // offer the SSH agent's keys too
-	knownHosts []string // the first one receives accept-new lines
+	knownHosts []string // user files; the first one receives accept-new lines (none: UserKnownHostsFile none)
 	policy     string
+
+	globalKnownHosts []string // GlobalKnownHostsFile: read, never written
+	hostKeyAlias     string   // HostKeyAlias: the known_hosts name instead of host[:port]
+	proxyCommand     string   // ProxyCommand, tokens expanded: run locally, its stdio is the stream
 }
 
 // hostPort is the address as dialled and as recorded in known_hosts.
@@ -333,7 +337,10 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range specs {
+	if len(specs) > 0 && target.proxyCommand != "" {
+		return nil, fmt.Errorf("ssh_config %s: Host %s: both ProxyCommand and ProxyJump are set; keep one", sc.path, alias)
+	}
+	for i, j := range specs {
 		// A hop is looked up in the same ssh_config by its alias, as
 		// OpenSSH does; the inventory's key and known_hosts apply to it
 		// too, since they usually belong to the same fleet.
@@ -345,6 +352,9 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 			return nil, fmt.Errorf("jump host %s: %w", j.host, err)
 		}
 		hop.name = j.host
+		if err := checkHopProxy(sc, j.host, hop, i); err != nil {
+			return nil, err
+		}
 		r.jumps = append(r.jumps, hop)
 	}
 	return r, nil
@@ -398,7 +408,8 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 		keys = append(keys, expandPath(k, e, local.user, local.home))
 	}
 	keys = append(keys, o.extraKeys...)
-	e.agent = agentAvailable && !strings.EqualFold(sc.get(alias, "IdentitiesOnly"), "yes")
+	e.agent = agentAvailable && !strings.EqualFold(sc.get(alias, "IdentitiesOnly"), "yes") &&
+		!strings.EqualFold(sc.get(alias, "IdentityAgent"), "none")
 	if len(keys) == 0 {
 		// OpenSSH's defaults, only those that exist.
 		for _, k := range defaultKeyFiles {
@@ -412,12 +423,23 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 
 	e.knownHosts = o.knownHosts
 	if len(e.knownHosts) == 0 {
-		for _, f := range splitWords(sc.get(alias, "UserKnownHostsFile")) {
-			e.knownHosts = append(e.knownHosts, expandPath(f, e, local.user, local.home))
+		v := sc.get(alias, "UserKnownHostsFile")
+		e.knownHosts = knownHostsFiles(v, e, local)
+		if v == "" {
+			e.knownHosts = []string{filepath.Join(local.home, ".ssh", "known_hosts")}
 		}
 	}
-	if len(e.knownHosts) == 0 {
-		e.knownHosts = []string{filepath.Join(local.home, ".ssh", "known_hosts")}
+	e.globalKnownHosts = knownHostsFiles(sc.get(alias, "GlobalKnownHostsFile"), e, local)
+	e.hostKeyAlias = sc.get(alias, "HostKeyAlias")
+	if err := sc.checkUnsupported(alias); err != nil {
+		return nil, err
+	}
+	if pc := sc.get(alias, "ProxyCommand"); pc != "" && !strings.EqualFold(pc, "none") {
+		cmd, err := expandProxyCommand(pc, e, alias)
+		if err != nil {
+			return nil, fmt.Errorf("ssh_config %s: Host %s: %w", sc.path, alias, err)
+		}
+		e.proxyCommand = cmd
 	}
 
 	e.policy = o.policy

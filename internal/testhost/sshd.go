@@ -56,7 +56,8 @@ func (s *SSHServer) Log() string {
 // SSHD starts sshd for the test and stops it in Cleanup. It needs root
 // (sshd must own its privilege-separation setup and switch users); it
 // skips under -short and when not root, and fails when sshd is missing.
-func SSHD(t testing.TB) *SSHServer {
+// Extra sshd_config lines replace the default line with the same keyword.
+func SSHD(t testing.TB, extra ...string) *SSHServer {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts sshd (integration test; run without -short)")
@@ -108,7 +109,7 @@ func SSHD(t testing.TB) *SSHServer {
 		s.Port = freePort(t)
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 		conf := filepath.Join(dir, "sshd_config")
-		writeFile(t, conf, strings.Join([]string{
+		writeFile(t, conf, strings.Join(withConfig([]string{
 			"Port " + strconv.Itoa(s.Port),
 			"ListenAddress 127.0.0.1",
 			"HostKey " + hostEd,
@@ -127,7 +128,7 @@ func SSHD(t testing.TB) *SSHServer {
 			"PrintMotd no",
 			"Subsystem sftp internal-sftp",
 			"",
-		}, "\n"), 0o600)
+		}, extra), "\n"), 0o600)
 		if out, err := exec.Command(sshd, "-t", "-f", conf).CombinedOutput(); err != nil {
 			t.Fatalf("testhost: sshd -t: %v: %s", err, out)
 		}

@@ -60,7 +60,8 @@ type setting struct {
 
 // parseSetting cuts a line of the form [#] name [=] value [# comment], the
 // way PostgreSQL's configuration lexer reads it (names may hold dots,
-// values are one word or a '…' string with ” and \ escapes).
+// values are one word or a quoted string in which a quote is doubled or
+// backslash-escaped).
 func parseSetting(l string) (setting, bool) {
 	i := skipSpace(l, 0)
 	if i < len(l) && l[i] == '#' {
@@ -128,7 +129,7 @@ func endOfQuoted(l string, i int) int {
 }
 
 // unquoteConf returns the content of a '…' value (as parseSetting cut
-// it), with ” turned back into '; backslash escapes are kept as written
+// it), with doubled quotes made single; backslash escapes are kept as written
 // (libpq and the shell read them the same way inside the value).
 func unquoteConf(v string) string {
 	var b strings.Builder

@@ -15,9 +15,11 @@
 package termsafe
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -31,12 +33,13 @@ func Line(s string) string { return escape(s, false) }
 // what the line printed.
 func Text(s string) string { return escape(s, true) }
 
-// Lines splits s into lines and escapes each on its own, for renderers
-// that indent or prefix every line (diffs are escaped line by line).
+// Lines splits s into lines and escapes each on its own as Text does
+// (tabs kept: config files align with them), for renderers that indent or
+// prefix every line (diffs, multi-line errors).
 func Lines(s string) []string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = Line(l)
+		lines[i] = Text(l)
 	}
 	return lines
 }
@@ -108,4 +111,45 @@ func quoteRune(r rune) string {
 func hex2(c byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[c>>4], digits[c&0xf]})
+}
+
+// JSON rewrites an encoded JSON document so that the characters
+// encoding/json leaves raw but a terminal acts on (C1 controls, bidi
+// controls, other invisible format characters) appear as \u escapes. The
+// document decodes to the same values: such characters only occur inside
+// strings.
+func JSON(doc []byte) []byte {
+	i := jsonSafeUpTo(doc)
+	if i == len(doc) {
+		return doc
+	}
+	out := make([]byte, 0, len(doc)+32)
+	out = append(out, doc[:i]...)
+	for i < len(doc) {
+		r, size := utf8.DecodeRune(doc[i:])
+		if r >= utf8.RuneSelf && needsEscape(r) {
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = fmt.Appendf(out, `\u%04x`, u)
+			}
+		} else {
+			out = append(out, doc[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+func jsonSafeUpTo(doc []byte) int {
+	for i := 0; i < len(doc); {
+		if doc[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(doc[i:])
+		if needsEscape(r) {
+			return i
+		}
+		i += size
+	}
+	return len(doc)
 }

@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -58,8 +59,8 @@ func assertInert(t *testing.T, s string, layoutAllowed bool) {
 }
 
 func TestLines(t *testing.T) {
-	got := Lines("+a\x1b[31m\n-b\r\n c")
-	want := []string{`+a\x1b[31m`, `-b\r`, " c"}
+	got := Lines("+a\x1b[31m\n-b\r\n c\t# x")
+	want := []string{`+a\x1b[31m`, `-b\r`, " c\t# x"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("Lines = %q, want %q", got, want)
 	}
@@ -91,5 +92,30 @@ func TestHandlerEscapesAndMasks(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("log line lacks %q: %s", want, out)
 		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	in := map[string]string{"path": "/d\x1b[2K\r\u009b\u202e\U000e0041x\u00e9", "plain": "ok"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := JSON(raw)
+	for _, r := range string(out) {
+		if r < 0x20 || needsEscape(r) {
+			t.Errorf("JSON output holds %U: %s", r, out)
+		}
+	}
+	var back map[string]string
+	if err := json.Unmarshal(out, &back); err != nil || back["path"] != in["path"] || back["plain"] != "ok" {
+		t.Errorf("JSON changed the document: %v %q", err, back)
+	}
+	if !strings.Contains(string(out), `\u202e`) || !strings.Contains(string(out), `\udb40\udc41`) || !strings.Contains(string(out), "é") {
+		t.Errorf("JSON = %s", out)
+	}
+	clean := []byte(`{"a":"é"}`)
+	if got := JSON(clean); &got[0] != &clean[0] {
+		t.Error("a clean document is copied")
 	}
 }

@@ -40,9 +40,6 @@ func SensitiveName(name string) bool {
 }
 
 var (
-	// assignName finds NAME= (and NAME = ) whose name may be sensitive:
-	// env assignments, conninfo keywords, --option=value.
-	assignName = regexp.MustCompile(`[A-Za-z0-9_.-]+\s*=\s*`)
 	// spacedOption finds --option VALUE for sensitive long options.
 	spacedOption = regexp.MustCompile(`--[A-Za-z0-9_-]+\s+`)
 	// uriUserinfo finds scheme://user:password@. The password should be
@@ -95,7 +92,68 @@ func text(s string, found func(string)) string {
 }
 
 func line(s string, found func(string)) string {
-	s = uriUserinfo.ReplaceAllStringFunc(s, func(m string) string {
+	if strings.Contains(s, "://") {
+		s = maskURIs(s, found)
+	}
+	if strings.Contains(s, "-u") {
+		s = maskCurlUser(s, found)
+	}
+	if !hasSensitiveWord(s) {
+		return s // most lines: no name here can be a secret's
+	}
+	s = maskAssignments(s, found)
+	if strings.Contains(s, "--") {
+		s = maskAfter(s, spacedOption, func(opt string) bool {
+			return SensitiveName(strings.TrimSpace(opt))
+		}, found)
+	}
+	return s
+}
+
+// hasSensitiveWord reports, in one pass and without allocating, whether s
+// holds (in any case) a word SensitiveName looks for.
+func hasSensitiveWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		var words []string
+		switch s[i] | 0x20 {
+		case 'p':
+			words = []string{"pass", "pwd"}
+		case 's':
+			words = []string{"secret"}
+		case 't':
+			words = []string{"token"}
+		case 'c':
+			words = []string{"credential"}
+		case 'k':
+			words = []string{"key"}
+		default:
+			continue
+		}
+		for _, w := range words {
+			if hasPrefixFold(s[i:], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasPrefixFold is strings.HasPrefix, ASCII case-insensitive; prefix is
+// lower case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for j := 0; j < len(prefix); j++ {
+		if s[j]|0x20 != prefix[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func maskURIs(s string, found func(string)) string {
+	return uriUserinfo.ReplaceAllStringFunc(s, func(m string) string {
 		sub := uriUserinfo.FindStringSubmatch(m)
 		if sub[2] == Masked {
 			return m
@@ -103,7 +161,10 @@ func line(s string, found func(string)) string {
 		report(found, sub[2])
 		return sub[1] + ":" + Masked + "@"
 	})
-	s = curlUser.ReplaceAllStringFunc(s, func(m string) string {
+}
+
+func maskCurlUser(s string, found func(string)) string {
+	return curlUser.ReplaceAllStringFunc(s, func(m string) string {
 		sub := curlUser.FindStringSubmatch(m)
 		if sub[4] == Masked {
 			return m
@@ -111,13 +172,55 @@ func line(s string, found func(string)) string {
 		report(found, sub[4])
 		return sub[1] + sub[2] + sub[3] + ":" + Masked
 	})
-	s = maskAfter(s, assignName, func(name string) bool {
-		return SensitiveName(strings.TrimRight(name, " \t="))
-	}, found)
-	s = maskAfter(s, spacedOption, func(opt string) bool {
-		return SensitiveName(strings.TrimSpace(opt))
-	}, found)
-	return s
+}
+
+// maskAssignments masks the value of every NAME=value (NAME = value) whose
+// name is sensitive: env assignments, conninfo keywords, --option=value.
+func maskAssignments(s string, found func(string)) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			continue
+		}
+		end := i
+		for end > last && (s[end-1] == ' ' || s[end-1] == '\t') {
+			end--
+		}
+		start := end
+		for start > last && isAssignNameByte(s[start-1]) {
+			start--
+		}
+		if start == end || !SensitiveName(s[start:end]) {
+			continue
+		}
+		v := i + 1
+		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
+			v++
+		}
+		vre := value
+		if start > 0 && (s[start-1] == '?' || s[start-1] == '&') {
+			vre = uriQueryValue
+		}
+		val := vre.FindString(s[v:])
+		if val == "" || strings.HasPrefix(val, Masked) || strings.HasPrefix(val, "'"+Masked) {
+			continue
+		}
+		report(found, val)
+		b.WriteString(s[last:v])
+		b.WriteString(Masked)
+		last = v + len(val)
+		i = last - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isAssignNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
 func report(found func(string), v string) {
@@ -140,14 +243,10 @@ func maskAfter(s string, re *regexp.Regexp, sensitive func(string) bool, found f
 			continue
 		}
 		rest := s[loc[1]:]
-		if strings.HasPrefix(rest, "-") && re == spacedOption {
+		if strings.HasPrefix(rest, "-") {
 			continue // --password -D: the option takes no value here
 		}
-		vre := value
-		if loc[0] > 0 && (s[loc[0]-1] == '?' || s[loc[0]-1] == '&') {
-			vre = uriQueryValue
-		}
-		v := vre.FindString(rest)
+		v := value.FindString(rest)
 		if v == "" || strings.HasPrefix(v, Masked) || strings.HasPrefix(v, "'"+Masked) {
 			continue
 		}

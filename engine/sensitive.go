@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,8 +149,11 @@ func redactFacts(f *facts.Facts, secrets []string) *facts.Facts {
 	if err != nil {
 		return f
 	}
+	// Numbers stay json.Number: exact, as the host reported them.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var doc any
-	if json.Unmarshal(b, &doc) != nil {
+	if dec.Decode(&doc) != nil {
 		return f
 	}
 	changed := false

@@ -85,8 +85,8 @@ func TestStructuralMasking(t *testing.T) {
 		t.Errorf("redact = %q", got)
 	}
 	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: "connect postgresql://rep:s3cr3t@db0/x: refused",
-		Sysctl: map[string]string{"vm.overcommit_memory": "2"}}, nil)
-	if strings.Contains(f.PostgresError, "s3cr3t") || f.Sysctl["vm.overcommit_memory"] != "2" || f.Hostname != "db" {
+		Sysctl: map[string]string{"vm.overcommit_memory": "2"}, MemTotal: 1<<60 + 1}, nil)
+	if strings.Contains(f.PostgresError, "s3cr3t") || f.Sysctl["vm.overcommit_memory"] != "2" || f.Hostname != "db" || f.MemTotal != 1<<60+1 {
 		t.Errorf("facts: %+v", f)
 	}
 	same := &facts.Facts{Hostname: "db"}

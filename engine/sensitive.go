@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,16 +12,24 @@ import (
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // SensitiveVar is the inventory var listing the names of vars whose values
-// are secrets. Vars named *_password, *_secret or *_token are secrets too.
+// are secrets. Vars named *_password, *_pass, *_passphrase, *_secret or
+// *_token are secrets too (ansible_password, ansible_become_pass, ...), and
+// so are the credentials inside pg_restart (PGPASSWORD=..., --password=...).
 // A secret's value never reaches a report, a diff, a log line or the facts
 // output: changes that contain it are marked Sensitive (masked by
 // engine/report) and every other text has it replaced by report.Masked.
+//
+// Secrets that the inventory does not name — a password in
+// primary_conninfo, in archive_command, in an error quoting a command —
+// are masked by their structure (internal/mask): report.FromPlan masks
+// changes, redact masks notes, errors, facts and log values.
 const SensitiveVar = "pgtune_sensitive"
 
-var sensitiveSuffixes = []string{"_password", "_secret", "_token"}
+var sensitiveSuffixes = []string{"_password", "_pass", "_passphrase", "_secret", "_token"}
 
 // secretsOf returns the values of a host's sensitive vars, longest first so
 // that a secret containing another is masked whole.
@@ -36,15 +45,26 @@ func secretsOf(vars map[string]any) []string {
 	}
 	seen := map[string]bool{}
 	var out []string
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
 	for name, v := range vars {
+		if name == "pg_restart" {
+			// A command run on the host: its credentials, not all of it.
+			if cmd, ok := v.(string); ok {
+				for _, s := range mask.Secrets(cmd) {
+					add(s)
+				}
+			}
+		}
 		if !named[name] && !hasSensitiveSuffix(name) {
 			continue
 		}
 		for _, s := range leaves(v) {
-			if s != "" && !seen[s] {
-				seen[s] = true
-				out = append(out, s)
-			}
+			add(s)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
@@ -81,12 +101,14 @@ func leaves(v any) []string {
 	return []string{fmt.Sprint(v)}
 }
 
-// redact replaces every secret in s.
+// redact replaces every inventory secret in s, then masks what the
+// structure of s shows to be a secret (conninfo passwords, credentials in
+// commands).
 func redact(s string, secrets []string) string {
 	for _, sec := range secrets {
 		s = strings.ReplaceAll(s, sec, report.Masked)
 	}
-	return s
+	return mask.Text(s)
 }
 
 func containsSecret(s string, secrets []string) bool {
@@ -101,7 +123,7 @@ func containsSecret(s string, secrets []string) bool {
 // markSensitive flags the changes of a module plan that hold a secret and
 // masks secrets in the plan's notes.
 func markSensitive(p *plan.ModulePlan, secrets []string) {
-	if p == nil || len(secrets) == 0 {
+	if p == nil {
 		return
 	}
 	for i := range p.Changes {
@@ -117,27 +139,60 @@ func markSensitive(p *plan.ModulePlan, secrets []string) {
 	}
 }
 
-// redactFacts masks secrets anywhere in a host's facts (paths, errors).
+// redactFacts masks secrets anywhere in a host's facts (paths, errors,
+// sysctl lines): every string in them goes through redact.
 func redactFacts(f *facts.Facts, secrets []string) *facts.Facts {
-	if f == nil || len(secrets) == 0 {
+	if f == nil {
 		return f
 	}
 	b, err := json.Marshal(f)
-	if err != nil || !containsSecret(string(b), secrets) {
+	if err != nil {
 		return f
 	}
-	// Secrets are masked in the JSON text, so each is escaped as JSON
-	// escapes it there.
-	s := string(b)
-	for _, sec := range secrets {
-		q, _ := json.Marshal(sec)
-		s = strings.ReplaceAll(s, strings.Trim(string(q), `"`), report.Masked)
+	// Numbers stay json.Number: exact, as the host reported them.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return f
+	}
+	changed := false
+	doc = mapStrings(doc, func(s string) string {
+		r := redact(s, secrets)
+		changed = changed || r != s
+		return r
+	})
+	if !changed {
+		return f
+	}
+	if b, err = json.Marshal(doc); err != nil {
+		return f
 	}
 	var out facts.Facts
-	if json.Unmarshal([]byte(s), &out) != nil {
+	if json.Unmarshal(b, &out) != nil {
 		return f
 	}
 	return &out
+}
+
+// mapStrings applies fn to every string (map keys included) of a decoded
+// JSON value.
+func mapStrings(v any, fn func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return fn(x)
+	case []any:
+		for i, e := range x {
+			x[i] = mapStrings(e, fn)
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fn(k)] = mapStrings(e, fn)
+		}
+		return out
+	}
+	return v
 }
 
 // redactHandler masks secrets in log records before they are written.
@@ -147,6 +202,9 @@ type redactHandler struct {
 }
 
 func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
+	// Structural masking of log values happens in the CLI's handler too
+	// (termsafe.Handler with mask.Text); here it also covers loggers that
+	// other programs hand the engine.
 	nr := slog.NewRecord(r.Time, r.Level, redact(r.Message, h.secrets), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		nr.AddAttrs(h.attr(a))
@@ -178,7 +236,7 @@ func (h redactHandler) attr(a slog.Attr) slog.Attr {
 		}
 		return slog.Group(a.Key, out...)
 	case slog.KindString, slog.KindAny:
-		if s := v.String(); containsSecret(s, h.secrets) {
+		if s := v.String(); redact(s, h.secrets) != s {
 			return slog.String(a.Key, redact(s, h.secrets))
 		}
 	}

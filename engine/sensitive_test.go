@@ -25,6 +25,9 @@ func TestSecretsOf(t *testing.T) {
 		{"single name", map[string]any{SensitiveVar: "dsn", "dsn": "abc"}, []string{"abc"}},
 		{"numbers and empties", map[string]any{"pin_secret": 4711, "empty_token": ""}, []string{"4711"}},
 		{"longest first", map[string]any{"a_token": "abc", "b_token": "abcdef"}, []string{"abcdef", "abc"}},
+		{"ansible passwords", map[string]any{"ansible_become_pass": "b3come", "ansible_password": "l0gin", "ansible_ssh_passphrase": "k3y"}, []string{"b3come", "l0gin", "k3y"}},
+		{"pg_restart credentials", map[string]any{"pg_restart": "PGPASSWORD='s3 cr3t' PGPORT=5433 pg_ctlcluster 15 main restart"}, []string{"'s3 cr3t'", "s3 cr3t"}},
+		{"pg_restart without credentials", map[string]any{"pg_restart": "systemctl restart postgresql"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,5 +70,33 @@ func TestRedactLoggerAndErrors(t *testing.T) {
 	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: `pg_data /srv/"hunter2": no such directory`}, secrets)
 	if strings.Contains(f.PostgresError, "hunter2") || f.Hostname != "db" {
 		t.Errorf("facts: %+v", f)
+	}
+}
+
+// Secrets the inventory does not name are masked by their structure in
+// notes, errors, facts and logs.
+func TestStructuralMasking(t *testing.T) {
+	p := &plan.ModulePlan{Module: "pgconf", Notes: []string{"standby of host=db0 user=rep password=s3cr3t"}}
+	markSensitive(p, nil)
+	if p.Notes[0] != "standby of host=db0 user=rep password=(sensitive)" {
+		t.Errorf("note %q", p.Notes[0])
+	}
+	if got := redact("restart postgres: PGPASSWORD=s3cr3t pg_ctl: exit status 1; then hunter2", []string{"hunter2"}); got != "restart postgres: PGPASSWORD=(sensitive) pg_ctl: exit status 1; then (sensitive)" {
+		t.Errorf("redact = %q", got)
+	}
+	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: "connect postgresql://rep:s3cr3t@db0/x: refused",
+		Sysctl: map[string]string{"vm.overcommit_memory": "2"}, MemTotal: 1<<60 + 1}, nil)
+	if strings.Contains(f.PostgresError, "s3cr3t") || f.Sysctl["vm.overcommit_memory"] != "2" || f.Hostname != "db" || f.MemTotal != 1<<60+1 {
+		t.Errorf("facts: %+v", f)
+	}
+	same := &facts.Facts{Hostname: "db"}
+	if redactFacts(same, nil) != same {
+		t.Error("facts with nothing to mask are copied")
+	}
+	var buf bytes.Buffer
+	log := redactLogger(slog.New(slog.NewTextHandler(&buf, nil)), []string{"unrelated"})
+	log.Info("restart", "cmd", "PGPASSWORD=s3cr3t pg_ctl restart", "err", errors.New("password=s3cr3t: no"))
+	if strings.Contains(buf.String(), "s3cr3t") {
+		t.Errorf("log leaks: %s", buf.String())
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/internal/mask"
+	"github.com/pgtune/pgtune/internal/termsafe"
 	"github.com/pgtune/pgtune/modules/hugepages"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
@@ -158,17 +160,27 @@ func targetFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on a host after this long")
 }
 
+// logger writes to stderr, usually the operator's terminal: messages and
+// values (paths, errors, command output from hosts) are masked and
+// escaped on their way (termsafe.Handler).
 func (a *App) logger(verbose bool) *slog.Logger {
 	level := charmlog.InfoLevel
 	if verbose {
 		level = charmlog.DebugLevel
 	}
-	return slog.New(charmlog.NewWithOptions(a.Stderr, charmlog.Options{Level: level, ReportTimestamp: true, TimeFormat: time.TimeOnly}))
+	h := charmlog.NewWithOptions(a.Stderr, charmlog.Options{Level: level, ReportTimestamp: true, TimeFormat: time.TimeOnly})
+	return slog.New(termsafe.Handler(h, mask.Text))
 }
 
 func (a *App) fail(err error) int {
-	fmt.Fprintf(a.Stderr, "pgtune: %v\n", err)
+	fmt.Fprintf(a.Stderr, "pgtune: %s\n", safeText(err.Error()))
 	return 1
+}
+
+// safeText is how any message that may quote a host reaches the terminal:
+// secrets masked, every line escaped.
+func safeText(s string) string {
+	return strings.Join(termsafe.Lines(mask.Text(s)), "\n")
 }
 
 // loaded is what every planning command starts from.
@@ -239,7 +251,7 @@ func (a *App) confirm(o *options, question string) error {
 	if !a.IsTerminal() {
 		return errors.New("refusing to change hosts without confirmation: stdin is not a terminal; pass --yes to apply")
 	}
-	fmt.Fprintf(a.Stderr, "%s [y/N] ", question)
+	fmt.Fprintf(a.Stderr, "%s [y/N] ", termsafe.Line(question))
 	var answer string
 	_, _ = fmt.Fscanln(a.Stdin, &answer)
 	switch strings.ToLower(strings.TrimSpace(answer)) {

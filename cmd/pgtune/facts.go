@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/internal/termsafe"
 )
 
 // runFacts prints what pgtune knows about each host.
@@ -28,9 +29,13 @@ func (a *App) runFacts(args []string) int {
 	defer stop()
 	hosts := a.runner(o, mods).Facts(ctx, l.hosts)
 	if o.format == "json" {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"hosts": hosts})
+		// encoding/json escapes C0 controls; termsafe.JSON the C1 and
+		// bidi controls it leaves raw.
+		doc, err := json.MarshalIndent(map[string]any{"hosts": hosts}, "", "  ")
+		if err != nil {
+			return a.fail(err)
+		}
+		_, _ = a.Stdout.Write(append(termsafe.JSON(doc), '\n'))
 	} else {
 		for _, h := range hosts {
 			writeFactsText(a.Stdout, h)
@@ -44,15 +49,18 @@ func (a *App) runFacts(args []string) int {
 	return 0
 }
 
+// writeFactsText prints one host's facts, one row each. Nearly all of it
+// comes from the host (names, paths, sysctl files, errors): every row is
+// escaped whole, so nothing in it can drive the terminal.
 func writeFactsText(w io.Writer, h engine.HostFacts) {
-	fmt.Fprintf(w, "%s:\n", h.Name)
+	fmt.Fprintf(w, "%s:\n", termsafe.Line(h.Name))
 	if h.Error != nil {
-		fmt.Fprintf(w, "  error: %s\n\n", *h.Error)
+		fmt.Fprintf(w, "  error: %s\n\n", strings.Join(termsafe.Lines(*h.Error), "\n    "))
 		return
 	}
 	f := h.Facts
 	row := func(k, format string, args ...any) {
-		fmt.Fprintf(w, "  %-22s "+format+"\n", append([]any{k + ":"}, args...)...)
+		fmt.Fprintf(w, "  %-22s %s\n", termsafe.Line(k+":"), termsafe.Line(fmt.Sprintf(format, args...)))
 	}
 	row("kernel", "%s (%s)", f.Kernel, f.Hostname)
 	row("user", "%s (root: %t)", f.User, f.IsRoot)

@@ -18,7 +18,7 @@ func (a *App) render(w io.Writer, format string, r *report.Report) {
 		err = report.WriteText(w, r)
 	}
 	if err != nil {
-		fmt.Fprintf(a.Stderr, "pgtune: writing report: %v\n", err)
+		fmt.Fprintf(a.Stderr, "pgtune: writing report: %s\n", safeText(err.Error()))
 	}
 }
 
@@ -84,7 +84,11 @@ func (a *App) execute(ctx context.Context, o *options, s *engine.Session, questi
 		if o.format == "json" {
 			w = a.Stderr
 		}
-		report.WriteText(w, planned)
+		// The plan is the text report: host text in it is escaped and
+		// secrets masked like everywhere else (report.WriteText).
+		if err := report.WriteText(w, planned); err != nil {
+			return a.fail(fmt.Errorf("writing the plan: %w", err))
+		}
 		if err := a.confirm(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift)); err != nil {
 			return a.fail(err)
 		}
@@ -101,6 +105,6 @@ func (a *App) usageError(err error) int {
 	if err == flag.ErrHelp {
 		return 0
 	}
-	fmt.Fprintf(a.Stderr, "%v\n", err)
+	fmt.Fprintf(a.Stderr, "%s\n", safeText(err.Error()))
 	return 1
 }

@@ -4,6 +4,7 @@ package report
 
 import (
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // Status is a host's outcome.
@@ -36,8 +37,8 @@ type Host struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Change is plan.Change as rendered for people and tools: sensitive
-// values are masked here, once, for every output format.
+// Change is plan.Change as rendered for people and tools: secrets are
+// masked here, once, for every output format (see FromPlan).
 type Change struct {
 	Module string `json:"module"`
 	Target string `json:"target"`
@@ -48,13 +49,20 @@ type Change struct {
 }
 
 // Masked is what a sensitive value is shown as.
-const Masked = "(sensitive)"
+const Masked = mask.Masked
 
-// FromPlan converts planned changes for the report.
+// FromPlan converts planned changes for the report. A change flagged
+// Sensitive (it holds an inventory secret) is masked whole; every other
+// change has the secrets inside its values masked by their structure
+// (mask.Config: primary_conninfo's password, *password* settings,
+// credentials in archive_command, ...), its diff line by line, so a
+// report keeps showing what changes in a file without what it holds.
+// The plan itself keeps the real values: apply compares and writes them.
 func FromPlan(cs []plan.Change) []Change {
 	out := make([]Change, 0, len(cs))
 	for _, c := range cs {
-		rc := Change{Module: c.Module, Target: c.Target, Before: c.Before, After: c.After, Kind: string(c.Kind), Diff: c.Diff}
+		rc := Change{Module: c.Module, Target: mask.Text(c.Target), Before: mask.Config(c.Before), After: mask.Config(c.After),
+			Kind: string(c.Kind), Diff: mask.Diff(c.Diff)}
 		if c.Sensitive {
 			rc.Before, rc.After = Masked, Masked
 			if rc.Diff != "" {

@@ -1,0 +1,195 @@
+package mask
+
+import (
+	"strings"
+)
+
+// Config masks a configuration file's content (postgresql.conf,
+// postgresql.auto.conf, a drop-in; any "name = value" file) line by line:
+// the whole value of a setting whose name says it holds a secret
+// (*password*, ssl_passphrase_command, ...), and the credentials inside
+// every other value (primary_conninfo's password, archive_command's
+// PGPASSWORD). Commented-out settings are masked too: a disabled line
+// still holds a real password. Lines with nothing to hide are kept byte
+// for byte.
+func Config(content string) string {
+	if !strings.Contains(content, "\n") {
+		return ConfigLine(content)
+	}
+	lines := strings.Split(content, "\n")
+	for i, l := range lines {
+		lines[i] = ConfigLine(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ConfigLine masks one line of a configuration file.
+func ConfigLine(l string) string {
+	s, ok := parseSetting(l)
+	if !ok {
+		return Text(l)
+	}
+	val := s.value
+	switch {
+	case SensitiveName(s.name):
+		if val == "'"+Masked+"'" || val == Masked {
+			break
+		}
+		val = "'" + Masked + "'"
+	case strings.HasPrefix(val, "'"):
+		inner := unquoteConf(val)
+		if m := Text(inner); m != inner {
+			val = quoteConf(m)
+		}
+	default:
+		val = Text(val)
+	}
+	rest := Text(s.rest)
+	if val == s.value && rest == s.rest {
+		return l
+	}
+	return s.head + val + rest
+}
+
+// setting is a config line cut in three: everything up to the value
+// (indent, an optional #, the name, the = ), the value as written, and
+// what follows it (a comment).
+type setting struct {
+	head, name, value, rest string
+}
+
+// parseSetting cuts a line of the form [#] name [=] value [# comment], the
+// way PostgreSQL's configuration lexer reads it (names may hold dots,
+// values are one word or a quoted string in which a quote is doubled or
+// backslash-escaped).
+func parseSetting(l string) (setting, bool) {
+	i := skipSpace(l, 0)
+	if i < len(l) && l[i] == '#' {
+		i = skipSpace(l, i+1)
+	}
+	start := i
+	for i < len(l) && isNameByte(l[i], i == start) {
+		i++
+	}
+	if i == start {
+		return setting{}, false
+	}
+	name := l[start:i]
+	i = skipSpace(l, i)
+	if i < len(l) && l[i] == '=' {
+		i = skipSpace(l, i+1)
+	}
+	if i >= len(l) || l[i] == '#' {
+		return setting{}, false
+	}
+	vstart := i
+	if l[i] == '\'' {
+		i = endOfQuoted(l, i)
+	} else {
+		for i < len(l) && l[i] != ' ' && l[i] != '\t' && l[i] != '#' {
+			i++
+		}
+	}
+	return setting{head: l[:vstart], name: name, value: l[vstart:i], rest: l[i:]}, true
+}
+
+func skipSpace(l string, i int) int {
+	for i < len(l) && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func isNameByte(c byte, first bool) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		return true
+	case c >= '0' && c <= '9', c == '.', c == '-', c == '$':
+		return !first
+	}
+	return false
+}
+
+// endOfQuoted returns the index after the '…' string starting at i; an
+// unterminated string runs to the end of the line.
+func endOfQuoted(l string, i int) int {
+	for j := i + 1; j < len(l); j++ {
+		switch l[j] {
+		case '\\':
+			j++
+		case '\'':
+			if j+1 < len(l) && l[j+1] == '\'' {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return len(l)
+}
+
+// unquoteConf returns the content of a '…' value (as parseSetting cut
+// it), with doubled quotes made single; backslash escapes are kept as written
+// (libpq and the shell read them the same way inside the value).
+func unquoteConf(v string) string {
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch {
+		case v[i] == '\\' && i+1 < len(v):
+			b.WriteByte(v[i])
+			i++
+			b.WriteByte(v[i])
+		case v[i] == '\'' && i+1 < len(v) && v[i+1] == '\'':
+			b.WriteByte('\'')
+			i++
+		case v[i] == '\'':
+			return b.String() // the closing quote
+		default:
+			b.WriteByte(v[i])
+		}
+	}
+	return b.String()
+}
+
+// quoteConf is unquoteConf's inverse.
+func quoteConf(v string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '\\' && i+1 < len(v):
+			b.WriteByte(v[i])
+			i++
+			b.WriteByte(v[i])
+		case v[i] == '\'':
+			b.WriteString("''")
+		default:
+			b.WriteByte(v[i])
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// Diff masks a unified diff of configuration files: its header lines as
+// text, every other line as a configuration line behind its one-character
+// prefix. Since masking never spans lines, this is the diff of the masked
+// files.
+func Diff(d string) string {
+	lines := strings.Split(d, "\n")
+	inHunk := false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "@@"):
+			inHunk = true
+			lines[i] = Text(l)
+		case !inHunk || l == "":
+			lines[i] = Text(l)
+		case l[0] == ' ' || l[0] == '+' || l[0] == '-':
+			lines[i] = l[:1] + ConfigLine(l[1:])
+		default: // "\ No newline at end of file"
+			lines[i] = Text(l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,271 @@
+// Package mask hides secrets by their structure, wherever they sit in text
+// pgtune shows, logs or journals: libpq connection strings (key=value
+// and postgresql:// URI forms), settings whose names say they hold a
+// secret (primary_conninfo's password, *password*, ssl_passphrase_command),
+// credentials inside commands (archive_command, restore_command, the
+// inventory's pg_restart: PGPASSWORD=..., --password=..., user:pass@,
+// AWS_SECRET_ACCESS_KEY=..., curl -u user:pass).
+//
+// It works on text, not on parsed data, because the same secret reaches
+// pgtune's output through many shapes: a line of postgresql.auto.conf, a
+// unified diff of it, an error quoting a command line. Each rule errs on
+// the side of hiding more: a value whose end is unclear is hidden to the
+// end of its line. Masking is idempotent and never spans lines, so a diff
+// masked line by line is the diff of the masked files.
+package mask
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Masked is what a hidden value is shown as.
+const Masked = "(sensitive)"
+
+// SensitiveName reports whether a setting, variable or option name says
+// it holds a secret: it contains pass (password, passwd, passphrase,
+// PGPASS), secret, token, credential or pwd (but not the shell's PWD), or
+// ends in _key / -key / apikey (AWS_SECRET_ACCESS_KEY, --private-key).
+func SensitiveName(name string) bool {
+	n := strings.ToLower(strings.TrimLeft(name, "-"))
+	for _, w := range []string{"pass", "secret", "token", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	if strings.Contains(n, "pwd") && n != "pwd" && n != "oldpwd" {
+		return true
+	}
+	return strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key") || strings.HasSuffix(n, "apikey")
+}
+
+var (
+	// spacedOption finds --option VALUE for sensitive long options.
+	spacedOption = regexp.MustCompile(`--[A-Za-z0-9_-]+\s+`)
+	// uriUserinfo finds scheme://user:password@. The password should be
+	// percent-encoded but may not be: it runs to the last @ of the word.
+	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):([^\s?#]*)@`)
+	// curlUser finds -u user:password and --user user:password.
+	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)([^\s:'"]+):(\S+)`)
+	// value is a shell- or libpq-style value: quoted parts (backslash
+	// escapes inside; an unterminated quote runs to the end of the line)
+	// and unquoted characters, up to unquoted white space.
+	value = regexp.MustCompile(`^(?:'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|\\.?|[^\s'"\\])+`)
+	// uriQueryValue is a value inside a URI query: it ends at & or #.
+	uriQueryValue = regexp.MustCompile(`^[^\s&#]+`)
+)
+
+// Text masks every credential in free text (errors, notes, log values,
+// command lines), line by line.
+func Text(s string) string { return text(s, nil) }
+
+// Secrets returns the credential values found in s, as written and, when
+// quoted, unquoted: pgtune masks them wherever else they appear (a
+// pg_restart whose PGPASSWORD a failing command echoes).
+func Secrets(s string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(v string) {
+		for _, x := range []string{v, unquoteShell(v)} {
+			if x != "" && x != Masked && !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+		}
+	}
+	text(s, add)
+	return out
+}
+
+func text(s string, found func(string)) string {
+	if !strings.ContainsAny(s, "=:-") {
+		return s // nothing any rule matches: the common case costs a scan
+	}
+	if !strings.Contains(s, "\n") {
+		return line(s, found)
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = line(l, found)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func line(s string, found func(string)) string {
+	if strings.Contains(s, "://") {
+		s = maskURIs(s, found)
+	}
+	if strings.Contains(s, "-u") {
+		s = maskCurlUser(s, found)
+	}
+	if !hasSensitiveWord(s) {
+		return s // most lines: no name here can be a secret's
+	}
+	s = maskAssignments(s, found)
+	if strings.Contains(s, "--") {
+		s = maskAfter(s, spacedOption, func(opt string) bool {
+			return SensitiveName(strings.TrimSpace(opt))
+		}, found)
+	}
+	return s
+}
+
+// hasSensitiveWord reports, in one pass and without allocating, whether s
+// holds (in any case) a word SensitiveName looks for.
+func hasSensitiveWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		var words []string
+		switch s[i] | 0x20 {
+		case 'p':
+			words = []string{"pass", "pwd"}
+		case 's':
+			words = []string{"secret"}
+		case 't':
+			words = []string{"token"}
+		case 'c':
+			words = []string{"credential"}
+		case 'k':
+			words = []string{"key"}
+		default:
+			continue
+		}
+		for _, w := range words {
+			if hasPrefixFold(s[i:], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasPrefixFold is strings.HasPrefix, ASCII case-insensitive; prefix is
+// lower case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for j := 0; j < len(prefix); j++ {
+		if s[j]|0x20 != prefix[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func maskURIs(s string, found func(string)) string {
+	return uriUserinfo.ReplaceAllStringFunc(s, func(m string) string {
+		sub := uriUserinfo.FindStringSubmatch(m)
+		if sub[2] == Masked {
+			return m
+		}
+		report(found, sub[2])
+		return sub[1] + ":" + Masked + "@"
+	})
+}
+
+func maskCurlUser(s string, found func(string)) string {
+	return curlUser.ReplaceAllStringFunc(s, func(m string) string {
+		sub := curlUser.FindStringSubmatch(m)
+		if sub[4] == Masked {
+			return m
+		}
+		report(found, sub[4])
+		return sub[1] + sub[2] + sub[3] + ":" + Masked
+	})
+}
+
+// maskAssignments masks the value of every NAME=value (NAME = value) whose
+// name is sensitive: env assignments, conninfo keywords, --option=value.
+func maskAssignments(s string, found func(string)) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			continue
+		}
+		end := i
+		for end > last && (s[end-1] == ' ' || s[end-1] == '\t') {
+			end--
+		}
+		start := end
+		for start > last && isAssignNameByte(s[start-1]) {
+			start--
+		}
+		if start == end || !SensitiveName(s[start:end]) {
+			continue
+		}
+		v := i + 1
+		for v < len(s) && (s[v] == ' ' || s[v] == '\t') {
+			v++
+		}
+		vre := value
+		if start > 0 && (s[start-1] == '?' || s[start-1] == '&') {
+			vre = uriQueryValue
+		}
+		val := vre.FindString(s[v:])
+		if val == "" || strings.HasPrefix(val, Masked) || strings.HasPrefix(val, "'"+Masked) {
+			continue
+		}
+		report(found, val)
+		b.WriteString(s[last:v])
+		b.WriteString(Masked)
+		last = v + len(val)
+		i = last - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isAssignNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+func report(found func(string), v string) {
+	if found != nil {
+		found(v)
+	}
+}
+
+// maskAfter replaces the value following each match of re whose text
+// sensitive accepts.
+func maskAfter(s string, re *regexp.Regexp, sensitive func(string) bool, found func(string)) string {
+	locs := re.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		if loc[0] < last || !sensitive(s[loc[0]:loc[1]]) {
+			continue
+		}
+		rest := s[loc[1]:]
+		if strings.HasPrefix(rest, "-") {
+			continue // --password -D: the option takes no value here
+		}
+		v := value.FindString(rest)
+		if v == "" || strings.HasPrefix(v, Masked) || strings.HasPrefix(v, "'"+Masked) {
+			continue
+		}
+		report(found, v)
+		b.WriteString(s[last:loc[1]])
+		b.WriteString(Masked)
+		last = loc[1] + len(v)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// unquoteShell strips one level of matching quotes.
+func unquoteShell(v string) string {
+	if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}

@@ -1,0 +1,126 @@
+package mask
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestText(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"nothing", "shared_buffers=128MB huge_pages=on", "shared_buffers=128MB huge_pages=on"},
+		{"conninfo", "host=x user=r password=s3cr3t port=5432", "host=x user=r password=(sensitive) port=5432"},
+		{"conninfo spaced", "host=x password = s3cr3t dbname=d", "host=x password = (sensitive) dbname=d"},
+		{"conninfo quoted", `host=x password='s3 cr\'3t' dbname=d`, "host=x password=(sensitive) dbname=d"},
+		{"conninfo unterminated quote", `password='s3cr3t dbname=d`, "password=(sensitive)"},
+		{"sslpassword", "sslpassword=k3y sslmode=verify-full", "sslpassword=(sensitive) sslmode=verify-full"},
+		{"uri", "postgresql://rep:s3cr3t@db1:5432/postgres?sslmode=require", "postgresql://rep:(sensitive)@db1:5432/postgres?sslmode=require"},
+		{"uri at in password", "postgres://rep:s3@cr3t@db1/x", "postgres://rep:(sensitive)@db1/x"},
+		{"uri no password", "postgresql://rep@db1/x", "postgresql://rep@db1/x"},
+		{"uri query password", "postgresql://db1/x?user=r&password=s3cr3t&sslmode=require", "postgresql://db1/x?user=r&password=(sensitive)&sslmode=require"},
+		{"s3 uri", "aws s3 cp %p s3://AKIA:wJalr/XY@bucket/wal/%f", "aws s3 cp %p s3://AKIA:(sensitive)@bucket/wal/%f"},
+		{"env", "PGPASSWORD=s3cr3t pg_ctlcluster 15 main restart", "PGPASSWORD=(sensitive) pg_ctlcluster 15 main restart"},
+		{"env double quoted", `PGPASSWORD="s3 cr\"3t" pg_ctl restart`, "PGPASSWORD=(sensitive) pg_ctl restart"},
+		{"env single quoted", `env PGPASSWORD='s3 cr3t' psql`, "env PGPASSWORD=(sensitive) psql"},
+		{"aws", "AWS_ACCESS_KEY_ID=AKIA AWS_SECRET_ACCESS_KEY=wJalr/XY aws s3 cp %p s3://b/%f",
+			"AWS_ACCESS_KEY_ID=AKIA AWS_SECRET_ACCESS_KEY=(sensitive) aws s3 cp %p s3://b/%f"},
+		{"session token", "AWS_SESSION_TOKEN=abc wal-g wal-push %p", "AWS_SESSION_TOKEN=(sensitive) wal-g wal-push %p"},
+		{"option equals", "pgbackrest --repo1-cipher-pass=s3cr3t archive-push %p", "pgbackrest --repo1-cipher-pass=(sensitive) archive-push %p"},
+		{"option spaced", "tool --password s3cr3t --other x", "tool --password (sensitive) --other x"},
+		{"flag without value", "pg_basebackup --password -D /x", "pg_basebackup --password -D /x"},
+		{"curl user", "curl -u wal:s3cr3t -T %p https://h/%f", "curl -u wal:(sensitive) -T %p https://h/%f"},
+		{"shell pwd kept", "PWD=/var/lib cd $PWD", "PWD=/var/lib cd $PWD"},
+		{"multi line", "a password=x\nb PGPASSWORD=y z", "a password=(sensitive)\nb PGPASSWORD=(sensitive) z"},
+		{"inner quote nested", "opts='PGPASSWORD=x' cmd", "opts='PGPASSWORD=(sensitive)"},
+		{"error with command", "sh -c 'export LC_ALL=C …' sh 'PGPASSWORD=hunter2 systemctl restart pg' /data: exit status 1",
+			"sh -c 'export LC_ALL=C …' sh 'PGPASSWORD=(sensitive) systemctl restart pg' /data: exit status 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Text(tc.in)
+			if got != tc.want {
+				t.Errorf("Text(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+			if again := Text(got); again != got {
+				t.Errorf("not idempotent: %q → %q", got, again)
+			}
+		})
+	}
+}
+
+func TestConfigLine(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"plain kept byte for byte", "shared_buffers = 128MB\t# min 128kB", "shared_buffers = 128MB\t# min 128kB"},
+		{"primary_conninfo", "primary_conninfo = 'host=x user=r password=s3cr3t'", "primary_conninfo = 'host=x user=r password=(sensitive)'"},
+		{"primary_conninfo no equals", "primary_conninfo 'host=x password=s3cr3t application_name=a'", "primary_conninfo 'host=x password=(sensitive) application_name=a'"},
+		{"conninfo with doubled quotes", "primary_conninfo = 'host=x password=''s3 cr3t'' port=5433'", "primary_conninfo = 'host=x password=(sensitive) port=5433'"},
+		{"conninfo with backslash quote", `primary_conninfo = 'password=s3\'cr3t host=x'`, "primary_conninfo = 'password=(sensitive) host=x'"},
+		{"conninfo uri", "primary_conninfo = 'postgresql://rep:s3cr3t@db1/postgres'", "primary_conninfo = 'postgresql://rep:(sensitive)@db1/postgres'"},
+		{"commented out", "#primary_conninfo = 'password=s3cr3t'\t\t# connection string", "#primary_conninfo = 'password=(sensitive)'\t\t# connection string"},
+		{"ssl_passphrase_command", "ssl_passphrase_command = 'echo s3cr3t'", "ssl_passphrase_command = '(sensitive)'"},
+		{"password setting unquoted", "myext.password = s3cr3t # set by ops", "myext.password = '(sensitive)' # set by ops"},
+		{"password_encryption hidden too", "password_encryption = 'scram-sha-256'", "password_encryption = '(sensitive)'"},
+		{"archive_command env", "archive_command = 'PGPASSWORD=s3cr3t pg_receivewal -h h %p'", "archive_command = 'PGPASSWORD=(sensitive) pg_receivewal -h h %p'"},
+		{"archive_command shell quotes", "archive_command = 'env AWS_SECRET_ACCESS_KEY=''a b'' aws s3 cp %p s3://b/%f'",
+			"archive_command = 'env AWS_SECRET_ACCESS_KEY=(sensitive) aws s3 cp %p s3://b/%f'"},
+		{"restore_command uri", "restore_command = 'curl -fsS https://wal:s3cr3t@h/%f -o %p'", "restore_command = 'curl -fsS https://wal:(sensitive)@h/%f -o %p'"},
+		{"restore_command option", "restore_command = 'wal-g wal-fetch %f %p --password=s3cr3t' # comment", "restore_command = 'wal-g wal-fetch %f %p --password=(sensitive)' # comment"},
+		{"masked value requoted", "archive_command = 'x=''q'' PGPASSWORD=s && test ''a'' = a'", "archive_command = 'x=''q'' PGPASSWORD=(sensitive) && test ''a'' = a'"},
+		{"hash inside quotes", "primary_conninfo = 'password=s3#cr3t host=x' # note", "primary_conninfo = 'password=(sensitive) host=x' # note"},
+		{"comment line", "# the replication password=s3cr3t lives here", "# the replication password=(sensitive) lives here"},
+		{"include", "include_dir = 'conf.d'", "include_dir = 'conf.d'"},
+		{"sysctl line", "vm.nr_hugepages = 3013", "vm.nr_hugepages = 3013"},
+		{"empty", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ConfigLine(tc.in)
+			if got != tc.want {
+				t.Errorf("ConfigLine(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+			if again := ConfigLine(got); again != got {
+				t.Errorf("not idempotent: %q → %q", got, again)
+			}
+			if strings.Contains(got, "s3cr3t") || strings.Contains(got, "s3\\'cr3t") {
+				t.Errorf("secret left in %q", got)
+			}
+		})
+	}
+}
+
+func TestConfigAndDiff(t *testing.T) {
+	after := "# Do not edit this file manually!\nprimary_conninfo = 'host=x user=r password=s3cr3t'\n"
+	if got, want := Config(after), "# Do not edit this file manually!\nprimary_conninfo = 'host=x user=r password=(sensitive)'\n"; got != want {
+		t.Errorf("Config = %q, want %q", got, want)
+	}
+	diff := "--- a/data/postgresql.auto.conf\n+++ b/data/postgresql.auto.conf\n@@ -1,3 +1,2 @@\n # Do not edit this file manually!\n" +
+		"-primary_conninfo = 'password=old'\n+primary_conninfo = 'password=s3cr3t'\n-shared_buffers = '64MB'\n\\ No newline at end of file\n"
+	want := "--- a/data/postgresql.auto.conf\n+++ b/data/postgresql.auto.conf\n@@ -1,3 +1,2 @@\n # Do not edit this file manually!\n" +
+		"-primary_conninfo = 'password=(sensitive)'\n+primary_conninfo = 'password=(sensitive)'\n-shared_buffers = '64MB'\n\\ No newline at end of file\n"
+	if got := Diff(diff); got != want {
+		t.Errorf("Diff =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	got := Secrets(`PGPASSWORD='s3 cr3t' AWS_SECRET_ACCESS_KEY=wJalr PGPORT=5433 systemctl restart postgresql@15-main --token=t0k`)
+	want := []string{"'s3 cr3t'", "s3 cr3t", "wJalr", "t0k"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Secrets = %q, want %q", got, want)
+	}
+	if got := Secrets("systemctl restart postgresql"); got != nil {
+		t.Errorf("Secrets of a plain command = %q", got)
+	}
+}
+
+func TestSensitiveName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"password": true, "PGPASSWORD": true, "sslpassword": true, "ssl_passphrase_command": true, "PGPASS": true,
+		"AWS_SECRET_ACCESS_KEY": true, "--private-key": true, "api_token": true, "MYSQL_PWD": true, "GOOGLE_APPLICATION_CREDENTIALS": true,
+		"PWD": false, "host": false, "user": false, "shared_buffers": false, "AWS_ACCESS_KEY_ID": false, "sslkey": false, "primary_conninfo": false,
+	} {
+		if got := SensitiveName(name); got != want {
+			t.Errorf("SensitiveName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -152,6 +152,9 @@ func (j *Journal) saveLocked(ctx context.Context) error {
 // any such word): it names a directory, so no slash and no leading dot.
 var runIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,99}$`)
 
+// ValidRunID reports whether id can name a run (rollback --run).
+func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+
 // sysctlKeyPattern is a kernel key as sysctl(8) names it.
 var sysctlKeyPattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
 

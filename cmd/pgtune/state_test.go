@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
@@ -456,5 +458,134 @@ func TestRollbackRefusesForeignEntries(t *testing.T) {
 	}
 	if code, r, stderr := mustRunWith(t, mods, "rollback", "--yes", "-i", h.inv); code != 0 || readString(t, h.file) != "old\n" {
 		t.Fatalf("rollback from the genuine journal: exit %d %q, file %q\n%s", code, hostError(r), readString(t, h.file), stderr)
+	}
+}
+
+// TestRollbackRefusesForgedKernelKey: after a real apply (the real
+// modules, a PostgreSQL 15 cluster, this machine's kernel over sshd), a
+// journal entry that would set kernel.core_pattern (recorded as
+// overcommit's) or put back /etc/passwd (as pgconf's) makes rollback
+// refuse the host: the kernel values and files stay as apply left them.
+// The genuine journal then rolls the host back.
+func TestRollbackRefusesForgedKernelKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real sshd, PostgreSQL and kernel")
+	}
+	kernel := testhost.LockKernel(t)
+	sshd := testhost.SSHD(t)
+	pg := testhost.Postgres(t)
+	work := t.TempDir()
+	sysctlDir := filepath.Join(work, "sysctl.d")
+	stateDir := filepath.Join(work, "state")
+	inv := filepath.Join(work, "inventory.yml")
+	writeFile(t, inv, "all:\n  children:\n    postgres:\n      hosts:\n"+sshdHost("db1", sshd,
+		"pg_data: "+pg.DataDir, "pg_bin: "+pg.BinDir)+
+		fmt.Sprintf("      vars:\n        sysctl_dir: %s\n        pgtune_state_dir: %s\n", sysctlDir, stateDir))
+	pool := (kernel.Meminfo["HugePages_Total"] + 64) * kernel.Meminfo["Hugepagesize"] * 1024
+	book := filepath.Join(work, "memory.yml")
+	writeFile(t, book, fmt.Sprintf(`- name: kernel side
+  hosts: postgres
+  policy:
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+    overcommit:
+      ratio: 0.8
+      headroom: "${8 * GiB}"
+      sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
+`, pool))
+	corePattern := func() string {
+		v, err := testhost.ReadSysctl("kernel.core_pattern")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := snapshot(t, pg, sysctlDir)
+	core := corePattern()
+
+	if code, r, stderr := pgtune(t, "apply", "--yes", "-i", inv, book); code != 0 {
+		t.Fatalf("apply: exit %d %+v\n%s", code, r, stderr)
+	}
+	journals, _ := filepath.Glob(filepath.Join(stateDir, "*", "journal.json"))
+	if len(journals) != 1 {
+		t.Fatalf("journals after one apply: %v", journals)
+	}
+	journal := journals[0]
+	genuine, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := snapshot(t, pg, sysctlDir)
+	passwd := readString(t, "/etc/passwd")
+	runDir := filepath.Dir(journal)
+
+	forge := func(t *testing.T, e map[string]any) {
+		var j map[string]any
+		if err := json.Unmarshal(genuine, &j); err != nil {
+			t.Fatal(err)
+		}
+		j["entries"] = append(j["entries"].([]any), e)
+		b, _ := json.MarshalIndent(j, "", "  ")
+		if err := os.WriteFile(journal, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		entry map[string]any
+		want  string
+	}{
+		{"kernel.core_pattern", map[string]any{"kind": "sysctl", "module": "overcommit", "key": "kernel.core_pattern", "before": "|/bin/false %p"},
+			"(sysctl kernel.core_pattern = \"|/bin/false %p\" by module overcommit): module overcommit does not manage it on this host"},
+		{"/etc/passwd", map[string]any{"kind": "file", "module": "pgconf", "path": "/etc/passwd", "existed": true,
+			"backup": filepath.Join(runDir, "files", "etc", "passwd")},
+			"(file /etc/passwd by module pgconf): module pgconf does not manage it on this host"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forge(t, tc.entry)
+			code, r, stderr := pgtune(t, "rollback", "--yes", "-i", inv)
+			msg := ""
+			if r.Hosts[0].Error != nil {
+				msg = *r.Hosts[0].Error
+			}
+			if code != 1 || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "refusing to roll back") {
+				t.Errorf("rollback: exit %d error %q\nwant exit 1 and %q\n%s", code, msg, tc.want, stderr)
+			}
+			if now := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(now.kernel, applied.kernel) || !reflect.DeepEqual(now.files, applied.files) {
+				t.Errorf("a refused rollback changed the host:\nkernel %v → %v", applied.kernel, now.kernel)
+			}
+			if corePattern() != core || readString(t, "/etc/passwd") != passwd {
+				t.Fatal("a refused rollback changed kernel.core_pattern or /etc/passwd")
+			}
+		})
+	}
+
+	if err := os.WriteFile(journal, genuine, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, r, stderr := pgtune(t, "rollback", "--yes", "-i", inv); code != 0 {
+		t.Fatalf("rollback from the genuine journal: exit %d %+v\n%s", code, r, stderr)
+	}
+	if after := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(after.kernel, before.kernel) {
+		t.Errorf("kernel after rollback %v, want %v", after.kernel, before.kernel)
+	}
+}
+
+// TestRollbackRunIDChecked: --run names a directory on every host, so
+// anything but a run id is refused before any host is contacted.
+func TestRollbackRunIDChecked(t *testing.T) {
+	for _, id := range []string{"../../etc", "a/b", ".hidden", "x\n"} {
+		var stdout, stderr bytes.Buffer
+		app := newApp()
+		app.Stdout, app.Stderr = &stdout, &stderr
+		app.Dial = func(context.Context, *inventory.Host) (transport.Transport, error) {
+			t.Fatalf("--run %q: a host was contacted", id)
+			return nil, nil
+		}
+		if code := app.Run([]string{"rollback", "--yes", "--run", id}); code != 1 || !strings.Contains(stderr.String(), "not a run id") {
+			t.Errorf("--run %q: exit %d, stderr %q", id, code, stderr.String())
+		}
 	}
 }

@@ -131,6 +131,12 @@ type gateHost struct {
 
 func newGateHost(t *testing.T, content string) gateHost {
 	t.Helper()
+	return newGateHostAs(t, content, "root")
+}
+
+// newGateHostAs logs in as user, with become unless that is root.
+func newGateHostAs(t *testing.T, content, user string) gateHost {
+	t.Helper()
 	sshd := testhost.SSHD(t)
 	work := t.TempDir()
 	h := gateHost{dir: filepath.Join(work, "managed"), stateDir: filepath.Join(work, "state")}
@@ -139,7 +145,11 @@ func newGateHost(t *testing.T, content string) gateHost {
 		t.Fatal(err)
 	}
 	h.inv = filepath.Join(work, "inventory.yml")
-	writeFile(t, h.inv, "all:\n  hosts:\n"+strings.ReplaceAll(sshdHost("db1", sshd, "pgtune_state_dir: "+h.stateDir), "        ", "    "))
+	entry := sshdHost("db1", sshd, "pgtune_state_dir: "+h.stateDir)
+	if user != "root" {
+		entry = strings.Replace(entry, "ssh_user: root", "ssh_user: "+user+"\n          become: true", 1)
+	}
+	writeFile(t, h.inv, "all:\n  hosts:\n"+strings.ReplaceAll(entry, "        ", "    "))
 	h.book = filepath.Join(work, "gate.yml")
 	writeFile(t, h.book, fmt.Sprintf("- name: gate\n  hosts: all\n  policy:\n    gate:\n      file: %s\n      content: %q\n", h.file, content))
 	return h
@@ -587,5 +597,57 @@ func TestRollbackRunIDChecked(t *testing.T) {
 		if code := app.Run([]string{"rollback", "--yes", "--run", id}); code != 1 || !strings.Contains(stderr.String(), "not a run id") {
 			t.Errorf("--run %q: exit %d, stderr %q", id, code, stderr.String())
 		}
+	}
+}
+
+// TestLockFreedWhenConnectionDrops: the first run's connection goes away
+// while it holds the lock (as when its controller dies): the holder on
+// the host notices, the lock is freed, and the next run gets it; the
+// first run stops without changing anything. Logged in as root, and as a
+// user with become through sudo.
+func TestLockFreedWhenConnectionDrops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real sshd and sudo")
+	}
+	for _, user := range []string{"root", "pgtune-sudo"} {
+		t.Run(user, func(t *testing.T) {
+			if user != "root" {
+				testhost.EnsureUser(t, user, true)
+			}
+			h := newGateHostAs(t, "new\n", user)
+			writeFile(t, h.file, "old\n")
+			first := &gate{dir: h.dir, entered: make(chan struct{}), release: make(chan struct{})}
+			defer close(first.release)
+			var mu sync.Mutex
+			var conns []transport.Transport
+			app := newApp()
+			app.Modules = []engine.Module{first}
+			app.Stdin, app.Stdout, app.Stderr = strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}
+			app.Dial = func(ctx context.Context, host *inventory.Host) (transport.Transport, error) {
+				tr, err := engine.Dial(ctx, host)
+				mu.Lock()
+				defer mu.Unlock()
+				conns = append(conns, tr)
+				return tr, err
+			}
+			done := make(chan int, 1)
+			go func() { done <- app.Run([]string{"apply", "--yes", "-i", h.inv, h.book}) }()
+			<-first.entered
+			mu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			if code := <-done; code != 1 {
+				t.Errorf("the run whose connection dropped: exit %d, want 1", code)
+			}
+			if got := readString(t, h.file); got != "old\n" {
+				t.Errorf("the run whose connection dropped changed the file: %q", got)
+			}
+			code, next, stderr := mustRunWith(t, []engine.Module{&gate{dir: h.dir}}, "apply", "--yes", "-i", h.inv, h.book)
+			if code != 0 || next.Hosts[0].Status != "changed" || readString(t, h.file) != "new\n" {
+				t.Fatalf("next apply: exit %d status %s error %q\n%s", code, next.Hosts[0].Status, hostError(next), stderr)
+			}
+		})
 	}
 }

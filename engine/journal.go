@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +32,7 @@ type Journal struct {
 	mu        sync.Mutex
 	transport transport.Transport
 	become    bool
+	dirMade   bool // the run's directory exists
 }
 
 // JournalRecord is a journal as saved on the host.
@@ -78,16 +81,28 @@ func (j *Journal) recordFile(ctx context.Context, module, p string) (string, err
 			return "", nil
 		}
 	}
-	_, err := j.transport.Run(ctx, transport.Command{Args: []string{"test", "-e", p}, Become: j.become})
+	backup := path.Join(j.Dir(), "files", p)
+	_, err := j.transport.Run(ctx, transport.Command{Args: []string{"sh", "-c", recordFileScript, "sh", p, path.Dir(backup)}, Become: j.become})
 	var exitErr *transport.ExitError
 	existed := err == nil
-	if err != nil && !errors.As(err, &exitErr) {
+	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode == 1) {
 		return "", fmt.Errorf("journal: %w", err)
 	}
-	backup := path.Join(j.Dir(), "files", p)
 	j.Entries = append(j.Entries, JournalEntry{Kind: "file", Module: module, Path: p, Backup: backup, Existed: existed})
 	return backup, j.saveLocked(ctx)
 }
+
+// recordFileScript makes the directory the backup of $1 goes to (every
+// level pgtune creates is 0700: backups keep their own mode, and nobody
+// but root reaches them) and exits 0 if $1 exists, 1 if not.
+const recordFileScript = `umask 077
+mkdir -p -- "$2" || exit 2
+[ -e "$1" ] || exit 1
+`
+
+// runDirScript makes the run's directory, 0700, in the state directory
+// that the host lock checked.
+const runDirScript = `umask 077; [ -d "$1" ] || mkdir -- "$1"`
 
 func (j *Journal) recordSysctl(ctx context.Context, module string, before map[string]string, keys ...string) error {
 	j.mu.Lock()
@@ -120,9 +135,99 @@ func (j *Journal) saveLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !j.dirMade {
+		if _, err := j.transport.Run(ctx, transport.Command{Args: []string{"sh", "-c", runDirScript, "sh", j.Dir()}, Become: j.become}); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		j.dirMade = true
+	}
 	if err := transport.WriteFile(ctx, j.transport, path.Join(j.Dir(), "journal.json"), append(data, '\n'),
 		transport.WriteOptions{Mode: "0600", Become: j.become}); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
+}
+
+// runIDPattern is what a run id looks like (20261130T190000Z-a1b2c3, or
+// any such word): it names a directory, so no slash and no leading dot.
+var runIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,99}$`)
+
+// ValidRunID reports whether id can name a run (rollback --run).
+func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+
+// sysctlKeyPattern is a kernel key as sysctl(8) names it.
+var sysctlKeyPattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
+
+// validateJournal checks a journal read from the host before rollback acts
+// on any of it: its run id is the name of its directory (dirName), every
+// entry is well formed (a file's backup is where pgtune keeps it, under
+// stateDir), and manages accepts every entry's target. The first problem
+// is returned, naming the entry.
+func validateJournal(j JournalRecord, dirName, stateDir string, manages func(JournalEntry) error) error {
+	if !runIDPattern.MatchString(j.RunID) {
+		return fmt.Errorf("run id %s is not a run id", strconv.Quote(j.RunID))
+	}
+	if j.RunID != dirName {
+		return fmt.Errorf("run id %s does not match its directory %s", j.RunID, strconv.Quote(dirName))
+	}
+	for i, e := range j.Entries {
+		err := validEntry(e, path.Join(stateDir, j.RunID))
+		if err == nil {
+			err = manages(e)
+		}
+		if err != nil {
+			return fmt.Errorf("entry %d (%s): %w", i+1, describeEntry(e), err)
+		}
+	}
+	return nil
+}
+
+// validEntry checks one entry's shape; runDir is its run's directory.
+func validEntry(e JournalEntry, runDir string) error {
+	switch e.Kind {
+	case "file":
+		if !path.IsAbs(e.Path) || path.Clean(e.Path) != e.Path || hasControl(e.Path) {
+			return errors.New("the path is not a clean absolute path")
+		}
+		if e.Backup != path.Join(runDir, "files", e.Path) {
+			return fmt.Errorf("its backup %s is not where pgtune keeps it (%s)", strconv.Quote(e.Backup), path.Join(runDir, "files", e.Path))
+		}
+		if e.Key != "" || e.Before != "" {
+			return errors.New("a file entry with a kernel key or value")
+		}
+	case "sysctl":
+		if !sysctlKeyPattern.MatchString(e.Key) {
+			return errors.New("not a kernel key")
+		}
+		if len(e.Before) > 256 || hasControl(e.Before) {
+			return errors.New("the previous value is not a kernel value")
+		}
+		if e.Path != "" || e.Backup != "" || e.Existed {
+			return errors.New("a kernel entry with a file")
+		}
+	default:
+		return errors.New("unknown kind")
+	}
+	return nil
+}
+
+// describeEntry names an entry for errors; its parts come from the host.
+func describeEntry(e JournalEntry) string {
+	target := printable(e.Path)
+	if e.Kind != "file" {
+		target = printable(e.Key)
+		if e.Before != "" {
+			target += " = " + printable(e.Before)
+		}
+	}
+	return fmt.Sprintf("%s %s by module %s", printable(e.Kind), target, printable(e.Module))
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
 }

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
@@ -32,7 +34,38 @@ type rollbackParams struct{ To string }
 // the host and plans putting every recorded file and kernel value back. It
 // goes through the same check → confirm → apply → verify path as policy.
 type rollback struct {
-	hooks map[string]RollbackHook
+	hooks    map[string]RollbackHook
+	managers map[string]TargetManager
+}
+
+// TargetManager is implemented by modules that change files or kernel
+// values. Rollback acts on a journal entry only when the module that
+// recorded it says it manages the entry's target on this host: journals
+// are read from the host, and one naming /etc/passwd or
+// kernel.core_pattern must not make rollback write them.
+type TargetManager interface {
+	// Manages reports whether the module changes target, a clean absolute
+	// path (kind "file") or a kernel key such as vm.nr_hugepages (kind
+	// "sysctl"), on t. Facts are gathered; params are not known.
+	Manages(t *Target, kind, target string) bool
+}
+
+// manages asks the module that recorded e whether it manages e's target.
+func (m rollback) manages(t *Target) func(JournalEntry) error {
+	return func(e JournalEntry) error {
+		mgr, ok := m.managers[e.Module]
+		if !ok {
+			return fmt.Errorf("no module %s changes files or kernel values", printable(e.Module))
+		}
+		target := e.Path
+		if e.Kind == "sysctl" {
+			target = e.Key
+		}
+		if !mgr.Manages(t, e.Kind, target) {
+			return fmt.Errorf("module %s does not manage it on this host", e.Module)
+		}
+		return nil
+	}
 }
 
 func (rollback) Name() string       { return RollbackModuleName }
@@ -53,8 +86,17 @@ type rollbackState struct {
 	items []restoreItem // in the order to restore them
 }
 
-// readJournals returns the journals on the host, oldest run first.
-func readJournals(ctx context.Context, t *Target) ([]JournalRecord, error) {
+// readJournals returns the journals on the host, oldest run first, each
+// checked by validateJournal against what the modules manage. The state
+// directory is checked first: journals in a directory others can write
+// are not evidence of anything.
+func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) error) ([]JournalRecord, error) {
+	switch err := checkStateDir(ctx, t.Transport, t.StateDir, t.Become, false); {
+	case errors.Is(err, errStateDirAbsent):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
 	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
 	res, err := t.Run(ctx, "sh", "-c", script, "sh", t.StateDir)
 	if err != nil {
@@ -65,7 +107,10 @@ func readJournals(ctx context.Context, t *Target) ([]JournalRecord, error) {
 		name, body, _ := strings.Cut(part, "\n")
 		var j JournalRecord
 		if err := json.Unmarshal([]byte(body), &j); err != nil {
-			return nil, fmt.Errorf("journal %s: %w", name, err)
+			return nil, fmt.Errorf("journal %s: not a pgtune journal (%v): refusing to roll back from it", printable(name), err)
+		}
+		if err := validateJournal(j, path.Base(path.Dir(name)), t.StateDir, manages); err != nil {
+			return nil, fmt.Errorf("journal %s: %w: refusing to roll back; nothing was changed", printable(name), err)
 		}
 		out = append(out, j)
 	}
@@ -125,7 +170,7 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.ModulePlan, error) {
 	to := params.(*rollbackParams).To
 	p := &plan.ModulePlan{Module: RollbackModuleName}
-	journals, err := readJournals(ctx, t)
+	journals, err := readJournals(ctx, t, m.manages(t))
 	if err != nil {
 		return nil, err
 	}
@@ -291,10 +336,13 @@ func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) err
 // PlanRollback plans putting every host back as it was before pgtune
 // first changed it, or before run `to` when that is set.
 func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to string) *Session {
-	m := rollback{hooks: map[string]RollbackHook{}}
+	m := rollback{hooks: map[string]RollbackHook{}, managers: map[string]TargetManager{}}
 	for name, mod := range r.Modules {
 		if h, ok := mod.(RollbackHook); ok {
 			m.hooks[name] = h
+		}
+		if tm, ok := mod.(TargetManager); ok {
+			m.managers[name] = tm
 		}
 	}
 	s := &Session{runner: r, book: nil}

@@ -350,6 +350,12 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 		// Failed, or nothing to change (its connection is already closed).
 		return
 	}
+	ctx, unlock, err := s.lockHost(ctx, hr)
+	if err != nil {
+		hr.err = err
+		return
+	}
+	defer unlock()
 	log := s.log(hr)
 	j := NewJournal(s.runner.RunID, hr.host.Name, stateDir(hr.host), hr.tr, hr.host.Conn.Become)
 	t := s.target(hr, j)

@@ -20,6 +20,9 @@ func (a *App) runRollback(args []string) int {
 	if err != nil {
 		return a.usageError(err)
 	}
+	if o.runID != "" && !engine.ValidRunID(o.runID) {
+		return a.usageError(fmt.Errorf("--run %q: not a run id (like 20261130T190000Z-a1b2c3)", o.runID))
+	}
 	inv := inventory.Localhost()
 	if o.inventory != "" {
 		if inv, err = inventory.Load(o.inventory); err != nil {

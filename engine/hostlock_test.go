@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// These tests run the lock and the state directory checks for real on this
+// machine (local transport, flock(1), chown): they need root, as pgtune
+// does on a host.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs flock, mkdir and chown as root on this machine")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the state directory must be root-owned")
+	}
+}
+
+const nobody = 65534
+
+func TestCheckStateDir(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, root string) string // returns the state dir
+		create bool
+		want   string // "" = accepted; "absent"; else a substring of the refusal
+	}{
+		{name: "created, every level 0700", create: true, setup: func(t *testing.T, root string) string {
+			return filepath.Join(root, "var/lib/pgtune/runs")
+		}},
+		{name: "absent, read-only check", want: "absent", setup: func(t *testing.T, root string) string {
+			return filepath.Join(root, "none/runs")
+		}},
+		{name: "root 0755 is tightened", create: true, setup: func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "state"), 0o755, 0)
+		}},
+		{name: "owned by nobody", create: true, want: "/state is owned by nobody (uid 65534), not root: refusing to use it", setup: func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "state"), 0o700, nobody)
+		}},
+		{name: "owned by nobody, read-only check", want: "/state is owned by nobody (uid 65534), not root", setup: func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "state"), 0o700, nobody)
+		}},
+		{name: "mode 0777", create: true, want: "/state is writable by group or others (mode 777)", setup: func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "state"), 0o777, 0)
+		}},
+		{name: "sticky 1777 state dir", create: true, want: "/state is writable by group or others (mode 1777)", setup: func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "state"), os.ModeSticky|0o777, 0)
+		}},
+		{name: "symbolic link to a root directory", create: true, want: "/state is a symbolic link", setup: func(t *testing.T, root string) string {
+			real := mkdir(t, filepath.Join(root, "real"), 0o700, 0)
+			if err := os.Symlink(real, filepath.Join(root, "state")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(root, "state")
+		}},
+		{name: "a file", create: true, want: "/state is not a directory (regular", setup: func(t *testing.T, root string) string {
+			p := filepath.Join(root, "state")
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{name: "parent owned by nobody", create: true, want: "/parent is owned by nobody (uid 65534), not root", setup: func(t *testing.T, root string) string {
+			return filepath.Join(mkdir(t, filepath.Join(root, "parent"), 0o755, nobody), "state")
+		}},
+		{name: "parent writable by others", create: true, want: "/parent is writable by group or others (mode 777)", setup: func(t *testing.T, root string) string {
+			return filepath.Join(mkdir(t, filepath.Join(root, "parent"), 0o777, 0), "state")
+		}},
+		{name: "sticky parent, like /tmp", create: true, setup: func(t *testing.T, root string) string {
+			return filepath.Join(mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0), "state")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := tc.setup(t, root)
+			err := checkStateDir(ctx, transport.NewLocal(), dir, false, tc.create)
+			switch {
+			case tc.want == "absent":
+				if !errors.Is(err, errStateDirAbsent) {
+					t.Fatalf("err = %v, want absent", err)
+				}
+				if _, err := os.Lstat(filepath.Dir(dir)); !os.IsNotExist(err) {
+					t.Fatalf("a read-only check created %s", filepath.Dir(dir))
+				}
+				return
+			case tc.want != "":
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "state directory "+dir) {
+					t.Fatalf("err = %v\nwant it to name %s and say %q", err, dir, tc.want)
+				}
+				if _, err := os.Lstat(filepath.Join(dir, "lock")); err == nil {
+					t.Fatal("something was created in a refused state directory")
+				}
+				return
+			case err != nil:
+				t.Fatalf("refused: %v", err)
+			}
+			// Every level pgtune made, and the state directory itself,
+			// is root's and 0700.
+			for p := dir; p != root; p = filepath.Dir(p) {
+				fi, err := os.Lstat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p == dir || tc.name == "created, every level 0700" {
+					if fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+						t.Errorf("%s: mode %v uid %d, want 0700 root", p, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Uid)
+					}
+				}
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, p string, mode os.FileMode, uid int) string {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stateDirFor makes a checked state directory for a lock test.
+func stateDirFor(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var holderLine = regexp.MustCompile(`(?m)^holder=([0-9]+)$`)
+
+// holderPID is the PID of the shell holding the lock in dir.
+func holderPID(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := holderLine.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("lock file without holder: %q", b)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	return pid
+}
+
+func TestHostLockSecondRunRefused(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := stateDirFor(t)
+	local := transport.NewLocal()
+	first, err := acquireHostLock(ctx, local, dir, "20261130T190000Z-aaaaaa", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = acquireHostLock(ctx, local, dir, "20261130T190001Z-bbbbbb", false)
+	var locked *LockedError
+	if !errors.As(err, &locked) {
+		first.release()
+		t.Fatalf("second lock: %v, want locked", err)
+	}
+	host, _ := os.Hostname()
+	want := "locked by run 20261130T190000Z-aaaaaa (pid " + strconv.Itoa(os.Getpid()) + " on controller " + host + ") since "
+	if !strings.HasPrefix(err.Error(), want) || locked.Holder != strconv.Itoa(holderPID(t, dir)) {
+		t.Errorf("second lock: %v\nwant it to start %q and name holder %d", err, want, holderPID(t, dir))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "lock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file: %v %v, want 0600", fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.fifo")); len(left) != 0 {
+		t.Errorf("answer FIFOs left behind: %v", left)
+	}
+	first.release()
+	if err := first.lost(); err != nil {
+		t.Errorf("a released lock reports lost: %v", err)
+	}
+	// Released: the next run gets it at once.
+	second, err := acquireHostLock(ctx, local, dir, "20261130T190002Z-cccccc", false)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	second.release()
+}
+
+func TestHostLockHolderKilled(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := stateDirFor(t)
+	local := transport.NewLocal()
+	l, err := acquireHostLock(ctx, local, dir, "20261130T190000Z-aaaaaa", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if err := syscall.Kill(holderPID(t, dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	if l.lost() == nil {
+		t.Error("a killed holder is not reported as a lost lock")
+	}
+	next, err := acquireHostLock(ctx, local, dir, "20261130T190100Z-bbbbbb", false)
+	if err != nil {
+		t.Fatalf("stale lock not taken over: %v", err)
+	}
+	next.release()
+}
+
+// dyingController runs the lock holder with its output read by a process
+// that goes away after the first heartbeat, as sshd does when the
+// controller dies or the connection drops.
+type dyingController struct{ transport.Transport }
+
+func (d dyingController) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	if len(cmd.Args) > 2 && cmd.Args[2] == lockHolderScript {
+		cmd.Args = append([]string{"sh", "-c", `sh -c "$0" "$@" | head -c 1 >/dev/null`}, cmd.Args[2:]...)
+	}
+	return d.Transport.Run(ctx, cmd)
+}
+
+func TestHostLockControllerGone(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	dir := stateDirFor(t)
+	l, err := acquireHostLock(ctx, dyingController{transport.NewLocal()}, dir, "20261130T190000Z-aaaaaa", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	// The holder notices at its next heartbeat and exits: the lock is free.
+	<-l.done
+	next, err := acquireHostLock(ctx, transport.NewLocal(), dir, "20261130T190100Z-bbbbbb", false)
+	if err != nil {
+		t.Fatalf("lock of a dead controller not taken over: %v", err)
+	}
+	next.release()
+}
+
+// TestLockHostLostCancelsWork: when the holder goes away mid-run, the
+// host's work context ends and the host's error says the lock was lost.
+func TestLockHostLostCancelsWork(t *testing.T) {
+	needRoot(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	s := &Session{runner: &Runner{RunID: "20261130T190000Z-aaaaaa"}}
+	hr := &hostRun{host: &inventory.Host{Name: "db1", Vars: map[string]any{StateDirVar: dir}}, tr: transport.NewLocal()}
+	ctx, unlock, err := s.lockHost(context.Background(), hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(holderPID(t, dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause == nil || !strings.Contains(cause.Error(), "lost the host lock") {
+		t.Errorf("cause = %v", cause)
+	}
+	hr.err = ctx.Err()
+	unlock()
+	if hr.err == nil || !strings.Contains(hr.err.Error(), "the host lock was lost") {
+		t.Errorf("host error = %v", hr.err)
+	}
+}
+
+func TestLockHostRefusesBadStateDir(t *testing.T) {
+	needRoot(t)
+	dir := mkdir(t, filepath.Join(t.TempDir(), "state"), 0o777, 0)
+	s := &Session{runner: &Runner{RunID: "20261130T190000Z-aaaaaa"}}
+	hr := &hostRun{host: &inventory.Host{Name: "db1", Vars: map[string]any{StateDirVar: dir}}, tr: transport.NewLocal()}
+	_, _, err := s.lockHost(context.Background(), hr)
+	want := "db1: state directory " + dir + ": " + dir + " is writable by group or others (mode 777): refusing to use it"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}

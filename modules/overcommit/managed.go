@@ -1,0 +1,24 @@
+package overcommit
+
+import (
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
+)
+
+var _ engine.TargetManager = (*Module)(nil)
+
+// keyRatio is written by the kernel when kbytes is (they zero each other),
+// so the engine journals it with the module's changes.
+const keyRatio = "vm.overcommit_ratio"
+
+// Manages says what rollback may put back for this module: the overcommit
+// kernel values and sysctl configuration files.
+func (*Module) Manages(_ *engine.Target, kind, target string) bool {
+	switch kind {
+	case "sysctl":
+		return target == keyMemory || target == keyKbytes || target == keyRatio
+	case "file":
+		return sysctlconf.ManagedFile(target)
+	}
+	return false
+}

@@ -1,0 +1,33 @@
+package pgconf
+
+import (
+	"path"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine"
+)
+
+var _ engine.TargetManager = (*Module)(nil)
+
+// Manages says which files rollback may put back for this module: those of
+// the host's cluster only — its postgresql.conf, postgresql.auto.conf, and
+// *.conf files (the drop-in, included files) under the configuration or
+// the data directory. Without a cluster found on the host, none.
+func (*Module) Manages(t *engine.Target, kind, target string) bool {
+	if kind != "file" || t.Facts == nil || t.Facts.Postgres == nil {
+		return false
+	}
+	config, data := path.Clean(t.Facts.Postgres.ConfigFile), path.Clean(t.Facts.Postgres.DataDir)
+	switch {
+	case target == config, target == path.Join(data, "postgresql.auto.conf"):
+		return true
+	case !strings.HasSuffix(target, ".conf"):
+		return false
+	}
+	return within(path.Dir(config), target) || within(data, target)
+}
+
+// within reports whether p lies below dir (both clean and absolute).
+func within(dir, p string) bool {
+	return dir != "" && dir != "/" && strings.HasPrefix(p, dir+"/")
+}

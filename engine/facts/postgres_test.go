@@ -59,14 +59,19 @@ func TestConfigFromArgs(t *testing.T) {
 	}
 }
 
-// out builds discovery output the way discoverScript prints it.
-func out(blocks ...string) []byte { return []byte(strings.Join(blocks, "")) }
+// out builds discovery output the way discoverScript prints it: the
+// fixtures are written one record a line, the script ends each in NUL.
+func out(blocks ...string) []byte {
+	return []byte(strings.ReplaceAll(strings.Join(blocks, ""), "\n", "\x00"))
+}
 
 const (
 	pmDebian = `[postmaster]
 pid=812
 exe=/usr/lib/postgresql/15/bin/postgres
 cwd=/var/lib/postgresql/15/main
+ruid=105
+euid=105
 hugetlb_kb=0
 starttime=4711
 arg=/usr/lib/postgresql/15/bin/postgres
@@ -77,6 +82,7 @@ arg=config_file=/etc/postgresql/15/main/postgresql.conf
 data=/var/lib/postgresql/15/main
 realdata=/var/lib/postgresql/15/main
 owner=postgres
+owner_uid=105
 pg_version=15
 pidfile_pid=812
 pidfile_port=5432
@@ -88,6 +94,8 @@ version=postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)
 pid=900
 exe=/usr/lib/postgresql/15/bin/postgres
 cwd=/srv/pg
+ruid=1001
+euid=1001
 hugetlb_kb=700416
 starttime=99
 arg=/usr/lib/postgresql/15/bin/postgres
@@ -96,6 +104,7 @@ arg=/srv/pg
 data=/srv/pg
 realdata=/srv/pg
 owner=pgadmin
+owner_uid=1001
 pg_version=15
 has_conf=1
 pidfile_pid=900
@@ -169,7 +178,10 @@ func TestChoosePostgres(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			got, ignored, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			if len(ignored) != 0 {
+				t.Errorf("ignored %q", ignored)
+			}
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err = %v; want %q", err, tc.wantErr)
@@ -239,7 +251,7 @@ func TestDiscoverLive(t *testing.T) {
 	if len(mine) != 1 {
 		t.Fatalf("postmaster of %s listed %d times in:\n%s", c.DataDir, len(mine), res.Stdout)
 	}
-	pm, err := choosePostgres(mine, Options{})
+	pm, _, err := choosePostgres(mine, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

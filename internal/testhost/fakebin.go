@@ -124,8 +124,7 @@ func StartFake(t testing.TB, bin, as, cwd string) int {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	cmd := exec.Command(bin, "serve")
-	cmd.Dir = cwd
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.Dir = cwd // stdio: /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 		Setpgid:    true,

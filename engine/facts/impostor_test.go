@@ -163,7 +163,7 @@ func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
 		checkNotes(t, notes)
 	})
 
-	if ran := testhost.Executions(t, bin); len(ran) != 0 {
+	if ran := testhost.Executions(t, bin, srv.Port); len(ran) != 0 {
 		t.Errorf("the impostor binary was run: %q", ran)
 	}
 }
@@ -186,7 +186,7 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 
 	checkRuns := func(t *testing.T) {
 		t.Helper()
-		ran := testhost.Executions(t, bin)
+		ran := testhost.Executions(t, bin, srv.Port)
 		if len(ran) == 0 {
 			t.Fatal("postgres --version never ran")
 		}
@@ -195,7 +195,9 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 				t.Errorf("ran as other than nobody: %q", l)
 			}
 		}
-		os.Remove(filepath.Join(bin, "executed"))
+		if err := os.Truncate(filepath.Join(bin, "executed"), 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := Postgres{Source: "postmaster", DataDir: data, BinDir: bin, ConfigFile: filepath.Join(data, "postgresql.conf"),
 		Version: "15.99", Major: 15, Owner: "nobody", Running: true, PID: pid, Port: 5499, SocketDir: "/tmp"}

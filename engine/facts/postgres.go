@@ -99,6 +99,25 @@ is_postgres() {
   return 1
 }
 
+# bininfo finds the binaries of the data directory $d, PostgreSQL $v,
+# unless $b names them, and asks postgres its version.
+bininfo() {
+  if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
+  if [ -z "$b" ]; then pb=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$pb"); fi
+  if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
+  rec bin "$b"
+  if [ -n "$b" ] && [ -x "$b/postgres" ]; then
+    if how=$(run_how "$b/postgres"); then
+      rec bin_runs_as "$how"
+      rec version "$(run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
+    else
+      rec bin_refused 1
+    fi
+  fi
+}
+
+# pginfo DIR BIN proc|noproc [nobin] describes the data directory DIR:
+# with proc, also its running postmaster; with nobin, not its binaries.
 pginfo() {
   d=$1 b=$2
   rec data "$d"
@@ -118,18 +137,7 @@ pginfo() {
   else
     pf_pid=
   fi
-  if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
-  if [ -z "$b" ]; then pb=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$pb"); fi
-  if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
-  rec bin "$b"
-  if [ -n "$b" ] && [ -x "$b/postgres" ]; then
-    if how=$(run_how "$b/postgres"); then
-      rec bin_runs_as "$how"
-      rec version "$(run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
-    else
-      rec bin_refused 1
-    fi
-  fi
+  [ "$4" = nobin ] || bininfo
   [ "$3" = proc ] && [ -n "$pf_pid" ] && is_postgres "$pf_pid" || return 0
   procuid "$pf_pid"
   if [ -n "$ouid" ] && [ "$pu_r" = "$ouid" ] && [ "$pu_e" = "$ouid" ]; then rec alive 1; procinfo "$pf_pid"; fi
@@ -182,7 +190,8 @@ for s in /proc/[0-9]*/stat; do
   procinfo "$p"
   exe=$(readlink "/proc/$p/exe" 2>/dev/null)
   case $exe in /*) b=${want_bin:-$(dirname -- "$exe")};; *) b=$want_bin;; esac
-  pginfo "$d" "$b" noproc
+  # With pg_data set, the others' binaries are of no use: none is run.
+  if [ -n "$want_data" ]; then pginfo "$d" "$b" noproc nobin; else pginfo "$d" "$b" noproc; fi
   found=1
 done
 

@@ -22,6 +22,11 @@ import (
 // run any other way, it first appends who ran it and with what to
 // "executed" beside itself, then answers like the real program (postgres
 // --version prints a PostgreSQL 15 version, pg_isready says ready).
+//
+// Every process of this machine is visible to every test package running
+// meanwhile, including builds of pgtune other than this one: each line
+// says through which sshd port (SSH_CONNECTION) the run came, so that a
+// test counts the runs its own sshd session made.
 
 // FakeNames are the program names FakeMain answers to.
 var FakeNames = []string{"postgres", "pg_isready", "pg_ctl", "psql", "pg_config"}
@@ -47,7 +52,11 @@ func FakeMain() {
 		os.Exit(0)
 	}
 	if exe, err := os.Executable(); err == nil {
-		line := fmt.Sprintf("uid=%d euid=%d name=%s args=%q\n", os.Getuid(), os.Geteuid(), name, os.Args[1:])
+		port := "-"
+		if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
+			port = f[3]
+		}
+		line := fmt.Sprintf("ssh=%s uid=%d euid=%d name=%s args=%q\n", port, os.Getuid(), os.Geteuid(), name, os.Args[1:])
 		if f, err := os.OpenFile(filepath.Join(filepath.Dir(exe), "executed"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666); err == nil {
 			f.WriteString(line)
 			f.Close()
@@ -69,6 +78,8 @@ func FakeBinDir(t testing.TB, owner string, names ...string) string {
 		t.Fatal(err)
 	}
 	dir := OwnedDir(t, owner)
+	// Made now, writable by all: a fake run by whoever must be recorded.
+	writeFile(t, filepath.Join(dir, "executed"), "", 0o666)
 	for _, n := range names {
 		copyFile(t, self, filepath.Join(dir, n), 0o755)
 		chown(t, owner, filepath.Join(dir, n))
@@ -92,14 +103,13 @@ func OwnedDir(t testing.TB, owner string) string {
 	return dir
 }
 
-// Executions returns the lines a fake appended to dir/executed: one per
-// time a fake of dir ran, other than to serve.
-func Executions(t testing.TB, dir string) []string {
+// Executions returns the lines a fake appended to dir/executed for runs
+// that came through the sshd on sshPort, without their "ssh=PORT " prefix:
+// one per time a fake of dir ran, other than to serve. Other runs are
+// logged.
+func Executions(t testing.TB, dir string, sshPort int) []string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "executed"))
-	if os.IsNotExist(err) {
-		return nil
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +117,11 @@ func Executions(t testing.TB, dir string) []string {
 	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		out = append(out, sc.Text())
+		if l, ok := strings.CutPrefix(sc.Text(), "ssh="+strconv.Itoa(sshPort)+" "); ok {
+			out = append(out, l)
+		} else {
+			t.Logf("%s was run by something other than this test: %s", dir, sc.Text())
+		}
 	}
 	return out
 }

@@ -59,7 +59,7 @@ func TestStatusRunsOwnersPgIsreadyAsOwner(t *testing.T) {
 	// Discovery ran postgres --version, the status pg_isready: both as
 	// nobody.
 	isready := 0
-	for _, l := range testhost.Executions(t, bin) {
+	for _, l := range testhost.Executions(t, bin, srv.Port) {
 		switch {
 		case l == `uid=65534 euid=65534 name=pg_isready args=["-q" "-d" "postgres" "-h" "/tmp" "-p" "5499"]`:
 			isready++

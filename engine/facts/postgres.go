@@ -157,6 +157,7 @@ impostor() {
   rec ruid "$pu_r"
   rec euid "$pu_e"
   if num "$pf_pid"; then rec pidfile_pid "$pf_pid"; fi
+  rec reader_uid "$(id -u)"
 }
 
 found=
@@ -472,6 +473,9 @@ func ignoredNote(b block, why string) string {
 		reason = "it runs as root, which a postmaster never does"
 	default:
 		reason = "not a postmaster (" + strconv.Quote(why) + ")"
+	}
+	if (why == "no_data_dir" || why == "no_pidfile") && b.get("reader_uid") != "0" {
+		reason += " (not readable without privileges? set become)"
 	}
 	name := b.get("comm")
 	if name == "" {

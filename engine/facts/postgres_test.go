@@ -294,6 +294,7 @@ data=/tmp/x
 owner_uid=65534
 ruid=65534
 euid=65534
+reader_uid=0
 `
 	impOtherPidfile = `[impostor]
 pid=4243
@@ -315,6 +316,7 @@ data=
 owner_uid=
 ruid=65534
 euid=65534
+reader_uid=0
 `
 )
 
@@ -355,6 +357,9 @@ func TestChoosePostgresIgnoresImpostors(t *testing.T) {
 		{"a postmaster block running as root", out(rootPM), Options{}, "", []string{
 			`ignored process 900 named "postgres" (uid 0, binary "/usr/lib/postgresql/15/bin/postgres"): it runs as root, which a postmaster never does; it was not run`,
 		}, ""},
+		{"read without privileges", out(strings.Replace(impNoPidfile, "reader_uid=0", "reader_uid=1000", 1)), Options{}, "", []string{
+			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x" (not readable without privileges? set become); it was not run`,
+		}, ""},
 		{"two genuine postmasters still need pg_data; impostors do not count", out(impNoPidfile, pmDebian, impOtherPidfile, pmInitdb), Options{}, "", nil,
 			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
 	}
@@ -387,7 +392,7 @@ func TestChoosePostgresIgnoresImpostors(t *testing.T) {
 // UTF-8 as \x escapes; and no host string can start a record of its own.
 func TestIgnoredNoteEscapes(t *testing.T) {
 	raw := "[impostor]\x00pid=77\x00why=no_pidfile\x00comm=post\x1b]0;x\x07gres\x00exe=/tmp/a\nb/postgres\x00" +
-		"data=/tmp/\x1b[2K\rdb1: in policy\xff\n[postmaster]\npid=1\x00ruid=5\x00"
+		"data=/tmp/\x1b[2K\rdb1: in policy\xff\n[postmaster]\npid=1\x00ruid=5\x00reader_uid=0\x00"
 	blocks := parseBlocks([]byte(raw))
 	if len(blocks) != 1 {
 		t.Fatalf("%d blocks: %+v", len(blocks), blocks)

@@ -131,13 +131,22 @@ func Executions(t testing.TB, dir string, sshPort int) []string {
 // and reaped in Cleanup.
 func StartFake(t testing.TB, bin, as, cwd string) int {
 	t.Helper()
+	return StartAs(t, as, cwd, bin, "serve")
+}
+
+// StartAs starts a command as user in the working directory cwd, its
+// stdio on /dev/null, and returns its PID. The process is killed and
+// reaped in Cleanup.
+func StartAs(t testing.TB, as, cwd string, args ...string) int {
+	t.Helper()
+	bin := args[0]
 	u, err := user.Lookup(as)
 	if err != nil {
 		t.Fatal(err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	cmd := exec.Command(bin, "serve")
+	cmd := exec.Command(bin, args[1:]...)
 	cmd.Dir = cwd // stdio: /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},

@@ -260,11 +260,11 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 		}
 		return fmt.Errorf("%s: facts: %w", hr.host.Name, err)
 	}
-	pg, err := facts.DiscoverPostgres(ctx, hr.tr, opts)
+	pg, ignored, err := facts.Discover(ctx, hr.tr, opts)
 	if err != nil {
 		f.PostgresError = err.Error()
 	}
-	f.Postgres = pg
+	f.Postgres, f.PostgresIgnored = pg, ignored
 	hr.facts = f
 	return nil
 }
@@ -492,6 +492,9 @@ func (s *Session) Report(mode string) *report.Report {
 				note += ": " + hr.facts.PostgresError
 			}
 			h.Notes = append([]string{note}, h.Notes...)
+		}
+		if hr.facts != nil {
+			h.Notes = append(h.Notes, hr.facts.PostgresIgnored...)
 		}
 		switch mode {
 		case "apply":

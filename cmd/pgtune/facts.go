@@ -84,6 +84,9 @@ func writeFactsText(w io.Writer, h engine.HostFacts) {
 		row("sysctl file", "%s:%d %s = %s", s.File, s.Line, s.Key, s.Value)
 	}
 	writePostgres(w, f, row)
+	for _, n := range f.PostgresIgnored {
+		row("ignored", "%s", n)
+	}
 	fmt.Fprintln(w)
 }
 

@@ -41,6 +41,9 @@ type Facts struct {
 	// was found (PostgresError says why).
 	Postgres      *Postgres `json:"postgres"`
 	PostgresError string    `json:"postgres_error,omitempty"`
+	// PostgresIgnored has a note for each process named postgres that
+	// discovery ignored as not a postmaster (and did not run).
+	PostgresIgnored []string `json:"postgres_ignored,omitempty"`
 }
 
 // SysctlSetting is one `key = value` line in a sysctl configuration file.

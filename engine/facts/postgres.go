@@ -1,8 +1,6 @@
 package facts
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -17,76 +15,154 @@ import (
 // discoverScript finds and describes PostgreSQL clusters in one round trip.
 // It is fixed text; the inventory overrides arrive as positional
 // parameters ($1 pg_data, $2 pg_bin, $3 "only": describe $1 and nothing
-// else). Output is blocks, each opened by a [kind] line, of key=value lines:
+// else). Output is blocks, each opened by a [kind] record, of key=value
+// records; every record ends in NUL, which no path, process name or file
+// line can hold, so nothing read from the host can forge a record:
 //
-//	[postmaster]  a running postmaster: a postgres process whose parent is not one
+//	[postmaster]  a running postmaster (see below)
+//	[impostor]    a process named postgres that is not one: why=...
 //	[override]    the inventory's pg_data
 //	[cluster]     a line of Debian's pg_lsclusters
 //
-// A postmaster's children (backends, workers) are postgres processes too:
-// the parent test tells the postmaster apart. comm is read rather than the
-// exe link because comm is readable without privileges.
+// A process is taken for a postmaster only when the postmaster.pid of its
+// data directory (its working directory, else its -D) names its PID and
+// it runs as the uid owning that directory, root excepted: a name is
+// anyone's to choose, that file only the cluster owner's. Anything else
+// named postgres is reported as an impostor, and never run. A postmaster's
+// children (backends, workers) are postgres processes too: the parent test
+// leaves them out. comm is read rather than the exe link because comm is
+// readable without privileges.
+//
+// The data directory's files belong to the cluster owner: they are read
+// without following a final symlink (O_NOFOLLOW) and without waiting on a
+// FIFO (O_NONBLOCK). Binaries run through run_bin (RunBinFn): the version
+// comes from the owner running its own binary, never from root running
+// the owner's.
 const discoverScript = `export LC_ALL=C
 want_data=$1 want_bin=$2 only=$3
+# The inventory's pg_bin is the controller's choice, trusted as such.
+trusted_dir=$want_bin
+owner=
+cd /
+` + RunBinFn + `
+rec() { printf '%s=%s\0' "$1" "$2"; }
+blk() { printf '[%s]\0' "$1"; }
+num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
+readsafe() { dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 2>/dev/null; }
+
+# pidfile DIR sets pf_pid, pf_port, pf_sock (lines 1, 4, 5 of
+# DIR/postmaster.pid); it fails when there is none to read.
+pidfile() {
+  pf_pid= pf_port= pf_sock=
+  pf_txt=$(readsafe "$1/postmaster.pid")
+  [ -n "$pf_txt" ] || return 1
+  pf_n=0
+  while IFS= read -r pf_l; do
+    pf_n=$((pf_n+1))
+    case $pf_n in 1) pf_pid=$pf_l;; 4) pf_port=$pf_l;; 5) pf_sock=$pf_l;; esac
+  done <<PIDFILE
+$pf_txt
+PIDFILE
+}
+
+# procuid PID sets pu_r, pu_e: its real and effective uid.
+procuid() {
+  pu_r= pu_e=
+  while read -r k r e rest; do
+    if [ "$k" = Uid: ]; then pu_r=$r pu_e=$e; break; fi
+  done 2>/dev/null < "/proc/$1/status"
+}
 
 procinfo() {
-  p=$1
-  printf 'pid=%s\n' "$p"
-  printf 'exe=%s\n' "$(readlink "/proc/$p/exe" 2>/dev/null)"
-  printf 'cwd=%s\n' "$(readlink "/proc/$p/cwd" 2>/dev/null)"
-  printf 'stderr=%s\n' "$(readlink "/proc/$p/fd/2" 2>/dev/null)"
+  pi=$1
+  rec pid "$pi"
+  rec exe "$(readlink "/proc/$pi/exe" 2>/dev/null)"
+  rec cwd "$(readlink "/proc/$pi/cwd" 2>/dev/null)"
+  procuid "$pi"
+  rec ruid "$pu_r"
+  rec euid "$pu_e"
   while read -r k v rest; do
-    if [ "$k" = HugetlbPages: ]; then printf 'hugetlb_kb=%s\n' "$v"; fi
-  done < "/proc/$p/status"
-  read -r st < "/proc/$p/stat" || st=
+    if [ "$k" = HugetlbPages: ]; then rec hugetlb_kb "$v"; fi
+  done 2>/dev/null < "/proc/$pi/status"
+  read -r st 2>/dev/null < "/proc/$pi/stat" || st=
   st=${st##*) }
   set -- $st
-  printf 'starttime=%s\n' "${20:-}"
-  tr '\000' '\n' < "/proc/$p/cmdline" | sed 's/^/arg=/'
+  rec starttime "${20:-}"
+  sed -z 's/^/arg=/' 2>/dev/null < "/proc/$pi/cmdline"
+  printf '\0'
 }
 
 is_postgres() {
   c=
-  read -r c < "/proc/$1/comm" 2>/dev/null || return 1
+  read -r c 2>/dev/null < "/proc/$1/comm" || return 1
   case $c in postgres|postmaster) return 0;; esac
   return 1
 }
 
+# bininfo finds the binaries of the data directory $d, PostgreSQL $v,
+# unless $b names them, and asks postgres its version.
+bininfo() {
+  if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
+  if [ -z "$b" ]; then pb=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$pb"); fi
+  if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
+  rec bin "$b"
+  if [ -n "$b" ] && [ -x "$b/postgres" ]; then
+    if how=$(run_how "$b/postgres"); then
+      rec bin_runs_as "$how"
+      rec version "$(run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
+    else
+      rec bin_refused 1
+    fi
+  fi
+}
+
+# pginfo DIR BIN proc|noproc [nobin] describes the data directory DIR:
+# with proc, also its running postmaster; with nobin, not its binaries.
 pginfo() {
   d=$1 b=$2
-  printf 'data=%s\n' "$d"
-  [ -n "$d" ] || return 0
-  if [ -d "$d" ]; then
-    printf 'realdata=%s\n' "$(cd -- "$d" 2>/dev/null && pwd -P)"
-    printf 'owner=%s\n' "$(stat -c %U -- "$d" 2>/dev/null)"
+  rec data "$d"
+  [ -n "$d" ] && [ -d "$d" ] || return 0
+  rec realdata "$(cd -- "$d" 2>/dev/null && pwd -P)"
+  owner=$(stat -c %U -- "$d" 2>/dev/null) || owner=
+  ouid=$(stat -c %u -- "$d" 2>/dev/null) || ouid=
+  rec owner "$owner"
+  rec owner_uid "$ouid"
+  v=$(readsafe "$d/PG_VERSION" | head -n 1)
+  case $v in ''|*[!0-9.]*) v=;; *) rec pg_version "$v";; esac
+  if [ -f "$d/postgresql.conf" ]; then rec has_conf 1; fi
+  if pidfile "$d" && num "$pf_pid"; then
+    rec pidfile_pid "$pf_pid"
+    rec pidfile_port "$pf_port"
+    rec pidfile_socket "$pf_sock"
+  else
+    pf_pid=
   fi
-  v=
-  if [ -f "$d/PG_VERSION" ]; then read -r v < "$d/PG_VERSION"; printf 'pg_version=%s\n' "$v"; fi
-  if [ -f "$d/postgresql.conf" ]; then echo 'has_conf=1'; fi
-  pid=
-  if [ -f "$d/postmaster.pid" ]; then
-    n=0
-    while IFS= read -r l; do
-      n=$((n+1))
-      case $n in
-        1) pid=$l; printf 'pidfile_pid=%s\n' "$l";;
-        4) printf 'pidfile_port=%s\n' "$l";;
-        5) printf 'pidfile_socket=%s\n' "$l";;
-      esac
-    done < "$d/postmaster.pid"
-  fi
-  if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
-  if [ -z "$b" ]; then p=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$p"); fi
-  if [ -z "$b" ] && command -v pg_config >/dev/null 2>&1; then b=$(pg_config --bindir 2>/dev/null); fi
-  printf 'bin=%s\n' "$b"
-  if [ -n "$b" ] && [ -x "$b/postgres" ]; then printf 'version=%s\n' "$("$b/postgres" --version 2>/dev/null)"; fi
-  case $pid in ''|*[!0-9]*) return 0;; esac
-  if [ "$3" = proc ] && is_postgres "$pid"; then echo 'alive=1'; procinfo "$pid"; fi
+  [ "$4" = nobin ] || bininfo
+  [ "$3" = proc ] && [ -n "$pf_pid" ] && is_postgres "$pf_pid" || return 0
+  procuid "$pf_pid"
+  if [ -n "$ouid" ] && [ "$pu_r" = "$ouid" ] && [ "$pu_e" = "$ouid" ]; then rec alive 1; procinfo "$pf_pid"; fi
+}
+
+# impostor PID WHY DIR OWNER_UID reports a process named postgres that is
+# not a postmaster, without running anything of it.
+impostor() {
+  blk impostor
+  rec pid "$1"
+  rec why "$2"
+  rec comm "$(cat "/proc/$1/comm" 2>/dev/null)"
+  rec exe "$(readlink "/proc/$1/exe" 2>/dev/null)"
+  rec data "$3"
+  rec owner_uid "$4"
+  procuid "$1"
+  rec ruid "$pu_r"
+  rec euid "$pu_e"
+  if num "$pf_pid"; then rec pidfile_pid "$pf_pid"; fi
+  rec reader_uid "$(id -u)"
 }
 
 found=
 if [ -n "$want_data" ]; then
-  echo '[override]'
+  blk override
   pginfo "$want_data" "$want_bin" proc
   found=1
 fi
@@ -95,30 +171,41 @@ fi
 for s in /proc/[0-9]*/stat; do
   p=${s#/proc/}; p=${p%/stat}
   is_postgres "$p" || continue
-  read -r st < "$s" 2>/dev/null || continue
+  read -r st 2>/dev/null < "$s" || continue
   st=${st##*) }
   set -- $st
   is_postgres "$2" && continue
-  echo '[postmaster]'
+  d=$(readlink "/proc/$p/cwd" 2>/dev/null) || d=
+  if [ -z "$d" ]; then
+    d=$(tr '\000' '\n' 2>/dev/null < "/proc/$p/cmdline" | awk 'prev == "-D" { print; exit } /^-D./ { print substr($0, 3); exit } { prev = $0 }')
+  fi
+  pf_pid= ouid=
+  if [ -z "$d" ] || [ ! -d "$d" ]; then impostor "$p" no_data_dir "$d" ""; continue; fi
+  ouid=$(stat -c %u -- "$d" 2>/dev/null) || ouid=
+  procuid "$p"
+  if ! pidfile "$d"; then impostor "$p" no_pidfile "$d" "$ouid"; continue; fi
+  if [ "$pf_pid" != "$p" ]; then impostor "$p" pidfile_other "$d" "$ouid"; continue; fi
+  if [ -z "$ouid" ] || [ "$pu_r" != "$ouid" ] || [ "$pu_e" != "$ouid" ]; then impostor "$p" uid "$d" "$ouid"; continue; fi
+  if [ "$ouid" = 0 ]; then impostor "$p" root "$d" "$ouid"; continue; fi
+  blk postmaster
   procinfo "$p"
   exe=$(readlink "/proc/$p/exe" 2>/dev/null)
-  [ -n "$exe" ] || exe=$(tr '\000' '\n' < "/proc/$p/cmdline" | head -n 1)
   case $exe in /*) b=${want_bin:-$(dirname -- "$exe")};; *) b=$want_bin;; esac
-  d=$(readlink "/proc/$p/cwd" 2>/dev/null)
-  if [ -z "$d" ]; then
-    d=$(tr '\000' '\n' < "/proc/$p/cmdline" | awk 'prev == "-D" { print; exit } /^-D./ { print substr($0, 3); exit } { prev = $0 }')
-  fi
-  pginfo "$d" "$b" noproc
+  # With pg_data set, the others' binaries are of no use: none is run.
+  if [ -n "$want_data" ]; then pginfo "$d" "$b" noproc nobin; else pginfo "$d" "$b" noproc; fi
   found=1
 done
 
-if command -v pg_lsclusters >/dev/null 2>&1; then
-  pg_lsclusters -h 2>/dev/null | while read -r v c port status owner d log rest; do
-    echo '[cluster]'
-    printf 'cluster=%s\n' "$c"
-    printf 'cluster_version=%s\n' "$v"
-    printf 'log=%s\n' "$log"
-    if [ -z "$found" ]; then pginfo "$d" "/usr/lib/postgresql/$v/bin" proc; else printf 'data=%s\n' "$d"; fi
+# pg_lsclusters runs as root: only when root alone can change it.
+lsc=$(command -v pg_lsclusters 2>/dev/null) && lsc=$(bin_trusted "$lsc") || lsc=
+if [ -n "$lsc" ]; then
+  "$lsc" -h 2>/dev/null | while read -r v c port status lowner d log rest; do
+    case $v in ''|*[!0-9.]*) continue;; esac
+    blk cluster
+    rec cluster "$c"
+    rec cluster_version "$v"
+    rec log "$log"
+    if [ -z "$found" ]; then pginfo "$d" "/usr/lib/postgresql/$v/bin" proc; else rec data "$d"; fi
   done
 fi
 exit 0
@@ -131,23 +218,33 @@ exit 0
 //
 // No cluster at all is not an error: it returns (nil, nil), and the runner
 // reports "no PostgreSQL cluster found" while still auditing the kernel.
-// Several candidates without pg_data to pick one is an error.
+// Several candidates without pg_data to pick one is an error. Processes
+// named postgres that are not postmasters are left out: Discover says
+// which.
 func DiscoverPostgres(ctx context.Context, t transport.Transport, opts Options) (*Postgres, error) {
+	pg, _, err := Discover(ctx, t, opts)
+	return pg, err
+}
+
+// Discover is DiscoverPostgres that also returns a note (plain text, host
+// strings quoted and escaped) for each process named postgres it ignored
+// as not a postmaster. Ignored processes never make discovery fail.
+func Discover(ctx context.Context, t transport.Transport, opts Options) (*Postgres, []string, error) {
 	if err := checkOverride("pg_data", opts.PGData); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkOverride("pg_bin", opts.PGBin); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkOverride("pg_config_file", opts.PGConfigFile); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := t.Run(ctx, transport.Command{
 		Args:   []string{"sh", "-c", discoverScript, "sh", opts.PGData, opts.PGBin, ""},
 		Become: opts.Become,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("discover postgres: %w", err)
+		return nil, nil, fmt.Errorf("discover postgres: %w", err)
 	}
 	return choosePostgres(parseBlocks(res.Stdout), opts)
 }
@@ -164,7 +261,7 @@ func RefreshPostgres(ctx context.Context, t transport.Transport, become bool, pg
 	}
 	blocks := parseBlocks(res.Stdout)
 	if len(blocks) != 1 || blocks[0].kind != "override" {
-		return nil, fmt.Errorf("read postgres state: unexpected output %q", res.Stdout)
+		return nil, fmt.Errorf("read postgres state: unexpected output (%d blocks)", len(blocks))
 	}
 	out, err := describe(blocks[0], pg.Source)
 	if err != nil {
@@ -174,8 +271,8 @@ func RefreshPostgres(ctx context.Context, t transport.Transport, become bool, pg
 	return out, nil
 }
 
-// checkOverride refuses values that cannot be a path: a newline would end
-// a line of the discovery output and could forge a field.
+// checkOverride refuses values that cannot be a path: a NUL would end a
+// record of the discovery output, a line break a line of its files.
 func checkOverride(key, v string) error {
 	if v == "" {
 		return nil
@@ -197,20 +294,19 @@ type block struct {
 
 func (b block) get(k string) string { return b.kv[k] }
 
+// parseBlocks reads discoverScript's output: NUL-terminated records, a
+// block opened by each "[kind]" one.
 func parseBlocks(out []byte) []block {
 	var blocks []block
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
-			blocks = append(blocks, block{kind: line[1 : len(line)-1], kv: map[string]string{}})
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if strings.HasPrefix(rec, "[") && strings.HasSuffix(rec, "]") {
+			blocks = append(blocks, block{kind: rec[1 : len(rec)-1], kv: map[string]string{}})
 			continue
 		}
 		if len(blocks) == 0 {
 			continue
 		}
-		k, v, ok := strings.Cut(line, "=")
+		k, v, ok := strings.Cut(rec, "=")
 		if !ok {
 			continue
 		}
@@ -226,12 +322,17 @@ func parseBlocks(out []byte) []block {
 	return blocks
 }
 
-func choosePostgres(blocks []block, opts Options) (*Postgres, error) {
+func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	var postmasters, clusters []block
 	var override *block
+	var ignored []string
 	for i, b := range blocks {
 		switch b.kind {
-		case "postmaster":
+		case "postmaster", "impostor":
+			if why := notPostmaster(b); why != "" {
+				ignored = append(ignored, ignoredNote(b, why))
+				continue
+			}
 			postmasters = append(postmasters, b)
 		case "cluster":
 			clusters = append(clusters, b)
@@ -257,7 +358,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, error) {
 	case override != nil:
 		chosen, source = *override, "inventory"
 		if chosen.get("realdata") == "" {
-			return nil, fmt.Errorf("pg_data %s: no such directory (or not readable: set become)", opts.PGData)
+			return nil, ignored, fmt.Errorf("pg_data %s: no such directory (or not readable: set become)", opts.PGData)
 		}
 		for i, p := range postmasters {
 			if samePath(p.get("realdata"), chosen.get("realdata")) || samePath(p.get("data"), opts.PGData) {
@@ -272,7 +373,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, error) {
 			dirs = append(dirs, fmt.Sprintf("%s (pid %s)", p.get("data"), p.get("pid")))
 		}
 		sort.Strings(dirs)
-		return nil, fmt.Errorf("%d postmasters are running (%s): set pg_data in the inventory to pick one",
+		return nil, ignored, fmt.Errorf("%d postmasters are running (%s): set pg_data in the inventory to pick one",
 			len(postmasters), strings.Join(dirs, ", "))
 	case len(clusters) == 1:
 		chosen, source = clusters[0], "pg_lsclusters"
@@ -281,15 +382,15 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, error) {
 		for _, c := range clusters {
 			names = append(names, fmt.Sprintf("%s/%s (%s)", c.get("cluster_version"), c.get("cluster"), c.get("data")))
 		}
-		return nil, fmt.Errorf("pg_lsclusters lists %d clusters (%s) and none is running: set pg_data in the inventory to pick one",
+		return nil, ignored, fmt.Errorf("pg_lsclusters lists %d clusters (%s) and none is running: set pg_data in the inventory to pick one",
 			len(clusters), strings.Join(names, ", "))
 	default:
-		return nil, nil
+		return nil, ignored, nil
 	}
 
 	pg, err := describe(chosen, source)
 	if err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	if opts.PGBin != "" {
 		pg.BinDir = opts.PGBin
@@ -322,10 +423,89 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, error) {
 	} else if debName != "" {
 		pg.Cluster = debName
 	}
-	return pg, nil
+	return pg, ignored, nil
 }
 
 var debianConfRE = regexp.MustCompile(`^/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf$`)
+
+// notPostmaster says why a [postmaster] or [impostor] block is not a
+// postmaster pgtune may take as one, or "" when it is: the script sorts
+// processes, and this checks its facts again, so that a block only counts
+// when both agree.
+func notPostmaster(b block) string {
+	if b.kind == "impostor" {
+		if why := b.get("why"); why != "" {
+			return why
+		}
+		return "unknown"
+	}
+	pid, uid := b.get("pid"), b.get("owner_uid")
+	switch {
+	case !isNumber(pid) || b.get("pidfile_pid") != pid:
+		return "pidfile_other"
+	case !isNumber(uid) || b.get("ruid") != uid || b.get("euid") != uid:
+		return "uid"
+	case uid == "0":
+		return "root"
+	}
+	return ""
+}
+
+// ignoredNote tells, in plain text with every host string quoted, which
+// process was ignored and why.
+func ignoredNote(b block, why string) string {
+	data := strconv.Quote(b.get("data"))
+	var reason string
+	switch why {
+	case "no_data_dir":
+		reason = "cannot tell its data directory"
+	case "no_pidfile":
+		reason = "no postmaster.pid to read in " + data
+	case "pidfile_other":
+		reason = "the postmaster.pid of " + data + " does not name it"
+		if n := b.get("pidfile_pid"); isNumber(n) {
+			reason += " (it names pid " + n + ")"
+		}
+	case "uid":
+		reason = fmt.Sprintf("it runs as uid %s, but %s belongs to uid %s",
+			numberOr(b.get("euid"), "?"), data, numberOr(b.get("owner_uid"), "?"))
+	case "root":
+		reason = "it runs as root, which a postmaster never does"
+	default:
+		reason = "not a postmaster (" + strconv.Quote(why) + ")"
+	}
+	if (why == "no_data_dir" || why == "no_pidfile") && b.get("reader_uid") != "0" {
+		reason += " (not readable without privileges? set become)"
+	}
+	name := b.get("comm")
+	if name == "" {
+		name = "postgres"
+	}
+	return fmt.Sprintf("ignored process %s named %s (uid %s, binary %s): %s; it was not run",
+		numberOr(b.get("pid"), "?"), strconv.Quote(name), numberOr(b.get("ruid"), "?"),
+		strconv.Quote(b.get("exe")), reason)
+}
+
+func isNumber(s string) bool {
+	if s == "" || len(s) > 19 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// numberOr returns s when it is a number, else alt: host text that should
+// be a number is never shown as it is.
+func numberOr(s, alt string) string {
+	if isNumber(s) {
+		return s
+	}
+	return alt
+}
 
 // describe turns one block into a Postgres.
 func describe(b block, source string) (*Postgres, error) {
@@ -341,6 +521,16 @@ func describe(b block, source string) (*Postgres, error) {
 	if b.get("pg_version") == "" {
 		return nil, fmt.Errorf("%s: not a PostgreSQL data directory (no PG_VERSION, or not readable: set become)", data)
 	}
+	if b.get("owner_uid") == "0" {
+		// The server refuses to run as root, and pgtune runs the
+		// cluster's binaries as its owner: never as root for a directory
+		// root owns.
+		return nil, fmt.Errorf("%s: owned by root, and PostgreSQL never runs as root (chown it to the cluster owner)", data)
+	}
+	if b.get("bin_refused") == "1" {
+		return nil, fmt.Errorf("%s/postgres: not run: it or a directory above it may be changed by a user other than root, and it cannot run as the cluster owner %q (set pg_bin, or become)",
+			pg.BinDir, pg.Owner)
+	}
 	if pg.BinDir == "" || b.get("version") == "" {
 		return nil, fmt.Errorf("%s: no postgres binary found for PostgreSQL %s (set pg_bin)", data, b.get("pg_version"))
 	}
@@ -349,26 +539,30 @@ func describe(b block, source string) (*Postgres, error) {
 		return nil, fmt.Errorf("%s/postgres --version: %w", pg.BinDir, err)
 	}
 	pg.Version, pg.Major = ver, major
-	// postmaster blocks are alive by construction; the others say so
-	// when postmaster.pid names a live postgres process.
-	alive := b.kind == "postmaster" || b.get("alive") == "1"
-	if alive {
-		pid, _ := strconv.Atoi(b.get("pid"))
-		filePID, _ := strconv.Atoi(b.get("pidfile_pid"))
-		if b.kind == "postmaster" && filePID != pid {
-			// postmaster.pid unreadable or stale: still running, but the
-			// port and socket are unknown.
-			filePID = pid
-		}
-		pg.Running, pg.PID = true, pid
-		pg.Port, _ = strconv.Atoi(strings.TrimSpace(b.get("pidfile_port")))
+	// postmaster blocks are alive by construction (their postmaster.pid
+	// names them); the others say so when postmaster.pid names a live
+	// postgres process of the owner.
+	if b.kind == "postmaster" || b.get("alive") == "1" {
+		pg.Running, pg.PID = true, atoiIn(b.get("pid"), 1, 1<<22)
+		pg.Port = atoiIn(strings.TrimSpace(b.get("pidfile_port")), 1, 65535)
 		pg.SocketDir = strings.TrimSpace(b.get("pidfile_socket"))
-		if kb, err := strconv.ParseInt(b.get("hugetlb_kb"), 10, 64); err == nil {
-			pg.HugetlbPages = kb * 1024
+		if kb := atoiIn(b.get("hugetlb_kb"), 0, 1<<40); kb > 0 {
+			pg.HugetlbPages = int64(kb) * 1024
 		}
-		pg.StartTime, _ = strconv.ParseInt(b.get("starttime"), 10, 64)
+		if st, err := strconv.ParseInt(b.get("starttime"), 10, 64); err == nil && st > 0 {
+			pg.StartTime = st
+		}
 	}
 	return pg, nil
+}
+
+// atoiIn parses a host's number, 0 when it is not one or out of [lo, hi].
+func atoiIn(s string, lo, hi int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0
+	}
+	return n
 }
 
 var versionRE = regexp.MustCompile(`\(PostgreSQL\)\s+(\d+)((?:\.\d+){0,2}|devel|beta\d+|rc\d+)\b`)

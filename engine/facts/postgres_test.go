@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
@@ -59,14 +60,19 @@ func TestConfigFromArgs(t *testing.T) {
 	}
 }
 
-// out builds discovery output the way discoverScript prints it.
-func out(blocks ...string) []byte { return []byte(strings.Join(blocks, "")) }
+// out builds discovery output the way discoverScript prints it: the
+// fixtures are written one record a line, the script ends each in NUL.
+func out(blocks ...string) []byte {
+	return []byte(strings.ReplaceAll(strings.Join(blocks, ""), "\n", "\x00"))
+}
 
 const (
 	pmDebian = `[postmaster]
 pid=812
 exe=/usr/lib/postgresql/15/bin/postgres
 cwd=/var/lib/postgresql/15/main
+ruid=105
+euid=105
 hugetlb_kb=0
 starttime=4711
 arg=/usr/lib/postgresql/15/bin/postgres
@@ -77,6 +83,7 @@ arg=config_file=/etc/postgresql/15/main/postgresql.conf
 data=/var/lib/postgresql/15/main
 realdata=/var/lib/postgresql/15/main
 owner=postgres
+owner_uid=105
 pg_version=15
 pidfile_pid=812
 pidfile_port=5432
@@ -88,6 +95,8 @@ version=postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)
 pid=900
 exe=/usr/lib/postgresql/15/bin/postgres
 cwd=/srv/pg
+ruid=1001
+euid=1001
 hugetlb_kb=700416
 starttime=99
 arg=/usr/lib/postgresql/15/bin/postgres
@@ -96,6 +105,7 @@ arg=/srv/pg
 data=/srv/pg
 realdata=/srv/pg
 owner=pgadmin
+owner_uid=1001
 pg_version=15
 has_conf=1
 pidfile_pid=900
@@ -169,7 +179,10 @@ func TestChoosePostgres(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			got, ignored, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			if len(ignored) != 0 {
+				t.Errorf("ignored %q", ignored)
+			}
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err = %v; want %q", err, tc.wantErr)
@@ -239,7 +252,7 @@ func TestDiscoverLive(t *testing.T) {
 	if len(mine) != 1 {
 		t.Fatalf("postmaster of %s listed %d times in:\n%s", c.DataDir, len(mine), res.Stdout)
 	}
-	pm, err := choosePostgres(mine, Options{})
+	pm, _, err := choosePostgres(mine, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,5 +279,169 @@ func TestDiscoverLive(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.DataDir, "postmaster.pid")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Processes named postgres that are not postmasters: the script's
+// [impostor] blocks, and [postmaster] blocks whose own facts disagree.
+const (
+	impNoPidfile = `[impostor]
+pid=4242
+why=no_pidfile
+comm=postgres
+exe=/tmp/x/postgres
+data=/tmp/x
+owner_uid=65534
+ruid=65534
+euid=65534
+reader_uid=0
+`
+	impOtherPidfile = `[impostor]
+pid=4243
+why=pidfile_other
+comm=postmaster
+exe=/tmp/y/postgres
+data=/var/lib/postgresql/15/main
+owner_uid=105
+ruid=65534
+euid=65534
+pidfile_pid=812
+`
+	impNoDataDir = `[impostor]
+pid=4244
+why=no_data_dir
+comm=postgres
+exe=
+data=
+owner_uid=
+ruid=65534
+euid=65534
+reader_uid=0
+`
+)
+
+func TestChoosePostgresIgnoresImpostors(t *testing.T) {
+	forgedPID := strings.Replace(pmInitdb, "pidfile_pid=900", "pidfile_pid=901", 1)
+	otherUID := strings.Replace(pmInitdb, "euid=1001", "euid=65534", 1)
+	rootPM := strings.NewReplacer("ruid=1001", "ruid=0", "euid=1001", "euid=0", "owner_uid=1001", "owner_uid=0").Replace(pmInitdb)
+	tests := []struct {
+		name    string
+		output  []byte
+		opts    Options
+		source  string // of the chosen cluster; "" for none
+		notes   []string
+		wantErr string
+	}{
+		{"two impostors and no cluster: not an error", out(impNoPidfile, impOtherPidfile), Options{}, "", []string{
+			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x"; it was not run`,
+			`ignored process 4243 named "postmaster" (uid 65534, binary "/tmp/y/postgres"): the postmaster.pid of "/var/lib/postgresql/15/main" does not name it (it names pid 812); it was not run`,
+		}, ""},
+		{"impostors beside the postmaster", out(impNoPidfile, pmDebian, impNoDataDir, clusterMainDown), Options{}, "postmaster", []string{
+			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x"; it was not run`,
+			`ignored process 4244 named "postgres" (uid 65534, binary ""): cannot tell its data directory; it was not run`,
+		}, ""},
+		{"impostors beside a stopped debian cluster", out(impNoPidfile, impOtherPidfile, clusterMainDown), Options{}, "pg_lsclusters", []string{
+			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x"; it was not run`,
+			`ignored process 4243 named "postmaster" (uid 65534, binary "/tmp/y/postgres"): the postmaster.pid of "/var/lib/postgresql/15/main" does not name it (it names pid 812); it was not run`,
+		}, ""},
+		{"pg_data with an impostor", out("[override]\n"+strings.SplitN(clusterMainDown, "\n", 5)[4], impNoPidfile, clusterMainDown),
+			Options{PGData: "/var/lib/postgresql/15/main"}, "inventory", []string{
+				`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x"; it was not run`,
+			}, ""},
+		{"a postmaster block whose postmaster.pid names another pid", out(forgedPID, pmDebian), Options{}, "postmaster", []string{
+			`ignored process 900 named "postgres" (uid 1001, binary "/usr/lib/postgresql/15/bin/postgres"): the postmaster.pid of "/srv/pg" does not name it (it names pid 901); it was not run`,
+		}, ""},
+		{"a postmaster block run by another uid", out(otherUID), Options{}, "", []string{
+			`ignored process 900 named "postgres" (uid 1001, binary "/usr/lib/postgresql/15/bin/postgres"): it runs as uid 65534, but "/srv/pg" belongs to uid 1001; it was not run`,
+		}, ""},
+		{"a postmaster block running as root", out(rootPM), Options{}, "", []string{
+			`ignored process 900 named "postgres" (uid 0, binary "/usr/lib/postgresql/15/bin/postgres"): it runs as root, which a postmaster never does; it was not run`,
+		}, ""},
+		{"read without privileges", out(strings.Replace(impNoPidfile, "reader_uid=0", "reader_uid=1000", 1)), Options{}, "", []string{
+			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x" (not readable without privileges? set become); it was not run`,
+		}, ""},
+		{"two genuine postmasters still need pg_data; impostors do not count", out(impNoPidfile, pmDebian, impOtherPidfile, pmInitdb), Options{}, "", nil,
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pg, notes, err := choosePostgres(parseBlocks(tc.output), tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v; want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.source == "" && pg != nil:
+				t.Errorf("chose %+v; want none", pg)
+			case tc.source != "" && (pg == nil || pg.Source != tc.source):
+				t.Errorf("chose %+v; want one found via %s", pg, tc.source)
+			}
+			if strings.Join(notes, "\n") != strings.Join(tc.notes, "\n") {
+				t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(tc.notes, "\n"))
+			}
+		})
+	}
+}
+
+// Host strings reach a note quoted: control characters escaped, invalid
+// UTF-8 as \x escapes; and no host string can start a record of its own.
+func TestIgnoredNoteEscapes(t *testing.T) {
+	raw := "[impostor]\x00pid=77\x00why=no_pidfile\x00comm=post\x1b]0;x\x07gres\x00exe=/tmp/a\nb/postgres\x00" +
+		"data=/tmp/\x1b[2K\rdb1: in policy\xff\n[postmaster]\npid=1\x00ruid=5\x00reader_uid=0\x00"
+	blocks := parseBlocks([]byte(raw))
+	if len(blocks) != 1 {
+		t.Fatalf("%d blocks: %+v", len(blocks), blocks)
+	}
+	_, notes, err := choosePostgres(blocks, Options{})
+	if err != nil || len(notes) != 1 {
+		t.Fatalf("notes %q, err %v", notes, err)
+	}
+	want := `ignored process 77 named "post\x1b]0;x\agres" (uid 5, binary "/tmp/a\nb/postgres"): no postmaster.pid to read in "/tmp/\x1b[2K\rdb1: in policy\xff\n[postmaster]\npid=1"; it was not run`
+	if notes[0] != want {
+		t.Errorf("note\n%s\nwant\n%s", notes[0], want)
+	}
+	for _, c := range notes[0] {
+		if c < 0x20 || c == 0x7f || c == utf8.RuneError {
+			t.Fatalf("raw byte %q in note %q", c, notes[0])
+		}
+	}
+}
+
+func TestDescribeRefuses(t *testing.T) {
+	base := "[override]\ndata=/d\nrealdata=/d\nowner=postgres\nowner_uid=105\npg_version=15\nbin=/opt/pg/bin\n"
+	tests := []struct {
+		name, block, wantErr string
+	}{
+		{"root-owned data directory", strings.Replace(base, "owner_uid=105", "owner_uid=0", 1) + "version=postgres (PostgreSQL) 15.2\n",
+			"/d: owned by root, and PostgreSQL never runs as root (chown it to the cluster owner)"},
+		{"binary no one may run", base + "bin_refused=1\n",
+			`/opt/pg/bin/postgres: not run: it or a directory above it may be changed by a user other than root, and it cannot run as the cluster owner "postgres" (set pg_bin, or become)`},
+		{"version that is not one", base + "version=\x1b[31mhello\n", `/opt/pg/bin/postgres --version: unrecognised version "\x1b[31mhello"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := choosePostgres(parseBlocks(out(tc.block)), Options{PGData: "/d"})
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("err = %v\nwant %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Numbers from the host outside their range are dropped, not believed.
+func TestDescribeBoundsNumbers(t *testing.T) {
+	pm := strings.NewReplacer("pidfile_port=5433", "pidfile_port=99999", "hugetlb_kb=700416", "hugetlb_kb=-5",
+		"starttime=99", "starttime=-1").Replace(pmInitdb)
+	pg, _, err := choosePostgres(parseBlocks(out(pm)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.Port != 0 || pg.HugetlbPages != 0 || pg.StartTime != 0 || pg.PID != 900 {
+		t.Errorf("got %+v", pg)
 	}
 }

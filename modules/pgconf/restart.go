@@ -82,8 +82,14 @@ exit 0
 // ready= and new_pid=. A restart leaves a marker file (when one is named)
 // from before the stop until the server is ready again, so a later run
 // can tell a server pgtune left stopped from one stopped on purpose.
+//
+// The cluster's binaries come from a directory found on the host: pg_ctl
+// runs as the owner (it refuses root anyway), pg_isready through run_bin
+// (facts.RunBinFn), as the owner too, or as root only when root alone can
+// change it.
 const restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
-` + asOwnerFn + `if [ "$method" != status ] && [ -n "$marker" ]; then
+trusted_dir=
+` + asOwnerFn + facts.RunBinFn + `if [ "$method" != status ] && [ -n "$marker" ]; then
   mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true
 fi
 rc=0
@@ -110,7 +116,7 @@ if [ "$rc" = 0 ]; then
     set -- -q -d postgres
     if [ -n "$s" ]; then set -- "$@" -h "$s"; fi
     if [ -n "$p" ] && [ "$p" != 0 ]; then set -- "$@" -p "$p"; fi
-    if "$bin/pg_isready" "$@" >/dev/null 2>&1; then ready=1; break; fi
+    if run_bin "$bin/pg_isready" "$@" </dev/null >/dev/null 2>&1; then ready=1; break; fi
     sleep 1
     i=$((i+1))
   done
@@ -154,6 +160,10 @@ func postgresStatus(ctx context.Context, t *engine.Target, pg *facts.Postgres) (
 }
 
 func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres, custom, action string) (*restartResult, error) {
+	if pg.Owner == "" || pg.Owner == "root" {
+		// as_owner would run the cluster's binaries as root.
+		return nil, fmt.Errorf("%s postgres: the data directory's owner is %q: pgtune runs the cluster's binaries as its owner, never as root", action, pg.Owner)
+	}
 	ver := ""
 	if pg.Cluster != "" {
 		// Debian names units and pg_ctlcluster arguments by the version

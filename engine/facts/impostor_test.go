@@ -1,0 +1,232 @@
+package facts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// These tests run discovery as root over a real sshd on 127.0.0.1 against
+// real processes of this machine: a PostgreSQL 15 cluster and fake
+// programs (copies of this test binary, see testhost.FakeMain) started by
+// the unprivileged user nobody. Other test packages may run clusters of
+// their own meanwhile, so where the choice depends on every process of
+// the machine, the assertions are about ours.
+
+func dialTestSSHD(t *testing.T, srv *testhost.SSHServer) *transport.SSH {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := transport.DialSSH(ctx, transport.SSHConfig{
+		Name: "testhost", Address: "127.0.0.1", Port: srv.Port, User: srv.User,
+		PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHostsFile, ConnectTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawDiscover runs the discovery script with no pg_data and keeps the
+// blocks of the given PIDs (postmaster or impostor).
+func rawDiscover(t *testing.T, tr transport.Transport, pids ...int) []block {
+	t.Helper()
+	res, err := tr.Run(context.Background(), transport.Command{Args: []string{"sh", "-c", discoverScript, "sh", "", "", ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []block
+	for _, b := range parseBlocks(res.Stdout) {
+		for _, p := range pids {
+			if b.get("pid") == strconv.Itoa(p) && (b.kind == "postmaster" || b.kind == "impostor") {
+				mine = append(mine, b)
+			}
+		}
+	}
+	return mine
+}
+
+// noteFor returns the note about pid, "" when there is none.
+func noteFor(notes []string, pid int) string {
+	for _, n := range notes {
+		if strings.HasPrefix(n, fmt.Sprintf("ignored process %d ", pid)) {
+			return n
+		}
+	}
+	return ""
+}
+
+func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	c := testhost.Postgres(t)
+	tr := dialTestSSHD(t, srv)
+	ctx := context.Background()
+	realPID := c.PID(t)
+
+	bin := testhost.FakeBinDir(t, "nobody", "postgres")
+	fake := filepath.Join(bin, "postgres")
+	// A: in a directory it owns, with PG_VERSION and no postmaster.pid.
+	dirA := testhost.OwnedDir(t, "nobody")
+	testhost.WriteOwned(t, "nobody", filepath.Join(dirA, "PG_VERSION"), "15\n", 0o644)
+	pidA := testhost.StartFake(t, fake, "nobody", dirA)
+	// B: its postmaster.pid names the real postmaster.
+	dirB := testhost.OwnedDir(t, "nobody")
+	testhost.WriteOwned(t, "nobody", filepath.Join(dirB, "PG_VERSION"), "15\n", 0o644)
+	testhost.WriteOwned(t, "nobody", filepath.Join(dirB, "postmaster.pid"), testhost.PIDFile(realPID, dirB, c.Port, c.SocketDir), 0o600)
+	pidB := testhost.StartFake(t, fake, "nobody", dirB)
+	// C: its postmaster.pid names it, but the directory is root's, and its
+	// name carries terminal escapes.
+	dirC := filepath.Join(testhost.OwnedDir(t, "root"), "db\x1b[2K\rdb1: in policy")
+	if err := os.Mkdir(dirC, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testhost.WriteOwned(t, "root", filepath.Join(dirC, "PG_VERSION"), "15\n", 0o644)
+	pidC := testhost.StartFake(t, fake, "nobody", dirC)
+	testhost.WriteOwned(t, "root", filepath.Join(dirC, "postmaster.pid"), testhost.PIDFile(pidC, dirC, 5432, "/tmp"), 0o644)
+
+	wantNotes := map[int]string{
+		pidA: fmt.Sprintf("no postmaster.pid to read in %q", dirA),
+		pidB: fmt.Sprintf("the postmaster.pid of %q does not name it (it names pid %d)", dirB, realPID),
+		pidC: fmt.Sprintf("it runs as uid 65534, but %q belongs to uid 0", dirC),
+	}
+	checkNotes := func(t *testing.T, notes []string) {
+		t.Helper()
+		for pid, reason := range wantNotes {
+			n := noteFor(notes, pid)
+			if !strings.Contains(n, reason) || !strings.Contains(n, strconv.Quote(fake)) || !strings.HasSuffix(n, "; it was not run") {
+				t.Errorf("note for pid %d: %q; want one saying %q", pid, n, reason)
+			}
+			if strings.ContainsAny(n, "\x1b\r\n") {
+				t.Errorf("raw control characters in %q", n)
+			}
+		}
+	}
+
+	t.Run("pg_data picks the cluster, impostors are noted", func(t *testing.T) {
+		pg, notes, err := Discover(ctx, tr, Options{PGData: c.DataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg.DataDir != c.DataDir || !pg.Running || pg.PID != realPID || pg.BinDir != c.BinDir || !strings.HasPrefix(pg.Version, "15.") {
+			t.Errorf("discovered %+v", pg)
+		}
+		checkNotes(t, notes)
+	})
+
+	t.Run("without pg_data, impostors never count", func(t *testing.T) {
+		pg, notes, err := Discover(ctx, tr, Options{})
+		checkNotes(t, notes)
+		if err != nil {
+			// Another package's cluster may be running too; the error
+			// must still be about real postmasters only.
+			for _, pid := range []int{pidA, pidB, pidC} {
+				if strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", pid)) {
+					t.Errorf("impostor %d counted: %v", pid, err)
+				}
+			}
+			if !strings.Contains(err.Error(), fmt.Sprintf("%s (pid %d)", c.DataDir, realPID)) {
+				t.Errorf("error %v does not list our cluster", err)
+			}
+			return
+		}
+		if pg == nil || pg.DataDir != c.DataDir || pg.PID != realPID {
+			t.Errorf("discovered %+v; want our cluster", pg)
+		}
+	})
+
+	t.Run("the machine's processes, ours only", func(t *testing.T) {
+		blocks := rawDiscover(t, tr, realPID, pidA, pidB, pidC)
+		pg, notes, err := choosePostgres(blocks, Options{})
+		if err != nil || pg == nil || pg.DataDir != c.DataDir || pg.PID != realPID {
+			t.Fatalf("chose %+v, %v from %+v", pg, err, blocks)
+		}
+		checkNotes(t, notes)
+		if len(notes) != 3 {
+			t.Errorf("notes %q", notes)
+		}
+	})
+
+	t.Run("impostors alone: no cluster, no failure", func(t *testing.T) {
+		pg, notes, err := choosePostgres(rawDiscover(t, tr, pidA, pidB, pidC), Options{})
+		if err != nil || pg != nil {
+			t.Fatalf("got %+v, %v; want no cluster and no error", pg, err)
+		}
+		checkNotes(t, notes)
+	})
+
+	if ran := testhost.Executions(t, bin, srv.Port); len(ran) != 0 {
+		t.Errorf("the impostor binary was run: %q", ran)
+	}
+}
+
+// A cluster an unprivileged user runs from a bin directory of its own is a
+// genuine cluster; its binaries run as that user, never as root.
+func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	tr := dialTestSSHD(t, srv)
+	ctx := context.Background()
+
+	bin := testhost.FakeBinDir(t, "nobody", "postgres")
+	data := testhost.OwnedDir(t, "nobody")
+	if err := os.Chmod(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "PG_VERSION"), "15\n", 0o600)
+	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", data)
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "postmaster.pid"), testhost.PIDFile(pid, data, 5499, "/tmp"), 0o600)
+
+	checkRuns := func(t *testing.T) {
+		t.Helper()
+		ran := testhost.Executions(t, bin, srv.Port)
+		if len(ran) == 0 {
+			t.Fatal("postgres --version never ran")
+		}
+		for _, l := range ran {
+			if !strings.HasPrefix(l, "uid=65534 euid=65534 name=postgres ") {
+				t.Errorf("ran as other than nobody: %q", l)
+			}
+		}
+		if err := os.Truncate(filepath.Join(bin, "executed"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Postgres{Source: "postmaster", DataDir: data, BinDir: bin, ConfigFile: filepath.Join(data, "postgresql.conf"),
+		Version: "15.99", Major: 15, Owner: "nobody", Running: true, PID: pid, Port: 5499, SocketDir: "/tmp"}
+
+	t.Run("found in /proc", func(t *testing.T) {
+		blocks := rawDiscover(t, tr, pid)
+		if len(blocks) != 1 || blocks[0].kind != "postmaster" || blocks[0].get("bin_runs_as") != "owner" {
+			t.Fatalf("blocks %+v", blocks)
+		}
+		pg, notes, err := choosePostgres(blocks, Options{})
+		if err != nil || len(notes) != 0 {
+			t.Fatalf("%v %q", err, notes)
+		}
+		got := *pg
+		got.StartTime = 0
+		if got != want {
+			t.Errorf("got  %+v\nwant %+v", got, want)
+		}
+		checkRuns(t)
+	})
+
+	t.Run("pg_data and pg_bin", func(t *testing.T) {
+		pg, _, err := Discover(ctx, tr, Options{PGData: data, PGBin: bin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg.Version != "15.99" || pg.PID != pid || pg.Source != "inventory" {
+			t.Errorf("got %+v", pg)
+		}
+		checkRuns(t)
+	})
+}

@@ -1,0 +1,73 @@
+package pgconf
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// A cluster that nobody runs from a bin directory nobody can write: found
+// over a real sshd as root, its pg_isready runs as nobody, never as root.
+// The programs are fakes (testhost.FakeMain) that record who ran them.
+func TestStatusRunsOwnersPgIsreadyAsOwner(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	ctx := context.Background()
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tr, err := transport.DialSSH(dctx, transport.SSHConfig{
+		Name: "testhost", Address: "127.0.0.1", Port: srv.Port, User: srv.User,
+		PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHostsFile, ConnectTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+
+	bin := testhost.FakeBinDir(t, "nobody", "postgres", "pg_isready", "pg_ctl")
+	data := testhost.OwnedDir(t, "nobody")
+	if err := os.Chmod(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "PG_VERSION"), "15\n", 0o600)
+	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", data)
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "postmaster.pid"), testhost.PIDFile(pid, data, 5499, "/tmp"), 0o600)
+
+	pg, err := facts.DiscoverPostgres(ctx, tr, facts.Options{PGData: data, PGBin: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.BinDir != bin || pg.Version != "15.99" || pg.PID != pid || pg.Owner != "nobody" {
+		t.Fatalf("discovered %+v", pg)
+	}
+	tg := &engine.Target{Name: "testhost", Transport: tr, Facts: &facts.Facts{Postgres: pg},
+		Scope: expr.NewScope("t.yml"), StateDir: t.TempDir()}
+	res, err := postgresStatus(ctx, tg, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Ready || res.NewPID != pid {
+		t.Errorf("status %+v", res)
+	}
+	// Discovery ran postgres --version, the status pg_isready: both as
+	// nobody.
+	isready := 0
+	for _, l := range testhost.Executions(t, bin, srv.Port) {
+		switch {
+		case l == `uid=65534 euid=65534 name=pg_isready args=["-q" "-d" "postgres" "-h" "/tmp" "-p" "5499"]`:
+			isready++
+		case l != `uid=65534 euid=65534 name=postgres args=["--version"]`:
+			t.Errorf("unexpected run: %q", l)
+		}
+	}
+	if isready != 1 {
+		t.Errorf("pg_isready ran %d times as nobody; want once", isready)
+	}
+}

@@ -29,7 +29,7 @@ func TestWriteFileShortStdin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tr.Run(context.Background(), Command{
-				Args:  []string{"sh", "-c", writeScript, "sh", path, "", "", "", tc.size},
+				Args:  []string{"sh", "-c", writeScript, "sh", path, "", "", "", tc.size, "", prepScript, emitScript},
 				Stdin: []byte(tc.stdin),
 			})
 			if err == nil || !strings.Contains(err.Error(), "left unchanged") {

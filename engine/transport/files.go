@@ -275,6 +275,26 @@ func RemoveFileAs(ctx context.Context, t Transport, path, backup, user string, b
 	return nil
 }
 
+// mkdirScript makes $path (and missing parents) for $owner: as the owner
+// where its parent is not root's alone, else as root, handing the new
+// directory over with chown -h (it sits in a directory only root can
+// change, and -h follows no link).
+var mkdirScript = prelude(`path=$1 owner=$2 as=$2`) + `if [ -d "$path" ]; then exit 0; fi
+if [ -n "$user" ]; then run mkdir -p -m 0755 -- "$path"
+else mkdir -p -m 0755 -- "$path"; chown -h -- "$owner:" "$path"; fi
+`
+
+// MakeDir creates directory p for owner (mode 0755) unless it exists.
+func MakeDir(ctx context.Context, t Transport, p, owner string, become bool) error {
+	if err := checkPath(p); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	if _, err := t.Run(ctx, Command{Args: []string{"sh", "-c", mkdirScript, "sh", p, owner}, Become: become}); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return nil
+}
+
 // checkPath accepts absolute, clean paths of a file (not /).
 func checkPath(p string) error {
 	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {

@@ -300,6 +300,26 @@ func TestDirectoryDecisions(t *testing.T) {
 		t.Errorf("write below the owner's directory: %v", err)
 	}
 
+	// MakeDir: in the owner's directory the owner makes it; in a
+	// root-only one root makes it and hands it over with chown -h.
+	for _, d := range []string{filepath.Join(h.dir, "conf.d"), filepath.Join(h.root, "etc", "conf.d")} {
+		must(t, MakeDir(ctx, tr, d, raceUser, false))
+		fi, err := os.Lstat(d)
+		must(t, err)
+		if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || int(st.Uid) != h.uid || fi.Mode().Perm() != 0o755 {
+			t.Errorf("MakeDir %s: uid %d mode %v", d, st.Uid, fi.Mode())
+		}
+		must(t, MakeDir(ctx, tr, d, raceUser, false)) // exists: nothing to do
+	}
+	// A link the owner put where the directory should be is left alone:
+	// nothing is created or chowned through it.
+	linked := filepath.Join(h.dir, "linked.d")
+	must(t, os.Symlink(h.state, linked))
+	must(t, MakeDir(ctx, tr, linked, raceUser, false))
+	if fi, _ := os.Stat(h.state); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("MakeDir chowned through the owner's link")
+	}
+
 	// Root-only directories (sticky /tmp above is fine) keep the root
 	// write: owner root, mode as asked.
 	rootOnly := filepath.Join(h.root, "etc", "sysctl.d", "10-x.conf")

@@ -252,3 +252,99 @@ func TestSymlinkedDropinFollowed(t *testing.T) {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// ownerRacer, run as the cluster owner until $1/.stop appears, keeps
+// replacing every .pgtune-* temporary in the directories given after $2
+// with a link to $2, logging each swap to $1/.racelog.
+const ownerRacer = `ctl=$1 secret=$2
+shift 2
+while [ ! -e "$ctl/.stop" ]; do
+  for d in "$@"; do
+    for f in "$d"/.pgtune-*; do
+      if [ -f "$f" ] && [ ! -L "$f" ] && rm -f -- "$f" 2>/dev/null && ln -s -- "$secret" "$f" 2>/dev/null; then echo t >> "$ctl/.racelog"; fi
+    done
+  done
+  sleep 0.005
+done
+`
+
+// TestApplyRacedByOwner: apply writes postgresql.conf (data directory) and
+// the drop-in (conf.d) while the owner swaps every temporary there for a
+// link to a root-only file. Whether or not apply gets through, the root-only
+// file keeps owner, mode and content and shows nowhere.
+func TestApplyRacedByOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t)
+	hp := hugePageSize(t)
+	// Reachable by the owner's links (0755 directory), root-only itself.
+	dir, err := os.MkdirTemp("/tmp", "pgtune-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	secret := filepath.Join(dir, "secret.conf")
+	if err := os.WriteFile(secret, []byte("shared_buffers = '"+linkSecret+"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	confd := filepath.Join(c.DataDir, "conf.d")
+	c.AsOwner(t, "mkdir", "-m", "0700", confd)
+	ctl := filepath.Join(c.Root, "race")
+	c.AsOwner(t, "mkdir", ctl)
+
+	ctx := context.Background()
+	m := New()
+	racer := exec.Command("runuser", "-u", c.Owner, "--", "sh", "-c", ownerRacer, "sh", ctl, secret, c.DataDir, confd)
+	racer.Dir = "/"
+	if err := racer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		if racer.Process == nil {
+			return
+		}
+		c.AsOwner(t, "touch", filepath.Join(ctl, ".stop"))
+		racer.Wait()
+		racer.Process = nil
+	}
+	t.Cleanup(stop)
+	applied := 0
+	for i := 0; i < 4; i++ {
+		tg := linkTarget(t, c, 64)
+		journal(t, tg)
+		p, err := m.Check(ctx, tg, params(int64(64-i)*hp, func(p *Params) { p.Restart = expr.Literal(false) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Apply(ctx, tg, p)
+		if err == nil {
+			applied++
+		} else {
+			assertNoSecret(t, "apply error", err.Error())
+		}
+		filepath.Walk(tg.Journal.Dir(), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				b, _ := os.ReadFile(p)
+				assertNoSecret(t, "backup "+p, string(b))
+			}
+			return nil
+		})
+	}
+	stop()
+	log, _ := os.ReadFile(filepath.Join(ctl, ".racelog"))
+	swaps := strings.Count(string(log), "\n")
+	t.Logf("%d of 4 applies went through; the owner swapped %d temporaries", applied, swaps)
+	if swaps == 0 {
+		t.Fatal("the racer never caught a temporary: the test proves nothing")
+	}
+	secretUnchanged(t, secret)
+	for _, p := range []string{c.ConfigFile(), filepath.Join(confd, "002-hugepages.conf")} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			if owner := fileOwner(t, p); owner != c.Owner {
+				t.Errorf("%s owned by %s", p, owner)
+			}
+		}
+	}
+}

@@ -134,10 +134,10 @@ const keepFn = `keep() {
 }
 `
 
-// prelude reads the arguments (vars names $path, $as, ...) and decides
-// who acts.
-func prelude(vars string) string {
-	return "set -eu\ncd /\n" + vars + "\ndir=${path%/*}\ndir=${dir:-/}\n" + actorFn + keepFn + chainSetup
+// prelude reads the arguments (vars names $path, $as, ...), defines the
+// extra functions given and decides who acts.
+func prelude(vars string, funcs ...string) string {
+	return "set -eu\ncd /\n" + vars + "\ndir=${path%/*}\ndir=${dir:-/}\n" + actorFn + strings.Join(funcs, "") + chainSetup
 }
 
 var readScript = prelude(`path=$1 as=`) +
@@ -199,7 +199,7 @@ if [ -n "$emit" ]; then sh -c "$emit" sh "$path"; fi
 // plus at most a stray .pgtune-* temporary that the next write ignores.
 // Every step inside the target's directory is done by the user decide
 // picks, in two steps (prepare, then rename) with the backup between.
-var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
+var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
 raw=/dev/null
 if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; else emit=; fi
 trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw"' EXIT
@@ -247,7 +247,7 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 
 // removeScript deletes $path (rm -f -- never follows a link), after
 // keeping it at $backup when that is set.
-var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`) + `if [ -n "$backup" ]; then
+var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`, keepFn) + `if [ -n "$backup" ]; then
   mkdir -p -- "${backup%/*}"
   raw=$backup.tmp
   (umask 077; run sh -c "$emit" sh "$path" > "$raw")

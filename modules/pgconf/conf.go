@@ -153,7 +153,7 @@ func walkConfig(fs *confFS, mainConf, autoConf string) (*walk, error) {
 			return nil
 		}
 		if f.Unreadable {
-			return fmt.Errorf("cannot read %s (run with become)", p)
+			return fmt.Errorf("cannot read %s as the cluster owner, nor can the server: make it readable by the owner or remove it", p)
 		}
 		if !f.Exists {
 			if optional {

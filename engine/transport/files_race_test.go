@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // These tests pit the file helpers, run as root, against a real
@@ -173,21 +175,34 @@ func (h *hostileDir) assertSecretKept(t *testing.T, before map[string]string) {
 
 // TestWriteRacedByDirectoryOwner: N writes (with backups) and removals
 // into a directory the racer owns while it swaps every temporary for a
-// link to the root-only file.
+// link to the root-only file, over the local transport as root.
 func TestWriteRacedByDirectoryOwner(t *testing.T) {
 	h := newHostileDir(t)
+	raceWrites(t, h, NewLocal(), false, 20)
+}
+
+// TestWriteRacedOverSSHBecome: the same over the real sshd, logged in as
+// an unprivileged user who becomes root through sudo.
+func TestWriteRacedOverSSHBecome(t *testing.T) {
+	h := newHostileDir(t)
+	srv := testhost.SSHD(t)
+	testhost.EnsureUser(t, "pgtune-sudo", true)
+	cfg := sshdConfig(srv)
+	cfg.User = "pgtune-sudo"
+	raceWrites(t, h, dial(t, cfg), true, 10)
+}
+
+func raceWrites(t *testing.T, h *hostileDir, tr Transport, become bool, n int) {
 	ctx := context.Background()
-	tr := NewLocal()
 	target := filepath.Join(h.dir, "002-hugepages.conf")
 	must(t, os.WriteFile(target, []byte("v0\n"), 0o640))
 	must(t, os.Chown(target, h.uid, h.gid))
 	before := h.outside(t)
 	stop := h.startRacer(t, "")
-	const n = 20
 	ok := 0
 	for i := 0; i < n; i++ {
 		data := []byte(fmt.Sprintf("shared_buffers = %dkB\n", i+1))
-		opts := WriteOptions{Backup: filepath.Join(h.state, strconv.Itoa(i), "files", target)}
+		opts := WriteOptions{Backup: filepath.Join(h.state, strconv.Itoa(i), "files", target), Become: become}
 		if i%2 == 1 {
 			opts.AsUser = raceUser // as pgconf passes the cluster owner
 		}
@@ -207,7 +222,7 @@ func TestWriteRacedByDirectoryOwner(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		must(t, os.WriteFile(target+".old", []byte("old\n"), 0o644))
 		os.Chown(target+".old", h.uid, h.gid)
-		RemoveFile(ctx, tr, target+".old", filepath.Join(h.state, "rm", strconv.Itoa(i)), false)
+		RemoveFile(ctx, tr, target+".old", filepath.Join(h.state, "rm", strconv.Itoa(i)), become)
 	}
 	swaps := stop()
 	t.Logf("%d of %d writes went through; the racer swapped %d temporaries", ok, n, swaps)

@@ -116,13 +116,16 @@ cat -- "$1"
 `
 
 // keepFn defines keep, which turns what emitScript printed into $raw
-// into the backup $backup, mode and owner kept. This shell writes it:
-// the state directory is root's alone. It fails when there was no file.
+// into the backup $backup, mode and owner kept, and sets kept=1 (kept=0
+// when there was no file). This shell writes it: the state directory is
+// root's alone. Call it as a plain command, so set -e stops the script
+// on any failure before the file it backs up is replaced.
 const keepFn = `keep() {
+  kept=0
   meta=$(head -n 1 -- "$raw")
   case $meta in
   "B "*) ;;
-  *) rm -f -- "$raw"; return 1;;
+  *) rm -f -- "$raw"; return 0;;
   esac
   m=${meta#B }
   (umask 077; tail -n +2 -- "$raw" > "$raw.c")
@@ -131,6 +134,7 @@ const keepFn = `keep() {
   chown -- "${m#* }" "$raw.c"
   sync -- "$raw.c"
   mv -f -- "$raw.c" "$backup"
+  kept=1
 }
 `
 
@@ -204,8 +208,8 @@ raw=/dev/null
 if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; else emit=; fi
 trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw"' EXIT
 (umask 077; run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" > "$raw")
-if [ -n "$backup" ]; then keep || true; fi
-run sh -c 'mv -fT -- "$1" "$2"; sync -- "$3"' sh "$tmp" "$path" "$dir"
+if [ -n "$backup" ]; then keep; fi
+run sh -c 'mv -fT -- "$1" "$2" && sync -- "$3"' sh "$tmp" "$path" "$dir"
 trap - EXIT
 `
 
@@ -251,24 +255,20 @@ var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`, keepFn) + `i
   mkdir -p -- "${backup%/*}"
   raw=$backup.tmp
   (umask 077; run sh -c "$emit" sh "$path" > "$raw")
-  keep || exit 0
+  keep
+  if [ "$kept" = 0 ]; then exit 0; fi
 fi
-run sh -c 'if [ -e "$1" ]; then rm -f -- "$1"; sync -- "$2"; fi' sh "$path" "$dir"
+run sh -c 'if [ -e "$1" ]; then rm -f -- "$1" && sync -- "$2"; fi' sh "$path" "$dir"
 `
 
 // RemoveFile deletes path, keeping a copy at backup when that is set.
-// A missing file is not an error.
+// A missing file is not an error. In a directory that is not root's
+// alone, its owner removes it (see above).
 func RemoveFile(ctx context.Context, t Transport, path, backup string, become bool) error {
-	return RemoveFileAs(ctx, t, path, backup, "", become)
-}
-
-// RemoveFileAs is RemoveFile acting as user where the directory is not
-// root's alone (see WriteOptions.AsUser).
-func RemoveFileAs(ctx context.Context, t Transport, path, backup, user string, become bool) error {
 	if err := checkPath(path); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	_, err := t.Run(ctx, Command{Args: []string{"sh", "-c", removeScript, "sh", path, backup, user, emitScript}, Become: become})
+	_, err := t.Run(ctx, Command{Args: []string{"sh", "-c", removeScript, "sh", path, backup, "", emitScript}, Become: become})
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}

@@ -5,21 +5,156 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
+	"strings"
 )
 
 // File operations are built on Run rather than SFTP so that they work the
 // same on every transport and under become (sudo), where SFTP cannot follow.
 // Paths travel as positional parameters of fixed scripts, never spliced into
 // script text.
+//
+// Who acts. A root process that creates, chmods, chowns or renames files by
+// name in a directory someone else can change can be made to act on
+// whatever that someone puts under the name (a symbolic link to
+// /etc/shadow, say). Each script therefore decides on the host, when it
+// runs, who does the work inside the file's directory:
+//
+//   - root itself, when every directory from / down to it is a real
+//     directory (not a link) owned by root, the directory itself writable
+//     by root alone, and each one above it writable by root alone or
+//     sticky. Checked top-down, every name checked sits in a directory
+//     already shown to be root's alone, so nobody but root can change
+//     what the check saw before it is used. /etc/sysctl.d and the state
+//     directory are such directories: writes there work as they always did.
+//   - otherwise the user that controls the directory (WriteOptions.AsUser,
+//     else the directory's owner when it is a real directory owned by a
+//     user other than root), through runuser or sudo -u. Every step then
+//     runs with that user's rights: whatever links or renames the user
+//     plays with, the kernel lets the step do only what the user could do
+//     themself, so they can only hurt themself. This was chosen over
+//     descriptor tricks (O_NOFOLLOW, fchown through a descriptor) because
+//     it needs no helper program on the host and its proof is the
+//     sentence above.
+//   - nobody, when there is no such user (a root-owned directory others
+//     can write, a link in a directory others control): the script
+//     refuses and says why.
+//
+// When pgtune is not root on the host (no become, unprivileged login),
+// there is nothing to guard and the login user acts.
+//
+// Backups are written by root into the state directory (root's alone),
+// from content read by whoever acts in the source directory, so a backup
+// never holds more than that user could read.
 
 const missingExit = 44
 
-const readScript = `if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"`
+// actorFn defines decide, which prints the user to act as inside $dir (an
+// empty line: this shell acts itself) or fails with the reason, and run,
+// which runs "$@" as that user. decide takes the directories from / down
+// to $dir, outermost first, and reads $as. setpriv is preferred over
+// runuser: same effect, no PAM session per step.
+const actorFn = `decide() {
+  [ "$(id -u)" = 0 ] || return 0
+  out=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
+  n=0 safe=1 why= pmode=0 luid= lmode= ltype=
+  while read -r uid mode type; do
+    [ -n "$uid" ] || continue
+    n=$((n+1)) luid=$uid lmode=$mode ltype=$type
+    eval "p=\${$n}"
+    if [ "$type" != directory ]; then safe=0 why=${why:-"$p is a $type"}
+    elif [ "$uid" != 0 ]; then safe=0 why=${why:-"$p belongs to uid $uid"}
+    elif [ $((0$pmode & 022)) -ne 0 ] && [ $((0$pmode & 01000)) -eq 0 ]; then safe=0 why=${why:-"$p lies in a directory others can write"}
+    fi
+    pmode=$mode
+  done <<EOF
+$out
+EOF
+  if [ $n -eq 0 ]; then echo "cannot inspect $dir" >&2; return 1; fi
+  eval "deep=\${$n}"
+  if [ $safe = 1 ] && [ $((0$lmode & 022)) -ne 0 ]; then safe=0 why="$deep is writable by others (mode $lmode)"; fi
+  if [ $safe = 1 ]; then return 0; fi
+  if [ -n "$as" ]; then printf '%s\n' "$as"; return 0; fi
+  if [ "$ltype" = directory ] && [ "$luid" != 0 ]; then
+    u=$(getent passwd "$luid" | cut -d: -f1)
+    if [ -n "$u" ]; then printf '%s\n' "$u"; return 0; fi
+  fi
+  echo "refusing to act as root in $deep: $why, and no other user controls it" >&2
+  return 1
+}
+as_user() {
+  u=$1
+  shift
+  if [ "$(id -un)" = "$u" ]; then "$@"
+  elif command -v setpriv >/dev/null 2>&1; then setpriv --reuid="$u" --regid="$(id -g -- "$u")" --init-groups -- "$@"
+  elif command -v runuser >/dev/null 2>&1; then runuser -u "$u" -- "$@"
+  else sudo -n -u "$u" -- "$@"; fi
+}
+run() { if [ -n "$user" ]; then as_user "$user" "$@"; else "$@"; fi; }
+`
+
+// chainSetup sets "$@" to the directories from / down to $dir and picks
+// the user.
+const chainSetup = `set -- /
+p= rest=${dir#/}
+while [ -n "$rest" ]; do
+  p=$p/${rest%%/*}
+  set -- "$@" "$p"
+  case $rest in */*) rest=${rest#*/};; *) rest=;; esac
+done
+user=$(decide "$@")
+`
+
+// emitScript, run by the acting user, prints "B mode uid:gid" and the
+// content of the file $1 (to be kept as a backup), or "N" when there is
+// no such file. It refuses anything but a regular file.
+const emitScript = `if [ ! -e "$1" ]; then echo N; exit 0; fi
+if [ ! -f "$1" ]; then echo "$1 is not a regular file" >&2; exit 1; fi
+printf 'B %s\n' "$(stat -L -c '%a %u:%g' -- "$1")"
+cat -- "$1"
+`
+
+// keepFn defines keep, which turns what emitScript printed into $raw
+// into the backup $backup, mode and owner kept, and sets kept=1 (kept=0
+// when there was no file). This shell writes it: the state directory is
+// root's alone. Call it as a plain command, so set -e stops the script
+// on any failure before the file it backs up is replaced.
+const keepFn = `keep() {
+  kept=0
+  meta=$(head -n 1 -- "$raw")
+  case $meta in
+  "B "*) ;;
+  *) rm -f -- "$raw"; return 0;;
+  esac
+  m=${meta#B }
+  (umask 077; tail -n +2 -- "$raw" > "$raw.c")
+  rm -f -- "$raw"
+  chmod -- "${m%% *}" "$raw.c"
+  chown -- "${m#* }" "$raw.c"
+  sync -- "$raw.c"
+  mv -f -- "$raw.c" "$backup"
+  kept=1
+}
+`
+
+// prelude reads the arguments (vars names $path, $as, ...), defines the
+// extra functions given and decides who acts.
+func prelude(vars string, funcs ...string) string {
+	return "set -eu\ncd /\n" + vars + "\ndir=${path%/*}\ndir=${dir:-/}\n" + actorFn + strings.Join(funcs, "") + chainSetup
+}
+
+var readScript = prelude(`path=$1 as=`) +
+	`run sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
+`
 
 // ReadFile returns the content of path on the host. A missing file is
-// reported as an error wrapping os.ErrNotExist.
+// reported as an error wrapping os.ErrNotExist. In a directory someone
+// other than root controls, the file is read as that user (see above).
 func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byte, error) {
+	if err := checkPath(path); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
 	res, err := t.Run(ctx, Command{Args: []string{"sh", "-c", readScript, "sh", path}, Become: become})
 	var exitErr *ExitError
 	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
@@ -31,32 +166,23 @@ func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byt
 	return res.Stdout, nil
 }
 
-// writeScript replaces $1 atomically: the new content goes to a temporary
-// file in the same directory, is fsynced, takes the mode and owner (given,
-// or those of the file it replaces), and is renamed over the target; the
-// directory is fsynced last. When $4 is set, the file being replaced is
-// first copied there (mode and owner kept), so a run can be rolled back.
-// A kill at any point leaves either the old file or the new one, plus at
-// most a stray .pgtune-* temporary that the next write ignores.
-const writeScript = `set -eu
-path=$1 mode=$2 owner=$3 backup=$4 size=$5
-dir=$(dirname -- "$path")
-[ -d "$dir" ] || mkdir -p -- "$dir"
-tmp=$(mktemp -- "$dir/.pgtune-XXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp"
-# A connection that drops mid-transfer ends stdin early, and cat cannot
-# tell: renaming a short file would be a half-written one.
+// prepScript, run by the acting user, makes the directory if missing,
+// puts stdin in the new temporary file $tmp (noclobber: O_EXCL), checks
+// its size, gives it the mode and owner (given, or those of the file it
+// replaces), syncs it, and when asked emits the file it replaces for the
+// backup. A connection that drops mid-transfer ends stdin early, and cat
+// cannot tell: renaming a short file would be a half-written one.
+const prepScript = `set -eu
+dir=$1 tmp=$2 path=$3 size=$4 mode=$5 owner=$6 emit=$7
+if [ ! -d "$dir" ]; then mkdir -p -- "$dir"; fi
+(umask 077; set -C; cat > "$tmp")
 got=$(wc -c < "$tmp")
 if [ "$got" -ne "$size" ]; then echo "received $got of $size bytes; $path left unchanged" >&2; exit 1; fi
 if [ -e "$path" ]; then
   chmod --reference="$path" -- "$tmp"
-  chown --reference="$path" -- "$tmp"
-  if [ -n "$backup" ]; then
-    mkdir -p -- "$(dirname -- "$backup")"
-    cp -p -- "$path" "$backup.tmp"
-    sync -- "$backup.tmp"
-    mv -f -- "$backup.tmp" "$backup"
+  if ! chown --reference="$path" -- "$tmp" 2>/dev/null; then
+    echo "$path belongs to $(stat -L -c %U:%G -- "$path"), which $(id -un) (who acts in its directory) cannot give the new file; not replacing it" >&2
+    exit 1
   fi
 elif [ -z "$mode" ]; then
   chmod 0644 -- "$tmp"
@@ -64,9 +190,27 @@ fi
 if [ -n "$mode" ]; then chmod -- "$mode" "$tmp"; fi
 if [ -n "$owner" ]; then chown -- "$owner" "$tmp"; fi
 sync -- "$tmp"
-mv -f -- "$tmp" "$path"
+if [ -n "$emit" ]; then sh -c "$emit" sh "$path"; fi
+`
+
+// writeScript replaces $path atomically: the new content goes to a
+// temporary file in the same directory (mktemp names it, the acting user
+// creates it), is fsynced, takes the mode and owner, and is renamed over
+// the target (mv -T: never into a directory put in its place); the
+// directory is fsynced last. When $backup is set, the file being replaced
+// is first copied there (mode and owner kept), so a run can be rolled
+// back. A kill at any point leaves either the old file or the new one,
+// plus at most a stray .pgtune-* temporary that the next write ignores.
+// Every step inside the target's directory is done by the user decide
+// picks, in two steps (prepare, then rename) with the backup between.
+var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
+raw=/dev/null
+if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; else emit=; fi
+trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw"' EXIT
+(umask 077; run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" > "$raw")
+if [ -n "$backup" ]; then keep; fi
+run sh -c 'mv -fT -- "$1" "$2" && sync -- "$3"' sh "$tmp" "$path" "$dir"
 trap - EXIT
-sync -- "$dir"
 `
 
 // WriteOptions says how WriteFile lays the new file down.
@@ -78,16 +222,24 @@ type WriteOptions struct {
 	Owner string
 	// Backup, when set, is where the replaced file is copied first.
 	Backup string
+	// AsUser is who writes when the directory is not root's alone (the
+	// cluster owner, for PostgreSQL's files); empty: the directory's
+	// owner.
+	AsUser string
 	Become bool
 }
 
 // WriteFile atomically replaces path on the host with data.
 func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts WriteOptions) error {
+	if err := checkPath(path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	if data == nil {
 		data = []byte{}
 	}
 	_, err := t.Run(ctx, Command{
-		Args:   []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup, strconv.Itoa(len(data))},
+		Args: []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup,
+			strconv.Itoa(len(data)), opts.AsUser, prepScript, emitScript},
 		Stdin:  data,
 		Become: opts.Become,
 	})
@@ -97,18 +249,56 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 	return nil
 }
 
-// RemoveFile deletes path, keeping a copy at backup when that is set.
-// A missing file is not an error.
-func RemoveFile(ctx context.Context, t Transport, path, backup string, become bool) error {
-	const script = `set -eu
-[ -e "$1" ] || exit 0
-if [ -n "$2" ]; then mkdir -p -- "$(dirname -- "$2")"; cp -p -- "$1" "$2"; sync -- "$2"; fi
-rm -f -- "$1"
-sync -- "$(dirname -- "$1")"
+// removeScript deletes $path (rm -f -- never follows a link), after
+// keeping it at $backup when that is set.
+var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`, keepFn) + `if [ -n "$backup" ]; then
+  mkdir -p -- "${backup%/*}"
+  raw=$backup.tmp
+  (umask 077; run sh -c "$emit" sh "$path" > "$raw")
+  keep
+  if [ "$kept" = 0 ]; then exit 0; fi
+fi
+run sh -c 'if [ -e "$1" ]; then rm -f -- "$1" && sync -- "$2"; fi' sh "$path" "$dir"
 `
-	_, err := t.Run(ctx, Command{Args: []string{"sh", "-c", script, "sh", path, backup}, Become: become})
+
+// RemoveFile deletes path, keeping a copy at backup when that is set.
+// A missing file is not an error. In a directory that is not root's
+// alone, its owner removes it (see above).
+func RemoveFile(ctx context.Context, t Transport, path, backup string, become bool) error {
+	if err := checkPath(path); err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	_, err := t.Run(ctx, Command{Args: []string{"sh", "-c", removeScript, "sh", path, backup, "", emitScript}, Become: become})
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// mkdirScript makes $path (and missing parents) for $owner: as the owner
+// where its parent is not root's alone, else as root, handing the new
+// directory over with chown -h (it sits in a directory only root can
+// change, and -h follows no link).
+var mkdirScript = prelude(`path=$1 owner=$2 as=$2`) + `if [ -d "$path" ]; then exit 0; fi
+if [ -n "$user" ]; then run mkdir -p -m 0755 -- "$path"
+else mkdir -p -m 0755 -- "$path"; chown -h -- "$owner:" "$path"; fi
+`
+
+// MakeDir creates directory p for owner (mode 0755) unless it exists.
+func MakeDir(ctx context.Context, t Transport, p, owner string, become bool) error {
+	if err := checkPath(p); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	if _, err := t.Run(ctx, Command{Args: []string{"sh", "-c", mkdirScript, "sh", p, owner}, Become: become}); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return nil
+}
+
+// checkPath accepts absolute, clean paths of a file (not /).
+func checkPath(p string) error {
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
+		return errors.New("not an absolute, clean file path")
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestWriteFileShortStdin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tr.Run(context.Background(), Command{
-				Args:  []string{"sh", "-c", writeScript, "sh", path, "", "", "", tc.size},
+				Args:  []string{"sh", "-c", writeScript, "sh", path, "", "", "", tc.size, "", prepScript, emitScript},
 				Stdin: []byte(tc.stdin),
 			})
 			if err == nil || !strings.Contains(err.Error(), "left unchanged") {
@@ -64,5 +64,29 @@ func TestCommandStringCutsScripts(t *testing.T) {
 	}
 	if got := (Command{Args: []string{"test", "-e", "/x"}}).String(); got != "test -e /x" {
 		t.Errorf("plain command: %s", got)
+	}
+}
+
+// TestWriteNeedsItsBackup: when the backup cannot be made, the target is
+// not replaced (rollback relies on "no backup: never replaced").
+func TestWriteNeedsItsBackup(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "managed.conf")
+	if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(dir, "state")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFile(context.Background(), &Local{}, path, []byte("new\n"), WriteOptions{Backup: filepath.Join(blocker, "files", "managed.conf")})
+	if err == nil {
+		t.Fatal("write went through without its backup")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Fatalf("target now %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("left behind: %v", ents)
 	}
 }

@@ -46,12 +46,14 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 			st.Dropin, strings.Join(blocking, "; "), st.OnOverride)
 	}
 
-	if _, err := t.Run(ctx, "sh", "-c", mkdirScript, "sh", path.Dir(st.Dropin), pg.Owner); err != nil {
+	if err := transport.MakeDir(ctx, t.Transport, path.Dir(st.Dropin), pg.Owner, t.Become); err != nil {
 		return fmt.Errorf("create %s: %w", path.Dir(st.Dropin), err)
 	}
 	var written []fileChange
 	for _, f := range st.Files {
-		opts := transport.WriteOptions{}
+		// In directories the owner controls (conf.d, the data
+		// directory), the owner writes: see transport's "Who acts".
+		opts := transport.WriteOptions{AsUser: pg.Owner}
 		if !f.Existed {
 			opts.Mode, opts.Owner = f.Mode, f.Owner
 		}
@@ -209,7 +211,7 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 	for p := range want {
 		paths = append(paths, "f:"+p)
 	}
-	if err := readInto(ctx, t, fs, paths); err != nil {
+	if err := readInto(ctx, t, st.PG, fs, paths); err != nil {
 		return err
 	}
 	for p, content := range want {

@@ -26,6 +26,19 @@ type confFile struct {
 	Owner      string
 	Group      string
 	Unreadable bool
+	// Real is the file links lead to, when they do (see linkPolicy);
+	// Dangling says they lead nowhere.
+	Real     string
+	Dangling bool
+}
+
+// target is where a write of p goes: the real file when p is reached
+// through links (the links stay).
+func (fs *confFS) target(p string) string {
+	if f := fs.Files[p]; f != nil && f.Real != "" {
+		return f.Real
+	}
+	return p
 }
 
 // confFS is a snapshot of the configuration files and include directories
@@ -142,7 +155,7 @@ func walkConfig(fs *confFS, mainConf, autoConf string) (*walk, error) {
 			return nil
 		}
 		if f.Unreadable {
-			return fmt.Errorf("cannot read %s (run with become)", p)
+			return fmt.Errorf("cannot read %s as the cluster owner, nor can the server: make it readable by the owner or remove it", p)
 		}
 		if !f.Exists {
 			if optional {
@@ -218,7 +231,9 @@ func (w *walk) last(name string) (entry, bool) {
 
 // parseConf parses postgresql.conf syntax: one `name [=] value` per line,
 // value a bare word or a single-quoted string (” or \' for a quote),
-// # comments. Directive names come back like settings.
+// # comments. Directive names come back like settings. Errors say file,
+// line and what was wrong in pgtune's words, never the file's text: a
+// file may hold secrets, or be a link to something that does.
 func parseConf(file string, data []byte) ([]entry, error) {
 	var out []entry
 	for i, raw := range strings.Split(string(data), "\n") {
@@ -233,7 +248,7 @@ func parseConf(file string, data []byte) ([]entry, error) {
 			n++
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%s:%d: syntax error near %q", file, lineNo, truncate(s))
+			return nil, fmt.Errorf("%s:%d: syntax error: expected a setting name", file, lineNo)
 		}
 		name := strings.ToLower(s[:n])
 		rest := strings.TrimLeft(s[n:], " \t")
@@ -246,7 +261,7 @@ func parseConf(file string, data []byte) ([]entry, error) {
 		}
 		tail = strings.TrimLeft(tail, " \t")
 		if tail != "" && tail[0] != '#' {
-			return nil, fmt.Errorf("%s:%d: syntax error near %q", file, lineNo, truncate(tail))
+			return nil, fmt.Errorf("%s:%d: syntax error: unexpected text after the value of %s", file, lineNo, name)
 		}
 		out = append(out, entry{File: file, Line: lineNo, Name: name, Value: value, Text: line})
 	}
@@ -298,13 +313,6 @@ func parseValue(s string) (value, rest string, err error) {
 		}
 	}
 	return "", "", fmt.Errorf("unterminated quoted string")
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // quoteConf renders s as a single-quoted configuration string.

@@ -60,8 +60,8 @@ func TestParseConf(t *testing.T) {
 			}, ""},
 		{"crlf", "a = 1\r\n", []entry{{Line: 1, Name: "a", Value: "1", Text: "a = 1"}}, ""},
 		{"unterminated", "a = 'x\n", nil, "f.conf:1: unterminated quoted string"},
-		{"garbage after value", "a = 1 2\n", nil, `f.conf:1: syntax error near "2"`},
-		{"bad name", "= 1\n", nil, `f.conf:1: syntax error near "= 1"`},
+		{"garbage after value", "a = 1 2\n", nil, "f.conf:1: syntax error: unexpected text after the value of a"},
+		{"bad name", "= 1\n", nil, "f.conf:1: syntax error: expected a setting name"},
 		{"missing value", "a =\n", nil, "f.conf:1: missing value"},
 	}
 	for _, tc := range tests {

@@ -5,9 +5,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
-	"io"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 // Every script here is fixed text; paths, names and values reach it as
@@ -29,30 +31,60 @@ const asOwnerFn = `as_owner() {
 }
 `
 
-// readScript prints files ("f:PATH") and *.conf listings of directories
-// ("d:PATH"), in argument order:
+// ownerScript runs the script $2 with the arguments after it as the
+// cluster owner $1, stdin passed through.
+const ownerScript = `owner=$1 script=$2
+shift 2
+` + asOwnerFn + `cd /
+as_owner sh -c "$script" sh "$@"
+`
+
+// runAsOwner runs one of the fixed scripts as the cluster owner.
+func runAsOwner(ctx context.Context, t *engine.Target, pg *facts.Postgres, stdin []byte, script string, args ...string) (transport.Result, error) {
+	return t.RunInput(ctx, stdin, append([]string{"sh", "-c", ownerScript, "sh", pg.Owner, script}, args...)...)
+}
+
+// readScript reads the configuration as the cluster owner: the server's
+// own view. What the server cannot read, pgtune does not read either, so
+// no root-only file reached through a link can come out of a report. It
+// prints, in argument order, one record per argument:
 //
-//	F i 1 mode owner group size \n content \n   a readable file
-//	F i 0                                       no such file
-//	F i 2                                       exists but unreadable
-//	D i 1 \n (E name \n)* Z                     a directory
-//	D i 0                                       no such directory
+//	P i REAL                            an allowed place ("p:PATH"), resolved
+//	F i 1 mode owner group REAL \n B64  a readable regular file
+//	F i 0                               no such file
+//	F i 2 REAL                          exists, but unreadable or not a regular file
+//	F i 3 REAL                          a link to nothing the owner can reach
+//	D i 1 \n (E name \n)* Z             a directory: its *.conf regular files
+//	D i 0                               no such directory
+//
+// REAL is the base64 of the resolved path when links lead elsewhere ("-"
+// when they do not), B64 the content in base64 on one line: nothing a
+// file holds can shift the records that follow it. Names with a line
+// break are skipped.
 const readScript = `export LC_ALL=C
+b64() { if [ -z "$1" ]; then printf -; else printf %s "$1" | base64 -w0; fi; }
+nl='
+'
 i=0
 for a in "$@"; do
   p=${a#?:}
   case $a in
+  p:*) printf 'P %d %s\n' "$i" "$(b64 "$(readlink -f -- "$p" 2>/dev/null || true)")";;
   f:*)
+    real=$(readlink -f -- "$p" 2>/dev/null) || real=$(readlink -- "$p" 2>/dev/null) || real=
+    if [ "$real" = "$p" ]; then real=; fi
     if [ -f "$p" ] && [ -r "$p" ]; then
-      printf 'F %d 1 %s\n' "$i" "$(stat -c '%a %U %G %s' -- "$p")"
-      cat -- "$p"
+      printf 'F %d 1 %s %s\n' "$i" "$(stat -L -c '%a %U %G' -- "$p")" "$(b64 "$real")"
+      base64 -w0 -- "$p" || true
       printf '\n'
-    elif [ -e "$p" ]; then printf 'F %d 2\n' "$i"
+    elif [ -e "$p" ]; then printf 'F %d 2 %s\n' "$i" "$(b64 "$real")"
+    elif [ -L "$p" ]; then printf 'F %d 3 %s\n' "$i" "$(b64 "$real")"
     else printf 'F %d 0\n' "$i"; fi;;
   d:*)
     if [ -d "$p" ]; then
       printf 'D %d 1\n' "$i"
       for f in "$p"/*.conf; do
+        case ${f##*/} in *"$nl"*) continue;; esac
         if [ -f "$f" ]; then printf 'E %s\n' "${f##*/}"; fi
       done
       echo Z
@@ -62,9 +94,60 @@ for a in "$@"; do
 done
 `
 
+// Symbolic links in the configuration. The policy, for every file the
+// configuration names (postgresql.conf, postgresql.auto.conf, includes,
+// conf.d files, the drop-in):
+//
+//   - a file reached through links is followed to its real file (stat -L)
+//     when that is a regular file owned by the cluster owner or root and
+//     lies inside an allowed place: the data directory, the directory of
+//     postgresql.conf, or /etc/postgresql (each resolved on the host);
+//   - pgtune then writes the real file and keeps the link: the link is
+//     never replaced by a file;
+//   - anything else (another owner, elsewhere, a link to nothing, a file
+//     the owner cannot read) is refused, naming the path.
+//
+// Reads run as the owner whatever the policy says, so a link can at worst
+// show pgtune what the owner could read anyway.
+
+// linkPolicy applies the rule above.
+type linkPolicy struct {
+	Owner  string
+	Places []string // resolved allowed directories
+}
+
+func (lp linkPolicy) check(p string, f *confFile) error {
+	if f.Real == "" && !f.Dangling {
+		return nil
+	}
+	refuse := func(what string) error {
+		return fmt.Errorf("%s is reached through a symbolic link to %s, %s: pgtune follows configuration links only to regular files owned by %s or root inside %s; refusing",
+			p, f.Real, what, lp.Owner, strings.Join(lp.Places, ", "))
+	}
+	switch {
+	case f.Dangling:
+		return refuse("which does not exist or " + lp.Owner + " cannot reach")
+	case f.Unreadable:
+		return refuse(lp.Owner + " cannot read it as a regular file")
+	case f.Owner != lp.Owner && f.Owner != "root":
+		return refuse("owned by " + f.Owner)
+	}
+	for _, place := range lp.Places {
+		if place != "" && (f.Real == place || strings.HasPrefix(f.Real, strings.TrimSuffix(place, "/")+"/")) {
+			return nil
+		}
+	}
+	return refuse("outside the allowed places")
+}
+
+// linkPlaces are the allowed places of the link policy, unresolved.
+func linkPlaces(pg *facts.Postgres) []string {
+	return []string{pg.DataDir, path.Dir(pg.ConfigFile), "/etc/postgresql"}
+}
+
 // readInto reads the requested files and directories into fs, in one
-// round trip.
-func readInto(ctx context.Context, t *engine.Target, fs *confFS, want []string) error {
+// round trip, as the cluster owner, and applies the link policy.
+func readInto(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *confFS, want []string) error {
 	if len(want) == 0 {
 		return nil
 	}
@@ -73,52 +156,80 @@ func readInto(ctx context.Context, t *engine.Target, fs *confFS, want []string) 
 			return fmt.Errorf("refusing path %q: contains a line break", w[2:])
 		}
 	}
-	res, err := t.Run(ctx, append([]string{"sh", "-c", readScript, "sh"}, want...)...)
-	if err != nil {
-		return fmt.Errorf("read configuration files: %w", err)
+	args := append([]string{}, want...)
+	for _, p := range linkPlaces(pg) {
+		args = append(args, "p:"+p)
 	}
-	return parseRead(res.Stdout, want, fs)
+	res, err := runAsOwner(ctx, t, pg, nil, readScript, args...)
+	if err != nil {
+		return fmt.Errorf("read configuration files as %s: %w", pg.Owner, err)
+	}
+	places, err := parseRead(res.Stdout, args, fs)
+	if err != nil {
+		return err
+	}
+	lp := linkPolicy{Owner: pg.Owner, Places: slices.Compact(places)}
+	for _, w := range want {
+		if f := fs.Files[w[2:]]; w[0] == 'f' && f != nil {
+			if err := lp.check(w[2:], f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
-func parseRead(out []byte, want []string, fs *confFS) error {
+// parseRead reads readScript's records into fs and returns the resolved
+// places. Errors never quote the output: it holds file content.
+func parseRead(out []byte, want []string, fs *confFS) ([]string, error) {
 	r := bufio.NewReader(bytes.NewReader(out))
-	for range want {
+	var places []string
+	bad := func(i int) error {
+		return fmt.Errorf("read configuration files: malformed record %d of %d", i+1, len(want))
+	}
+	for n := range want {
 		hdr, err := r.ReadString('\n')
 		if err != nil {
-			return fmt.Errorf("read configuration files: truncated output")
+			return nil, fmt.Errorf("read configuration files: truncated output")
 		}
 		f := strings.Fields(hdr)
 		if len(f) < 3 {
-			return fmt.Errorf("read configuration files: bad header %q", hdr)
+			return nil, bad(n)
 		}
 		i, err := strconv.Atoi(f[1])
 		if err != nil || i < 0 || i >= len(want) {
-			return fmt.Errorf("read configuration files: bad header %q", hdr)
+			return nil, bad(n)
 		}
 		p := want[i][2:]
 		switch {
-		case f[0] == "F" && f[2] == "1" && len(f) == 7:
-			// The size sizes an allocation: it can be no more than the
-			// output that is already here.
-			size, err := facts.ParseInt("stat size", f[6], 0, int64(len(out)))
+		case f[0] == "P" && len(f) == 3:
+			real, err := unb64(f[2])
 			if err != nil {
-				return fmt.Errorf("read %s: %w", p, err)
+				return nil, bad(n)
 			}
-			buf := make([]byte, size+1)
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return fmt.Errorf("read %s: truncated", p)
+			places = append(places, real)
+		case f[0] == "F" && f[2] == "1" && len(f) == 7:
+			real, err1 := unb64(f[6])
+			line, err2 := r.ReadString('\n')
+			content, err3 := base64.StdEncoding.DecodeString(strings.TrimSuffix(line, "\n"))
+			if err1 != nil || err2 != nil || err3 != nil {
+				return nil, fmt.Errorf("read %s: truncated or malformed", p)
 			}
-			fs.Files[p] = &confFile{Exists: true, Content: buf[:size], Mode: f[3], Owner: f[4], Group: f[5]}
+			fs.Files[p] = &confFile{Exists: true, Content: content, Mode: f[3], Owner: f[4], Group: f[5], Real: real}
 		case f[0] == "F" && f[2] == "0":
 			fs.Files[p] = &confFile{}
-		case f[0] == "F" && f[2] == "2":
-			fs.Files[p] = &confFile{Exists: true, Unreadable: true}
+		case f[0] == "F" && (f[2] == "2" || f[2] == "3") && len(f) == 4:
+			real, err := unb64(f[3])
+			if err != nil {
+				return nil, bad(n)
+			}
+			fs.Files[p] = &confFile{Exists: f[2] == "2", Unreadable: true, Dangling: f[2] == "3", Real: real}
 		case f[0] == "D" && f[2] == "1":
 			names := []string{}
 			for {
 				l, err := r.ReadString('\n')
 				if err != nil {
-					return fmt.Errorf("read directory %s: truncated", p)
+					return nil, fmt.Errorf("read directory %s: truncated", p)
 				}
 				l = strings.TrimSuffix(l, "\n")
 				if l == "Z" {
@@ -133,27 +244,36 @@ func parseRead(out []byte, want []string, fs *confFS) error {
 		case f[0] == "D" && f[2] == "0":
 			fs.Dirs[p] = nil
 		default:
-			return fmt.Errorf("read configuration files: bad header %q", hdr)
+			return nil, bad(n)
 		}
 	}
-	return nil
+	return places, nil
 }
 
-// scratchScript makes a scratch data directory beside the live one:
-// PG_VERSION and global/pg_control copied from the data directory, the
-// configuration files from the tar archive on stdin, all owned by the
-// cluster owner with the 0700 mode the server demands. `postgres -C`
-// answers runtime-computed settings there while the live server holds its
-// postmaster.pid lock. It prints the directory.
+// unb64 decodes a REAL field ("-": empty).
+func unb64(s string) (string, error) {
+	if s == "-" {
+		return "", nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	return string(b), err
+}
+
+// scratchScript, run as the cluster owner, makes a scratch data
+// directory: PG_VERSION and global/pg_control copied from the data
+// directory, the configuration files from the tar archive on stdin, mode
+// 0700 as the server demands. `postgres -C` answers runtime-computed
+// settings there while the live server holds its postmaster.pid lock. It
+// prints the directory. Built by the owner, it can hold nothing the owner
+// could not read: a PG_VERSION linked to a root-only file fails the copy.
 const scratchScript = `set -eu
-data=$1 owner=$2
+data=$1
 s=$(mktemp -d /tmp/pgtune-scratch.XXXXXX)
 trap 'rm -rf -- "$s"' EXIT
 mkdir -- "$s/global"
 cp -- "$data/PG_VERSION" "$s/PG_VERSION"
 cp -- "$data/global/pg_control" "$s/global/pg_control"
 tar -x -f - -C "$s" --no-same-owner
-chown -R -- "$owner:" "$s"
 chmod 0700 -- "$s"
 trap - EXIT
 printf '%s\n' "$s"
@@ -231,7 +351,7 @@ func makeScratch(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	res, err := t.RunInput(ctx, buf.Bytes(), "sh", "-c", scratchScript, "sh", pg.DataDir, pg.Owner)
+	res, err := runAsOwner(ctx, t, pg, buf.Bytes(), scratchScript, pg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("make scratch data directory: %w", err)
 	}
@@ -302,14 +422,14 @@ func relPath(dir, target string) string {
 	return strings.Join(parts, "/")
 }
 
-func removeScratch(t *engine.Target, s *scratch) {
+func removeScratch(t *engine.Target, pg *facts.Postgres, s *scratch) {
 	if s == nil || !strings.HasPrefix(s.Dir, "/tmp/pgtune-scratch.") {
 		return
 	}
 	// The run's context may be cancelled already; the scratch must go.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := t.Run(ctx, "rm", "-rf", "--", s.Dir); err != nil && t.Log != nil {
+	if _, err := runAsOwner(ctx, t, pg, nil, `exec rm -rf -- "$1"`, s.Dir); err != nil && t.Log != nil {
 		t.Log.Warn("could not remove scratch data directory", "dir", s.Dir, "err", err)
 	}
 }
@@ -400,11 +520,3 @@ func liveSettings(ctx context.Context, t *engine.Target, pg *facts.Postgres) (ma
 	}
 	return out, nil
 }
-
-// mkdirScript creates a directory owned by the cluster owner.
-const mkdirScript = `set -eu
-[ -d "$1" ] && exit 0
-mkdir -p -- "$1"
-chown -- "$2:" "$1"
-chmod 0755 -- "$1"
-`

@@ -212,7 +212,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	want := []string{"f:" + pg.ConfigFile, "f:" + autoConf, "f:" + dropin, "d:" + path.Dir(dropin), "f:" + optsFile}
 	var cur *walk
 	for round := 0; ; round++ {
-		if err := readInto(ctx, t, fs, want); err != nil {
+		if err := readInto(ctx, t, pg, fs, want); err != nil {
 			return nil, err
 		}
 		if cur, err = walkConfig(fs, pg.ConfigFile, autoConf); err != nil {
@@ -248,7 +248,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 			return nil, err
 		}
 		if len(pw.Missing) > 0 {
-			if err := readInto(ctx, t, fs, pw.Missing); err != nil {
+			if err := readInto(ctx, t, pg, fs, pw.Missing); err != nil {
 				return nil, err
 			}
 			for _, k := range pw.Missing {
@@ -294,7 +294,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if err != nil {
 		return nil, err
 	}
-	defer removeScratch(t, sc)
+	defer removeScratch(t, pg, sc)
 	first, err := probe(ctx, t, pg, sc,
 		query{Name: "shared_memory_size", SharedBuffers: roundDown(s.pool, hp)},
 		query{Name: "block_size"},
@@ -388,15 +388,15 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		if before != nil && before.Exists && string(before.Content) == string(after) {
 			continue
 		}
-		fc := fileChange{Path: f, After: after}
+		fc := fileChange{Path: fs.target(f), After: after}
 		if before != nil && before.Exists {
 			fc.Existed, fc.Before = true, before.Content
 		} else {
 			fc.Mode, fc.Owner = newFileMode(main.Mode), owner
 		}
 		st.Files = append(st.Files, fc)
-		p.Add(plan.Change{Kind: plan.KindFile, Target: f, Before: string(fc.Before), After: string(after),
-			Diff: udiff.Unified(diffLabel(f, fc.Existed, "a"), diffLabel(f, true, "b"), string(fc.Before), string(after))})
+		p.Add(plan.Change{Kind: plan.KindFile, Target: fc.Path, Before: string(fc.Before), After: string(after),
+			Diff: udiff.Unified(diffLabel(fc.Path, fc.Existed, "a"), diffLabel(fc.Path, true, "b"), string(fc.Before), string(after))})
 	}
 
 	// The running server: does it need a restart to take the values?

@@ -2,6 +2,7 @@ package pgconf
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -153,13 +154,18 @@ func TestParseRestart(t *testing.T) {
 }
 
 func TestParseRead(t *testing.T) {
-	out := "F 0 1 600 postgres postgres 12\nshared = 1\n\n\nF 1 0\nD 2 1\nE b.conf\nE a.conf\nZ\nD 3 0\nF 4 2\n"
-	want := []string{"f:/c/postgresql.conf", "f:/d/postgresql.auto.conf", "d:/c/conf.d", "d:/c/none", "f:/c/secret.conf"}
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	// The content holds what looks like records: base64 keeps it inert.
+	content := "shared = 1\nF 1 0\nZ\n\n"
+	out := "F 0 1 600 postgres postgres - \n" + b64(content) + "\nF 1 0\nD 2 1\nE b.conf\nE a.conf\nZ\nD 3 0\nF 4 2 -\n" +
+		"F 5 1 644 root root " + b64("/etc/postgresql/shared.conf") + "\n" + b64("x = 1\n") + "\nF 6 3 " + b64("/gone") + "\nP 7 " + b64("/real/data") + "\n"
+	want := []string{"f:/c/postgresql.conf", "f:/d/postgresql.auto.conf", "d:/c/conf.d", "d:/c/none", "f:/c/secret.conf", "f:/c/link.conf", "f:/c/dangling.conf", "p:/d"}
 	fs := newConfFS()
-	if err := parseRead([]byte(out), want, fs); err != nil {
+	places, err := parseRead([]byte(out), want, fs)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if f := fs.Files["/c/postgresql.conf"]; !f.Exists || string(f.Content) != "shared = 1\n\n" || f.Mode != "600" || f.Owner != "postgres" {
+	if f := fs.Files["/c/postgresql.conf"]; !f.Exists || string(f.Content) != content || f.Mode != "600" || f.Owner != "postgres" || f.Real != "" {
 		t.Errorf("file: %+v", f)
 	}
 	if f := fs.Files["/d/postgresql.auto.conf"]; f.Exists {
@@ -174,8 +180,74 @@ func TestParseRead(t *testing.T) {
 	if f := fs.Files["/c/secret.conf"]; !f.Unreadable {
 		t.Errorf("unreadable: %+v", f)
 	}
-	if err := parseRead([]byte("F 0 1 600 a b 100\nshort"), want[:1], newConfFS()); err == nil {
-		t.Error("truncated content accepted")
+	if f := fs.Files["/c/link.conf"]; f.Real != "/etc/postgresql/shared.conf" || fs.target("/c/link.conf") != f.Real || fs.target("/c/postgresql.conf") != "/c/postgresql.conf" {
+		t.Errorf("link: %+v", f)
+	}
+	if f := fs.Files["/c/dangling.conf"]; !f.Dangling || f.Exists || f.Real != "/gone" {
+		t.Errorf("dangling: %+v", f)
+	}
+	if strings.Join(places, ",") != "/real/data" {
+		t.Errorf("places: %v", places)
+	}
+	for _, bad := range []string{"F 0 1 600 a b -\nnot base64!\n", "F 0 1 600 a b -\n", "X 0 1\n", "F 9 0\n"} {
+		_, err := parseRead([]byte(bad), want[:1], newConfFS())
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+		} else if strings.Contains(err.Error(), "base64") || strings.Contains(err.Error(), "600 a b") {
+			t.Errorf("error quotes the output: %v", err)
+		}
+	}
+}
+
+func TestLinkPolicy(t *testing.T) {
+	lp := linkPolicy{Owner: "postgres", Places: []string{"/var/lib/pg/data", "/etc/postgresql/15/main", "/etc/postgresql"}}
+	tests := []struct {
+		name    string
+		f       confFile
+		wantErr string
+	}{
+		{"no link", confFile{Exists: true, Owner: "alice"}, ""},
+		{"owner's file in the data directory", confFile{Exists: true, Owner: "postgres", Real: "/var/lib/pg/data/x.conf"}, ""},
+		{"root's file under /etc/postgresql", confFile{Exists: true, Owner: "root", Real: "/etc/postgresql/common.conf"}, ""},
+		{"another user's file", confFile{Exists: true, Owner: "alice", Real: "/etc/postgresql/15/main/a.conf"}, "owned by alice"},
+		{"outside the places", confFile{Exists: true, Owner: "root", Real: "/etc/shadow"}, "outside the allowed places"},
+		{"prefix is not inside", confFile{Exists: true, Owner: "postgres", Real: "/var/lib/pg/data2/x.conf"}, "outside the allowed places"},
+		{"unreadable target", confFile{Exists: true, Unreadable: true, Real: "/root/secret"}, "postgres cannot read it"},
+		{"link to nothing", confFile{Dangling: true, Real: "/nowhere/x.conf"}, "which does not exist or postgres cannot reach"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := lp.check("/var/lib/pg/data/postgresql.auto.conf", &tc.f)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "/var/lib/pg/data/postgresql.auto.conf is reached through a symbolic link to "+tc.f.Real) {
+				t.Fatalf("err = %v; want %q naming the path", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestParseErrorsQuoteNothing: whatever the bad line holds, the error
+// names file and line only.
+func TestParseErrorsQuoteNothing(t *testing.T) {
+	for _, line := range []string{
+		"root:$6$SECRETHASH$abc:19000 SECRET:0:99999:7:::",
+		"password = 'SECRET unterminated",
+		"primary_conninfo = host=x password=SECRET",
+		"=SECRET",
+	} {
+		_, err := parseConf("/d/postgresql.auto.conf", []byte("a = 1\n"+line+"\n"))
+		if err == nil {
+			t.Errorf("%q parsed", line)
+			continue
+		}
+		if strings.Contains(err.Error(), "SECRET") || !strings.HasPrefix(err.Error(), "/d/postgresql.auto.conf:2: ") {
+			t.Errorf("%q: %v", line, err)
+		}
 	}
 }
 

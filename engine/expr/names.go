@@ -106,7 +106,8 @@ func (v Value) CheckNames(s *Schema) error {
 		if !ok || attrs[attr.Name] {
 			continue
 		}
-		return v.nameErr(attr.SrcRange.Start.Byte, "unknown name %s.%s (%s has: %s)", root, attr.Name, root, known(attrs))
+		// The attribute's range starts at its dot; point at the name.
+		return v.nameErr(attr.SrcRange.Start.Byte+1, "unknown name %s.%s (%s has: %s)", root, attr.Name, root, known(attrs))
 	}
 	return nil
 }

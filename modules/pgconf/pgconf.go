@@ -154,7 +154,7 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 			return s, fmt.Errorf("on_override: %w", err)
 		}
 		if s.onOverride != "fail" && s.onOverride != "fix" {
-			return s, fmt.Errorf("on_override: %q is not fail or fix", s.onOverride)
+			return s, sc.Errorf(p.OnOverride, "on_override: %q is not fail or fix", s.onOverride)
 		}
 	}
 	if !skip(p.Dropin) {
@@ -162,7 +162,7 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 			return s, fmt.Errorf("dropin: %w", err)
 		}
 		if err := checkDropin(s.dropin); err != nil {
-			return s, err
+			return s, sc.Errorf(p.Dropin, "%v", err)
 		}
 	}
 	if p.Pool.IsSet() && !skip(p.Pool) {
@@ -170,7 +170,7 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 			return s, fmt.Errorf("pool: %w", err)
 		}
 		if s.pool <= 0 {
-			return s, fmt.Errorf("pool: %d is not a positive size", s.pool)
+			return s, sc.Errorf(p.Pool, "pool: %d is not a positive size", s.pool)
 		}
 	}
 	return s, nil

@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/pgtune
 GOFLAGS ?=
 
-.PHONY: all build demo test unit vet deps bench fuzz clean
+.PHONY: all build demo test unit unit-nonroot vet deps bench fuzz clean
 
 all: build
 
@@ -23,9 +23,15 @@ deps:
 vet:
 	$(GO) vet ./...
 
-# Unit tests only: no root, no network, no kernel changes.
+# Unit tests only: no root, no network, no kernel changes, nothing that
+# depends on this machine's memory, page sizes or kernel values.
 unit:
 	$(GO) test -short ./...
+
+# The unit tests run as an unprivileged user (created if missing), from a
+# vendored copy of the tree: proof that they need no root. Run as root.
+unit-nonroot:
+	GO=$(GO) ./scripts/unit-nonroot.sh
 
 # Everything, including the integration tests over a real sshd against a
 # real PostgreSQL 15 and this machine's kernel (run as root; they put the

@@ -26,6 +26,11 @@ type Module interface {
 	// defaults filled in; the playbook's section is decoded into it with
 	// unknown keys refused.
 	NewParams() any
+	// Validate checks params without a host: every value that needs no
+	// host (plain values, expressions over constants) against its type
+	// and bounds, with the error located at the value. Check repeats the
+	// checks on the evaluated values.
+	Validate(params any) error
 	// Check compares the host with the policy. It must not change the host.
 	Check(ctx context.Context, t *Target, params any) (*plan.ModulePlan, error)
 	// Apply makes the changes of p, which Check returned moments ago.

@@ -72,6 +72,10 @@ func (rollback) Name() string       { return RollbackModuleName }
 func (rollback) Requires() []string { return nil }
 func (rollback) NewParams() any     { return &rollbackParams{} }
 
+// Validate has nothing to check: the run ID is checked against the
+// host's journals.
+func (rollback) Validate(any) error { return nil }
+
 // restoreItem is one thing to put back.
 type restoreItem struct {
 	entry   JournalEntry

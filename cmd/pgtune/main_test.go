@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -13,7 +14,16 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"pgtune": func() { os.Exit(newApp().Run(os.Args[1:])) },
+		"pgtune": func() {
+			a := newApp()
+			dial, err := testDial()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "pgtune (test binary):", err)
+				os.Exit(1)
+			}
+			a.Dial = dial
+			os.Exit(a.Run(os.Args[1:]))
+		},
 	})
 }
 
@@ -21,19 +31,67 @@ func TestMain(m *testing.M) {
 // shape, refusals. Scripts that need a host get a real sshd on 127.0.0.1:
 // $WORK/ssh.yml points at it with its key recorded, $WORK/ssh-unknown.yml
 // with an empty known_hosts. $SYSCTL_DIR is where test playbooks keep
-// their sysctl files instead of /etc/sysctl.d.
+// their sysctl files instead of /etc/sysctl.d. Scripts that plan from
+// facts set PGTUNE_TEST_HOST=$FAKE_HOST: every host is then a fake host
+// with the first of profiles' facts (see TestAcceptanceProfiles for the
+// others), and $FAKE_HOST.log lists what reached it.
 func TestAcceptance(t *testing.T) {
 	var sshd *testhost.SSHServer
+	kernel := false
 	if !testing.Short() && os.Geteuid() == 0 {
-		// The scripts read the kernel and must see it hold still; apply
-		// refusals must also find nothing changed.
+		// The sshd scripts read the kernel and must see it hold still.
 		testhost.LockKernel(t)
+		kernel = true
 		sshd = testhost.SSHD(t)
 	}
+	runScripts(t, testscript.Params{Dir: "../../acceptance"}, profiles[0], sshd, kernel)
+}
+
+// TestAcceptanceProfiles runs the scripts that use the fake host once per
+// made-up machine: their expectations must hold whatever MemTotal, huge
+// page size or hugetlb support the host has.
+func TestAcceptanceProfiles(t *testing.T) {
+	files, err := filepath.Glob("../../acceptance/*.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var faked []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), TestHostEnv+"=") {
+			faked = append(faked, f)
+		}
+	}
+	if len(faked) == 0 {
+		t.Fatalf("no acceptance script sets %s", TestHostEnv)
+	}
+	for _, p := range profiles[1:] {
+		t.Run(p.name, func(t *testing.T) {
+			runScripts(t, testscript.Params{Files: faked}, p, nil, false)
+		})
+	}
+}
+
+// runScripts runs acceptance scripts with the fake host's transcript for
+// profile written to $FAKE_HOST, and sshd (nil: none) behind $WORK/ssh.yml.
+// kernel says the kernel lock is held.
+func runScripts(t *testing.T, params testscript.Params, profile hostProfile, sshd *testhost.SSHServer, kernel bool) {
 	testscript.Run(t, testscript.Params{
-		Dir: "../../acceptance",
+		Dir:   params.Dir,
+		Files: params.Files,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("SYSCTL_DIR", filepath.Join(env.WorkDir, "sysctl.d"))
+			fake := filepath.Join(env.WorkDir, "fakehost.facts")
+			if err := os.WriteFile(fake, []byte(profile.transcript()), 0o644); err != nil {
+				return err
+			}
+			env.Setenv("FAKE_HOST", fake)
+			for k, v := range profile.env() {
+				env.Setenv(k, v)
+			}
 			if sshd == nil {
 				env.Setenv("HAVE_SSHD", "")
 				return nil
@@ -67,6 +125,12 @@ func TestAcceptance(t *testing.T) {
 			switch cond {
 			case "sshd":
 				return sshd != nil, nil
+			case "kernel":
+				return kernel, nil
+			case "hugetlb":
+				// This machine's kernel, for scripts on the real host.
+				_, err := os.Stat("/proc/sys/vm/nr_hugepages")
+				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

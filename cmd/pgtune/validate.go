@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/pgtune/pgtune/engine"
 )
 
-// runValidate loads the inventory and playbook and resolves every play's
-// hosts, touching no host: a pre-commit check for policy repositories.
+// runValidate loads the inventory and playbook, resolves every play's
+// hosts and checks every module's params (types, bounds, the names
+// expressions use), touching no host: a pre-commit check for policy
+// repositories.
 func (a *App) runValidate(args []string) int {
 	o, err := a.parse("validate", args, 1, nil)
 	if err != nil {
@@ -16,6 +20,16 @@ func (a *App) runValidate(args []string) int {
 		return a.fail(err)
 	}
 	if err := a.runner(o, mods).Validate(l.inv, l.book, l.hosts); err != nil {
+		return a.fail(err)
+	}
+	if err := engine.ValidatePolicy(l.book, mods); err != nil {
+		// One line per problem, each with its file:line:col.
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				a.fail(e)
+			}
+			return 1
+		}
 		return a.fail(err)
 	}
 	name := l.book.File

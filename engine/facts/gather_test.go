@@ -144,9 +144,13 @@ func TestScopeVars(t *testing.T) {
 }
 
 // TestGatherLocal runs the real script on this machine and compares with
-// what the kernel says directly.
+// what the kernel says directly. It reads only what any user may read, and
+// expects nothing of the machine: a kernel without hugetlb or a container
+// with parts of /proc/sys hidden must come out as absent values, never as
+// made-up ones.
 func TestGatherLocal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A hang guard, not a speed check.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f, err := Gather(ctx, transport.NewLocal(), Options{})
 	if err != nil {
@@ -182,13 +186,18 @@ func TestGatherLocal(t *testing.T) {
 	}
 	for _, k := range ManagedSysctls {
 		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+		got, gathered := f.Sysctl[k]
 		if err != nil {
-			t.Fatal(err)
+			// Not there or not readable here (no hugetlb, a container).
+			if gathered {
+				t.Errorf("sysctl %s = %q, but the kernel has none to read (%v)", k, got, err)
+			}
+			continue
 		}
 		// Another package may hold the kernel lock and change values;
 		// only compare presence and shape.
-		if _, err := strconv.ParseInt(f.Sysctl[k], 10, 64); err != nil {
-			t.Errorf("sysctl %s = %q (kernel: %q)", k, f.Sysctl[k], strings.TrimSpace(string(b)))
+		if _, err := strconv.ParseInt(got, 10, 64); err != nil {
+			t.Errorf("sysctl %s = %q (kernel: %q)", k, got, strings.TrimSpace(string(b)))
 		}
 	}
 	if f.NUMANodes < 1 {

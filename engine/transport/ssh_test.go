@@ -280,9 +280,13 @@ func TestSSHConnectErrors(t *testing.T) {
 			if tc.cancel > 0 {
 				time.AfterFunc(tc.cancel, cancel)
 			}
-			start := time.Now()
-			_, err := DialSSH(ctx, SSHConfig{Name: "db1", Address: "127.0.0.1", Port: tc.port, User: "u",
-				PrivateKeyFile: key, KnownHostsFile: known, ConnectTimeout: tc.timeout})
+			// Which error comes back tells which path ended the dial:
+			// the refusal, the handshake timeout or the caller.
+			var err error
+			returns(t, "DialSSH", func() {
+				_, err = DialSSH(ctx, SSHConfig{Name: "db1", Address: "127.0.0.1", Port: tc.port, User: "u",
+					PrivateKeyFile: key, KnownHostsFile: known, ConnectTimeout: tc.timeout})
+			})
 			if err == nil {
 				t.Fatal("DialSSH succeeded")
 			}
@@ -291,9 +295,6 @@ func TestSSHConnectErrors(t *testing.T) {
 			}
 			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
 				t.Errorf("err = %v, want %v", err, tc.wantIs)
-			}
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("took %v", d)
 			}
 		})
 	}
@@ -321,21 +322,19 @@ func TestSSHRunCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			start := time.Now()
-			_, err := c.Run(ctx, Command{Args: []string{"sleep", "30"}, Stdin: []byte("unread")})
+			// The command never ends by itself: Run returning is the
+			// cancel working.
+			var err error
+			returns(t, "Run after cancel", func() {
+				_, err = c.Run(ctx, Command{Args: []string{"sleep", "infinity"}, Stdin: []byte("unread")})
+			})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("cancel took %v", d)
 			}
 		})
 	}
 	// The remote command got the signal, and the connection stays usable.
-	deadline := time.Now().Add(2 * time.Second)
-	for len(srv.Signals()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	srv.await(t, "two signals", func() bool { return len(srv.Signals()) >= 2 })
 	if got := srv.Signals(); len(got) != 2 || got[0] != "TERM" {
 		t.Errorf("server received signals %v, want TERM twice", got)
 	}
@@ -363,21 +362,15 @@ func TestSSHRunCancelWithoutSignals(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err := c.Run(ctx, Command{Args: []string{"sh", "-c", "sleep 30; echo survived"}})
+	var err error
+	returns(t, "Run after its deadline", func() {
+		_, err = c.Run(ctx, Command{Args: []string{"sh", "-c", "sleep infinity; echo survived"}})
+	})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("cancel took %v", d)
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for srv.running.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("remote command still running; server got %v", srv.Commands())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Only the kill can end the command.
+	srv.await(t, "the remote command to end", func() bool { return srv.running.Load() == 0 })
 	cmds := srv.Commands()
 	if len(cmds) != 2 || !strings.Contains(cmds[1], "kill -s") {
 		t.Errorf("commands = %q, want the command then the kill", cmds)
@@ -416,7 +409,6 @@ func TestSSHBecome(t *testing.T) {
 			cfg := srv.baseConfig(key, known)
 			cfg.User = tc.user
 			c := dial(t, cfg)
-			start := time.Now()
 			_, err := c.Run(context.Background(), Command{Args: []string{"id", "-u"}, Become: tc.become})
 			cmds := srv.Commands()
 			// The argument vector runs under the PID-reporting wrapper,
@@ -436,9 +428,6 @@ func TestSSHBecome(t *testing.T) {
 			var xe *ExitError
 			if !errors.Is(err, ErrBecomePassword) || !errors.As(err, &xe) || xe.ExitCode != 1 {
 				t.Errorf("err %v does not match ErrBecomePassword and *ExitError", err)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("took %v", d)
 			}
 		})
 	}
@@ -592,13 +581,14 @@ func TestSSHCloseAndLostConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	px.freeze()
-	start := time.Now()
-	_, err := c.Run(context.Background(), Command{Args: []string{"echo", "never"}})
+	// Nothing but the keepalive can end this Run: the frozen proxy
+	// never answers and the context never expires.
+	var err error
+	returns(t, "Run over a frozen connection", func() {
+		_, err = c.Run(context.Background(), Command{Args: []string{"echo", "never"}})
+	})
 	if !errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("err = %v, want ErrConnectionLost", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("took %v to notice", d)
 	}
 	if err := c.Close(); err != nil {
 		t.Errorf("Close: %v", err)

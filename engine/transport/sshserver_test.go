@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	gliderssh "github.com/gliderlabs/ssh"
 	"github.com/skeema/knownhosts"
@@ -43,6 +44,9 @@ type testServer struct {
 	commands []string // raw command lines received, in order
 	signals  []string
 	env      []string // extra environment for commands (e.g. PATH with a fake sudo)
+	// changed is closed (and replaced) on every event a test may wait
+	// for: a signal received, a command finished.
+	changed chan struct{}
 
 	// ignoreSignals records signals without acting on them, as OpenSSH
 	// does for root logins.
@@ -131,7 +135,7 @@ func asJumpHost() serverOption {
 // newTestServer starts a server accepting the given client keys for any user.
 func newTestServer(t testing.TB, authorized []gossh.PublicKey, opts ...serverOption) *testServer {
 	t.Helper()
-	s := &testServer{}
+	s := &testServer{changed: make(chan struct{})}
 	_, sig := newKey(t, keyEd25519)
 	s.hostKeys = map[string]gossh.Signer{string(keyEd25519): sig}
 	s.srv = &gliderssh.Server{
@@ -197,9 +201,39 @@ var signalsByName = map[gliderssh.Signal]syscall.Signal{
 	gliderssh.SIGINT: syscall.SIGINT, gliderssh.SIGHUP: syscall.SIGHUP,
 }
 
+// notify wakes every await.
+func (s *testServer) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// await blocks until cond holds, re-checking it on each server event (no
+// polling); hangGuard only stops a test that would block forever.
+func (s *testServer) await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(hangGuard):
+			t.Fatalf("still waiting for %s after %v", what, hangGuard)
+		}
+	}
+}
+
 func (s *testServer) handle(sess gliderssh.Session) {
 	n := s.running.Add(1)
-	defer s.running.Add(-1)
+	defer func() {
+		s.running.Add(-1)
+		s.notify()
+	}()
 	for {
 		p := s.peak.Load()
 		if n <= p || s.peak.CompareAndSwap(p, n) {
@@ -241,6 +275,7 @@ func (s *testServer) handle(sess gliderssh.Session) {
 			s.mu.Lock()
 			s.signals = append(s.signals, string(sig))
 			s.mu.Unlock()
+			s.notify()
 			if ss, ok := signalsByName[sig]; ok && !s.ignoreSignals {
 				syscall.Kill(-cmd.Process.Pid, ss)
 			}

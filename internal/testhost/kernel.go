@@ -31,9 +31,13 @@ type KernelState struct {
 // LockKernel takes the machine-wide kernel lock (blocking until other
 // test packages release it), snapshots the managed vm.* values and restores
 // them, in a safe order, when the test ends. It skips the test when not
-// root: only root can change these values.
+// root (only root can change these values) and under -short (unit tests
+// never touch the kernel, whoever runs them).
 func LockKernel(t testing.TB) *KernelState {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("changes or watches kernel settings (integration test; run without -short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: changes kernel settings")
 	}

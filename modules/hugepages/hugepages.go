@@ -78,18 +78,93 @@ type State struct {
 	Files     *sysctlconf.Plan
 }
 
-func posErr(t *engine.Target, v expr.Value, format string, args ...any) error {
-	return &expr.PosError{File: t.Scope.File, Line: v.Line, Column: v.Column, Msg: fmt.Sprintf(format, args...)}
+// settings are the params evaluated for one host.
+type settings struct {
+	pool, maxPool, minAvailable int64
+	sysctlFile, onConflict      string
+}
+
+// Validate checks, without a host, every param that needs none: plain
+// values and expressions over constants, against their types and bounds.
+func (m *Module) Validate(params any) error {
+	prm, ok := params.(*Params)
+	if !ok {
+		return fmt.Errorf("hugepages: unexpected params %T", params)
+	}
+	_, err := prm.eval(expr.NewScope(""), true, 0)
+	return err
+}
+
+// eval evaluates and bounds-checks the params in s. With static, values
+// that need a host are skipped (and checks that need them). memTotal (0:
+// unknown) only words the max_pool error.
+func (prm *Params) eval(s *expr.Scope, static bool, memTotal int64) (settings, error) {
+	var out settings
+	skip := func(v expr.Value) bool { return static && !v.Static() }
+	var err error
+	if !skip(prm.Pool) {
+		if out.pool, err = s.Int64(prm.Pool); err != nil {
+			return out, fmt.Errorf("pool: %w", err)
+		}
+		if out.pool < 0 {
+			return out, s.Errorf(prm.Pool, "pool must not be negative, got %d", out.pool)
+		}
+	}
+	if !skip(prm.MaxPool) {
+		if out.maxPool, err = s.Int64(prm.MaxPool); err != nil {
+			return out, fmt.Errorf("max_pool: %w", err)
+		}
+		if out.maxPool < 0 {
+			return out, s.Errorf(prm.MaxPool, "max_pool must not be negative, got %d", out.maxPool)
+		}
+	}
+	if !skip(prm.Pool) && !skip(prm.MaxPool) && out.pool > out.maxPool {
+		share := ""
+		if memTotal > 0 {
+			share = fmt.Sprintf(" (%.0f%% of RAM)", 100*float64(out.maxPool)/float64(memTotal))
+		}
+		return out, s.Errorf(prm.Pool, "pool %s (%d bytes) is above max_pool %s%s; raise max_pool to allow it",
+			sysctlconf.Bytes(out.pool), out.pool, sysctlconf.Bytes(out.maxPool), share)
+	}
+	if !skip(prm.MinAvailable) {
+		if out.minAvailable, err = s.Int64(prm.MinAvailable); err != nil {
+			return out, fmt.Errorf("min_available: %w", err)
+		}
+		if out.minAvailable < 0 {
+			return out, s.Errorf(prm.MinAvailable, "min_available must not be negative, got %d", out.minAvailable)
+		}
+	}
+	if !skip(prm.SysctlFile) {
+		if out.sysctlFile, err = s.String(prm.SysctlFile); err != nil {
+			return out, fmt.Errorf("sysctl_file: %w", err)
+		}
+	}
+	if !skip(prm.OnConflict) {
+		if out.onConflict, err = s.String(prm.OnConflict); err != nil {
+			return out, fmt.Errorf("on_conflict: %w", err)
+		}
+		if err := sysctlconf.ValidOnConflict(out.onConflict); err != nil {
+			return out, s.Errorf(prm.OnConflict, "%v", err)
+		}
+	}
+	return out, nil
 }
 
 // Check plans the pool from the facts. Outputs: pool (bytes actually
-// planned, pages × page size), pages, page_size.
+// planned, pages × page size), pages, page_size. The params are evaluated
+// and checked before any host value is looked at, so a bad policy gets
+// the same error on every host.
 func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan.ModulePlan, error) {
 	prm, ok := params.(*Params)
 	if !ok {
 		return nil, fmt.Errorf("hugepages: unexpected params %T", params)
 	}
 	f := t.Facts
+	set, err := prm.eval(t.Scope, false, f.MemTotal)
+	if err != nil {
+		return nil, err
+	}
+	pool, floor, path, onConflict := set.pool, set.minAvailable, set.sysctlFile, set.onConflict
 	size := f.HugePageSize
 	if size <= 0 {
 		return nil, fmt.Errorf("no Hugepagesize in /proc/meminfo: the kernel has no huge page support")
@@ -101,40 +176,6 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	cur, err := facts.ParseInt(key, curStr, 0, facts.MaxPages)
 	if err != nil {
 		return nil, err
-	}
-
-	pool, err := t.Scope.Int64(prm.Pool)
-	if err != nil {
-		return nil, fmt.Errorf("pool: %w", err)
-	}
-	if pool < 0 {
-		return nil, posErr(t, prm.Pool, "pool must not be negative, got %d", pool)
-	}
-	maxPool, err := t.Scope.Int64(prm.MaxPool)
-	if err != nil {
-		return nil, fmt.Errorf("max_pool: %w", err)
-	}
-	if pool > maxPool {
-		return nil, posErr(t, prm.Pool, "pool %s (%d bytes) is above max_pool %s (%.0f%% of RAM); raise max_pool to allow it",
-			sysctlconf.Bytes(pool), pool, sysctlconf.Bytes(maxPool), 100*float64(maxPool)/float64(f.MemTotal))
-	}
-	floor, err := t.Scope.Int64(prm.MinAvailable)
-	if err != nil {
-		return nil, fmt.Errorf("min_available: %w", err)
-	}
-	if floor < 0 {
-		return nil, posErr(t, prm.MinAvailable, "min_available must not be negative, got %d", floor)
-	}
-	path, err := t.Scope.String(prm.SysctlFile)
-	if err != nil {
-		return nil, fmt.Errorf("sysctl_file: %w", err)
-	}
-	onConflict, err := t.Scope.String(prm.OnConflict)
-	if err != nil {
-		return nil, fmt.Errorf("on_conflict: %w", err)
-	}
-	if err := sysctlconf.ValidOnConflict(onConflict); err != nil {
-		return nil, posErr(t, prm.OnConflict, "%v", err)
 	}
 
 	pages := pool / size

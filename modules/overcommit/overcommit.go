@@ -113,6 +113,10 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	if !ok {
 		return nil, fmt.Errorf("overcommit: unexpected params %T", params)
 	}
+	// Bad params fail the same way on every host, before any fact is read.
+	if err := m.Validate(params); err != nil {
+		return nil, err
+	}
 	f := t.Facts
 	p := &plan.ModulePlan{Module: Name}
 

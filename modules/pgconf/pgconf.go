@@ -118,36 +118,62 @@ func (m *Module) params(t *engine.Target, raw any) (settings, error) {
 	if !ok {
 		return settings{}, fmt.Errorf("params: got %T", raw)
 	}
-	var s settings
-	var err error
-	if s.restart, err = t.Scope.Bool(p.Restart); err != nil {
-		return s, fmt.Errorf("restart: %w", err)
-	}
-	if s.onOverride, err = t.Scope.String(p.OnOverride); err != nil {
-		return s, fmt.Errorf("on_override: %w", err)
-	}
-	if s.onOverride != "fail" && s.onOverride != "fix" {
-		return s, fmt.Errorf("on_override: %q is not fail or fix", s.onOverride)
-	}
-	if s.dropin, err = t.Scope.String(p.Dropin); err != nil {
-		return s, fmt.Errorf("dropin: %w", err)
-	}
-	if err := checkDropin(s.dropin); err != nil {
+	s, err := p.eval(t.Scope, false)
+	if err != nil || p.Pool.IsSet() {
 		return s, err
 	}
-	switch {
-	case p.Pool.IsSet():
-		if s.pool, err = t.Scope.Int64(p.Pool); err != nil {
+	if n, ok := t.Int64Output("hugepages", "pool"); ok {
+		s.pool = n
+	} else if t.Facts != nil {
+		s.pool = t.Facts.HugePagesTotal * t.Facts.HugePageSize
+	}
+	return s, nil
+}
+
+// Validate checks, without a host, every param that needs none (plain
+// values, expressions over constants) against its type and bounds.
+func (m *Module) Validate(raw any) error {
+	p, ok := raw.(*Params)
+	if !ok {
+		return fmt.Errorf("params: got %T", raw)
+	}
+	_, err := p.eval(expr.NewScope(""), true)
+	return err
+}
+
+// eval evaluates and checks the params in sc; with static, values that
+// need a host are skipped. An unset pool stays 0 (params fills it in).
+func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
+	skip := func(v expr.Value) bool { return static && !v.Static() }
+	var s settings
+	var err error
+	if !skip(p.Restart) {
+		if s.restart, err = sc.Bool(p.Restart); err != nil {
+			return s, fmt.Errorf("restart: %w", err)
+		}
+	}
+	if !skip(p.OnOverride) {
+		if s.onOverride, err = sc.String(p.OnOverride); err != nil {
+			return s, fmt.Errorf("on_override: %w", err)
+		}
+		if s.onOverride != "fail" && s.onOverride != "fix" {
+			return s, sc.Errorf(p.OnOverride, "on_override: %q is not fail or fix", s.onOverride)
+		}
+	}
+	if !skip(p.Dropin) {
+		if s.dropin, err = sc.String(p.Dropin); err != nil {
+			return s, fmt.Errorf("dropin: %w", err)
+		}
+		if err := checkDropin(s.dropin); err != nil {
+			return s, sc.Errorf(p.Dropin, "%v", err)
+		}
+	}
+	if p.Pool.IsSet() && !skip(p.Pool) {
+		if s.pool, err = sc.Int64(p.Pool); err != nil {
 			return s, fmt.Errorf("pool: %w", err)
 		}
 		if s.pool <= 0 {
-			return s, fmt.Errorf("pool: %d is not a positive size", s.pool)
-		}
-	default:
-		if n, ok := t.Int64Output("hugepages", "pool"); ok {
-			s.pool = n
-		} else if t.Facts != nil {
-			s.pool = t.Facts.HugePagesTotal * t.Facts.HugePageSize
+			return s, sc.Errorf(p.Pool, "pool: %d is not a positive size", s.pool)
 		}
 	}
 	return s, nil
@@ -170,6 +196,10 @@ func checkDropin(d string) error {
 // restart. It leaves nothing behind on the host: the sizing runs in a
 // scratch data directory that is removed before returning.
 func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.ModulePlan, error) {
+	// Bad params fail the same way on every host, before any fact is read.
+	if err := m.Validate(raw); err != nil {
+		return nil, err
+	}
 	p := &plan.ModulePlan{Module: Name}
 	pg := t.Facts.Postgres
 	if pg == nil {

@@ -345,6 +345,9 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	if hr.err != nil {
 		return
 	}
+	if hr.err = refusal(hr); hr.err != nil {
+		return
+	}
 	log := s.log(hr)
 	j := NewJournal(s.runner.RunID, hr.host.Name, stateDir(hr.host), hr.tr, hr.host.Conn.Become)
 	t := s.target(hr, j)

@@ -197,6 +197,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	st := &State{Kbytes: kb}
 	if judge(p, verdict, accept) {
 		st.Unprotective = &verdict
+		p.Refuse = unprotectiveError(verdict)
 	}
 	curKb, curMem := f.Sysctl[keyKbytes], f.Sysctl[keyMemory]
 	st.SetKbytes = curKb != sysctlconf.Itoa(kb)

@@ -499,6 +499,11 @@ func TestApplyUnprotective(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The runner refuses the whole host up front on p.Refuse; Apply
+		// refuses too, for callers without the runner.
+		if (p.Refuse != nil) == accept || !accept && p.Refuse.Error() != unprotectiveError(*p.State.(*State).Unprotective).Error() {
+			t.Errorf("accept %v: plan refusal %v", accept, p.Refuse)
+		}
 		err = m.Apply(ctx, tg, p)
 		if !accept {
 			if err == nil || !strings.Contains(err.Error(), "refusing a commit limit that does not protect this host: commit limit 4.4 GiB (overcommit_kbytes 4613734 + swap 0 B) > ") ||

@@ -17,13 +17,29 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-// cannedHost answers the facts gather with a recorded VM's output and
-// fails every other command, as a host without PostgreSQL would.
+// cannedHost answers the facts gather with a recorded VM's output, takes
+// the state directory and the host lock as a healthy host would (the lock
+// holder runs until released), and fails every other command, as a host
+// without PostgreSQL would.
 type cannedHost struct{ gather []byte }
 
-func (h cannedHost) Run(_ context.Context, cmd transport.Command) (transport.Result, error) {
-	if len(cmd.Args) > 2 && strings.Contains(cmd.Args[2], "/proc/meminfo") {
+func (h cannedHost) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	script := ""
+	if len(cmd.Args) > 2 {
+		script = cmd.Args[2]
+	}
+	switch {
+	case strings.Contains(script, "/proc/meminfo"):
 		return transport.Result{Stdout: h.gather}, nil
+	case script == stateDirScript:
+		return transport.Result{Stdout: []byte("ok\n")}, nil
+	case script == lockAnswerScript && cmd.Args[len(cmd.Args)-1] == "0":
+		return transport.Result{Stdout: []byte("locked\n")}, nil
+	case script == lockAnswerScript:
+		return transport.Result{}, nil
+	case script == lockHolderScript:
+		<-ctx.Done()
+		return transport.Result{}, ctx.Err()
 	}
 	res := transport.Result{ExitCode: 1}
 	return res, &transport.ExitError{Command: cmd.String(), Result: res}
@@ -38,6 +54,7 @@ type panicky struct{ inCheck, inApply string }
 func (panicky) Name() string       { return "panicky" }
 func (panicky) Requires() []string { return nil }
 func (panicky) NewParams() any     { return &struct{}{} }
+func (panicky) Validate(any) error { return nil }
 
 func (m panicky) Check(_ context.Context, t *Target, _ any) (*plan.ModulePlan, error) {
 	if t.Name == m.inCheck {

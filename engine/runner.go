@@ -350,6 +350,9 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 		// Failed, or nothing to change (its connection is already closed).
 		return
 	}
+	if hr.err = refusal(hr); hr.err != nil {
+		return
+	}
 	ctx, unlock, err := s.lockHost(ctx, hr)
 	if err != nil {
 		hr.err = err

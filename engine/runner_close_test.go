@@ -46,6 +46,7 @@ type probe struct {
 func (p *probe) Name() string       { return "probe" }
 func (p *probe) Requires() []string { return nil }
 func (p *probe) NewParams() any     { return &struct{}{} }
+func (p *probe) Validate(any) error { return nil }
 func (p *probe) Check(ctx context.Context, t *Target, _ any) (*plan.ModulePlan, error) {
 	p.mu.Lock()
 	p.seen = append(p.seen, p.open.Load())

@@ -49,7 +49,9 @@ verify_box() {
 	while IFS='=' read -r k val; do v[$k]=$val; done <<<"$f"
 	local hp_kb=$(( v[hugepages_total] * v[hugepagesize_kb] ))
 	local want_pages=$(( v[mem_total_kb] / 4 / v[hugepagesize_kb] ))
-	local want_oc=$(( (v[mem_total_kb] - hp_kb) * 8 / 10 + 2097152 ))
+	# The default headroom: min(2 GiB, MemTotal / 16), in kB.
+	local headroom_kb=$(( v[mem_total_kb] / 16 < 2097152 ? v[mem_total_kb] / 16 : 2097152 ))
+	local want_oc=$(( (v[mem_total_kb] - hp_kb) * 8 / 10 + headroom_kb ))
 	local d=$(( v[overcommit_kbytes] - want_oc )); d=${d#-}
 	[[ ${v[hugepages_total]} -gt 0 && ${v[hugepages_total]} -ge $(( want_pages - 1 )) ]] &&
 		ok "$b/$when: pool ${v[hugepages_total]} pages (25% of MemTotal = $want_pages)" ||
@@ -61,7 +63,7 @@ verify_box() {
 		ok "$b/$when: postmaster ${v[postmaster_pid]} HugetlbPages ${v[postmaster_hugetlb_kb]} kB, huge_pages=on, shared_buffers=${v[pg_shared_buffers]}" ||
 		bad "$b/$when: postgres huge_pages=${v[pg_huge_pages]:-?} HugetlbPages=${v[postmaster_hugetlb_kb]:-?} (${v[postgresql_active]})"
 	[[ ${v[overcommit_memory]} == 2 && $d -le 1 ]] &&
-		ok "$b/$when: overcommit strict, kbytes ${v[overcommit_kbytes]} = 0.8*(MemTotal-pool)+2GiB ($want_oc)" ||
+		ok "$b/$when: overcommit strict, kbytes ${v[overcommit_kbytes]} = 0.8*(MemTotal-pool)+min(2GiB,MemTotal/16) ($want_oc)" ||
 		bad "$b/$when: overcommit_memory=${v[overcommit_memory]} kbytes=${v[overcommit_kbytes]}, want 2 / $want_oc"
 	[[ ${v[overcommit_memory_conf]} == 2 && ${v[overcommit_kbytes_conf]} == "${v[overcommit_kbytes]}" ]] &&
 		ok "$b/$when: overcommit persisted in /etc/sysctl.d/99-overcommit.conf" ||

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The seed's OOM experiment, inside ONE testbed box (never on this machine): the
 # load runs in the box, driven from here over SSH. Runs it with the kernel's
-# default overcommit, then after `pgtune apply` (the default policy), and, unless
-# SCALED=0, once more with the policy's 2 GiB sidecar headroom scaled to the box
-# as it is to the seed's 30.8 GiB server. Writes state/experiment.json.
+# default overcommit, then after `pgtune apply` (the default policy, whose
+# headroom is min(2 GiB, MemTotal / 16)), and, unless FLAT=0, once more with the
+# seed's flat 2 GiB headroom, which pgtune refuses as not protective on such a
+# box: check must say so, and it is applied with accept_unprotective: true to
+# show what that limit does. Writes state/experiment.json.
 # Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -55,17 +57,23 @@ log "pgtune apply (default policy)"
 run strict
 labels=(default strict)
 
-if [[ ${SCALED:-1} != 0 ]]; then
-	# The default headroom (2 GiB) is sized for servers; on a 4 GiB box it lifts the
-	# commit limit above what RAM can back. Scale it like the seed's box: 2/30.8.
-	sed 's|headroom: "\${2 \* GiB}"|headroom: "${floor(2 * GiB * facts.mem_total / (30.8 * GiB))}"|' \
-		"$REPO_DIR/playbooks/memory.yml" >"$STATE_DIR/memory-scaled.yml"
-	grep -q 'facts.mem_total / (30.8' "$STATE_DIR/memory-scaled.yml" || die "could not scale headroom in playbooks/memory.yml"
-	log "pgtune apply (headroom scaled to the box)"
-	"$PGTUNE" apply -i "$inv" --yes "$STATE_DIR/memory-scaled.yml" >"$STATE_DIR/experiment-apply-scaled.out" 2>&1 ||
-		{ cat "$STATE_DIR/experiment-apply-scaled.out" >&2; die "pgtune apply (scaled) failed"; }
-	run strict_scaled
-	labels+=(strict_scaled)
+if [[ ${FLAT:-1} != 0 ]]; then
+	# The seed's flat 2 GiB headroom, sized for servers: on a 4 GiB box it lifts the
+	# commit limit above what RAM outside the pool can back.
+	sed -e 's|headroom: "\${min(2 \* GiB, floor(facts.mem_total / 16))}"|headroom: "${2 * GiB}"|' \
+		"$REPO_DIR/playbooks/memory.yml" >"$STATE_DIR/memory-flat.yml"
+	grep -q 'headroom: "${2 \* GiB}"' "$STATE_DIR/memory-flat.yml" || die "could not set a flat headroom in playbooks/memory.yml"
+	rc=0
+	"$PGTUNE" check -i "$inv" "$STATE_DIR/memory-flat.yml" >"$STATE_DIR/experiment-check-flat.out" 2>&1 || rc=$?
+	grep -q 'NOT protective' "$STATE_DIR/experiment-check-flat.out" && [[ $rc == 2 ]] ||
+		{ cat "$STATE_DIR/experiment-check-flat.out" >&2; die "check did not report the flat headroom as not protective (exit $rc)"; }
+	sed -i 's|accept_unprotective: false|accept_unprotective: true|' "$STATE_DIR/memory-flat.yml"
+	grep -q 'accept_unprotective: true' "$STATE_DIR/memory-flat.yml" || die "could not accept the flat headroom"
+	log "pgtune apply (flat 2 GiB headroom, accepted)"
+	"$PGTUNE" apply -i "$inv" --yes "$STATE_DIR/memory-flat.yml" >"$STATE_DIR/experiment-apply-flat.out" 2>&1 ||
+		{ cat "$STATE_DIR/experiment-apply-flat.out" >&2; die "pgtune apply (flat) failed"; }
+	run strict_flat
+	labels+=(strict_flat)
 fi
 
 python3 "$TESTBED_DIR/experiment-table.py" "$STATE_DIR" "${labels[@]}"

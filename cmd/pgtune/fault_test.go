@@ -54,6 +54,8 @@ func TestKilledMidApply(t *testing.T) {
     overcommit:
       ratio: 0.8
       headroom: "${8 * GiB}"
+      # far above what this shared machine commits, hence not protective
+      accept_unprotective: true
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
 `, pool))
 

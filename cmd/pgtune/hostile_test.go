@@ -36,7 +36,24 @@ const hostileGather = "M MemTotal: 8388608 kB\nM MemAvailable: 4194304 kB\nM Hug
 // it, discovery finds no cluster in it.
 type hostileHost struct{}
 
-func (hostileHost) Run(context.Context, transport.Command) (transport.Result, error) {
+func (hostileHost) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	script := ""
+	if len(cmd.Args) > 2 {
+		script = cmd.Args[2]
+	}
+	// The state directory and the host lock, as a healthy host answers
+	// them: the hostility under test is in the facts and the module.
+	switch {
+	case strings.HasPrefix(script, "set -u\ncreate=$1"):
+		return transport.Result{Stdout: []byte("ok\n")}, nil
+	case strings.Contains(script, "mkfifo") && cmd.Args[len(cmd.Args)-1] == "0":
+		return transport.Result{Stdout: []byte("locked\n")}, nil
+	case strings.Contains(script, "mkfifo"):
+		return transport.Result{}, nil
+	case strings.Contains(script, "flock -E 75"):
+		<-ctx.Done()
+		return transport.Result{}, ctx.Err()
+	}
 	return transport.Result{Stdout: []byte(hostileGather)}, nil
 }
 func (hostileHost) Close() error { return nil }
@@ -50,6 +67,7 @@ type hostileModule struct{}
 func (hostileModule) Name() string       { return "hostile" }
 func (hostileModule) Requires() []string { return nil }
 func (hostileModule) NewParams() any     { return &struct{}{} }
+func (hostileModule) Validate(any) error { return nil }
 
 func (hostileModule) Check(_ context.Context, t *engine.Target, _ any) (*plan.ModulePlan, error) {
 	dir := "/srv/" + t.Facts.Hostname

@@ -42,6 +42,7 @@ type gateParams struct {
 func (*gate) Name() string       { return "gate" }
 func (*gate) Requires() []string { return nil }
 func (*gate) NewParams() any     { return &gateParams{} }
+func (*gate) Validate(any) error { return nil }
 
 func (g *gate) Check(ctx context.Context, t *engine.Target, raw any) (*plan.ModulePlan, error) {
 	prm := raw.(*gateParams)

@@ -20,6 +20,11 @@ type Facts struct {
 	CommitLimit    int64 `json:"commit_limit"`
 	CommittedAS    int64 `json:"committed_as"`
 	PageTables     int64 `json:"page_tables"`
+	// MinFree is vm.min_free_kbytes in bytes and SUnreclaim the slab the
+	// kernel cannot reclaim: memory outside the commit budget that no
+	// process can have (see reserve.go).
+	MinFree    int64 `json:"min_free"`
+	SUnreclaim int64 `json:"sunreclaim"`
 
 	// Sysctl holds the live value of each vm.* key pgtune manages
 	// (vm.nr_hugepages, vm.overcommit_memory, vm.overcommit_kbytes,

@@ -21,6 +21,7 @@ import (
 //	W 1|0 /proc/sys/vm writable            N node nr_hugepages
 //	F path (a sysctl file starts)          L line of that file
 //	E path (that file could not be read)
+//	R vm.min_free_kbytes (read-only: not a managed key)
 const gatherScript = `export LC_ALL=C
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
 printf 'H %s\n' "$(uname -n)"
@@ -32,6 +33,7 @@ for k in "$@"; do
   if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; fi
 done
 if [ -w /proc/sys/vm/nr_hugepages ]; then echo 'W 1'; else echo 'W 0'; fi
+if [ -r /proc/sys/vm/min_free_kbytes ]; then printf 'R %s\n' "$(cat /proc/sys/vm/min_free_kbytes)"; fi
 hp=
 while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
 for n in /sys/devices/system/node/node[0-9]*; do
@@ -80,6 +82,7 @@ func ParseGather(out []byte) (*Facts, error) {
 	var files []SysctlFile
 	var cur *SysctlFile
 	sawMeminfo := false
+	minFreeKB := ""
 	for _, line := range strings.Split(string(out), "\n") {
 		if line == "" {
 			continue
@@ -108,6 +111,8 @@ func ParseGather(out []byte) (*Facts, error) {
 			f.Sysctl[k] = strings.TrimSpace(v)
 		case "W":
 			f.SysctlWritable = rest == "1"
+		case "R":
+			minFreeKB = rest
 		case "N":
 			id, v, _ := strings.Cut(rest, " ")
 			node, err := ParseInt("NUMA node number", id, 0, MaxNUMANode)
@@ -150,6 +155,9 @@ func ParseGather(out []byte) (*Facts, error) {
 		return nil, fmt.Errorf("no MemTotal in /proc/meminfo")
 	}
 	if err := checkPoolSize(f); err != nil {
+		return nil, err
+	}
+	if err := f.setKernelReserve(meminfo["SUnreclaim"], minFreeKB); err != nil {
 		return nil, err
 	}
 	f.NUMANodes = len(nodes)

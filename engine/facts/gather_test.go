@@ -47,6 +47,9 @@ func TestParseGather(t *testing.T) {
 				f.CommitLimit != want.CommitLimit || f.CommittedAS != want.CommittedAS || f.PageTables != want.PageTables {
 				t.Errorf("meminfo: got %+v", f)
 			}
+			if f.MinFree != 90112<<10 || f.SUnreclaim != 1843200<<10 {
+				t.Errorf("kernel reserve: min_free %d sunreclaim %d", f.MinFree, f.SUnreclaim)
+			}
 			if !f.SysctlWritable || f.NUMANodes != 2 || f.NodeHugePages[0] != 512 || f.NodeHugePages[1] != 512 {
 				t.Errorf("writable/numa: %v %d %v", f.SysctlWritable, f.NUMANodes, f.NodeHugePages)
 			}
@@ -80,6 +83,9 @@ func TestParseGather(t *testing.T) {
 			if f.HugePageSize != 2<<20 || f.MemTotal <= 0 || f.CommitLimit <= 0 {
 				t.Errorf("meminfo: %+v", f)
 			}
+			if f.MinFree != 67584<<10 || f.SUnreclaim != 28088<<10 {
+				t.Errorf("kernel reserve: min_free %d sunreclaim %d", f.MinFree, f.SUnreclaim)
+			}
 			// Debian's stock files set none of the managed keys.
 			if len(f.SysctlFiles) != 0 {
 				t.Errorf("sysctl files: %+v", f.SysctlFiles)
@@ -102,6 +108,31 @@ func TestParseGatherErrors(t *testing.T) {
 		if _, err := ParseGather([]byte(in)); err == nil {
 			t.Errorf("ParseGather(%q): no error", in)
 		}
+	}
+}
+
+// The kernel reserve comes from the host: out-of-range values are errors,
+// an absent min_free_kbytes stays 0.
+func TestParseGatherKernelReserve(t *testing.T) {
+	const mem = "M MemTotal: 1048576 kB\n"
+	for _, in := range []string{
+		mem + "R -1\n",
+		mem + "R 12abc\n",
+		mem + "R 1048577\n",
+		mem + "R 99999999999999999999\n",
+		mem + "M SUnreclaim: 1048577 kB\n",
+		mem + "M SUnreclaim: -4 kB\n",
+	} {
+		if _, err := ParseGather([]byte(in)); err == nil {
+			t.Errorf("ParseGather(%q): no error", in)
+		}
+	}
+	f, err := ParseGather([]byte(mem + "M SUnreclaim: 2048 kB\nR  4096 \n"))
+	if err != nil || f.MinFree != 4096<<10 || f.SUnreclaim != 2048<<10 {
+		t.Errorf("got %+v, %v", f, err)
+	}
+	if f, err := ParseGather([]byte(mem)); err != nil || f.MinFree != 0 || f.SUnreclaim != 0 {
+		t.Errorf("absent: %+v, %v", f, err)
 	}
 }
 
@@ -202,6 +233,16 @@ func TestGatherLocal(t *testing.T) {
 	}
 	if f.NUMANodes < 1 {
 		t.Errorf("NUMANodes %d", f.NUMANodes)
+	}
+	b, err := os.ReadFile("/proc/sys/vm/min_free_kbytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kb, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); f.MinFree != kb<<10 || kb <= 0 {
+		t.Errorf("MinFree %d, kernel says %d kB", f.MinFree, kb)
+	}
+	if f.SUnreclaim <= 0 || f.SUnreclaim >= f.MemTotal {
+		t.Errorf("SUnreclaim %d", f.SUnreclaim)
 	}
 	if os.Geteuid() == 0 && !f.SysctlWritable {
 		t.Logf("/proc/sys is read-only here")

@@ -41,6 +41,10 @@ type ModulePlan struct {
 	Notes []string
 	// State is module-private data Apply needs (content to write, ...).
 	State any
+	// Refuse, when set, is a finding the policy has not accepted: check
+	// shows it among the changes, apply fails the host before its first
+	// change.
+	Refuse error
 }
 
 // HasChanges reports whether the module would change anything.

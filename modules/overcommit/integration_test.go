@@ -42,7 +42,7 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	}
 	tg.SetOutputs(hugepages.Name, hplan.Outputs)
 	pool := hplan.Outputs["pool"].(int64)
-	wantKb := Limit(f.MemTotal, pool, 0.8, 2*GiB)
+	wantKb := Limit(f.MemTotal, pool, 0.8, min(2*GiB, f.MemTotal/16))
 
 	file := filepath.Join(t.TempDir(), "99-overcommit.conf")
 	prm := DefaultParams()
@@ -55,6 +55,25 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	if p.Outputs["kbytes"] != wantKb {
 		t.Fatalf("kbytes %v, want %d", p.Outputs["kbytes"], wantKb)
 	}
+	// The verdict on this machine's own facts: the relation, not values.
+	// The default policy protects by construction (0.6 × MemTotal + at
+	// most MemTotal / 16 against 0.75 × MemTotal less the kernel's
+	// reserve), so a finding here would be a real defect.
+	backing := f.MemTotal - pool - f.MinFree - f.SUnreclaim + f.SwapTotal
+	limit := wantKb<<10 + f.SwapTotal
+	if f.MinFree <= 0 || f.SUnreclaim <= 0 || p.Outputs["commit_limit"] != limit || p.Outputs["backing"] != backing {
+		t.Fatalf("outputs %v: want commit_limit %d = kbytes + swap, backing %d = MemTotal − pool − min_free %d − SUnreclaim %d + swap",
+			p.Outputs, limit, backing, f.MinFree, f.SUnreclaim)
+	}
+	if p.Outputs["protective"] != true || limit > backing || len(p.Changes) > 0 && p.Changes[0].Target == "commit limit" {
+		t.Errorf("default policy not protective here: %v; notes %q", moduletest.Changes(p), p.Notes)
+	}
+	for _, n := range p.Notes {
+		if strings.HasPrefix(n, "commit limit ") {
+			t.Logf("verdict: %s", n)
+		}
+	}
+	policyLimit := true
 	// Safety: the limit switched on must dwarf what is committed now
 	// (other engineers' VMs and builds run here), or strict mode could
 	// fail someone's fork. When the policy's own limit is too tight for
@@ -63,6 +82,10 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 		t.Logf("policy limit %d kB is under 4 × Committed_AS here; applying kbytes = %d instead", wantKb, safe)
 		wantKb = safe
 		prm.Kbytes = val(t, strconv.FormatInt(safe, 10))
+		// Such a limit may well not be protective: accept it, the point
+		// here is the code path, not the verdict.
+		prm.AcceptUnprotective = val(t, "true")
+		policyLimit = false
 		if p, err = m.Check(ctx, tg, prm); err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +109,13 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	}
 	if d := wantKb + mi["SwapTotal"] - mi["CommitLimit"]; d < 0 || d >= 64 {
 		t.Errorf("CommitLimit %d kB, want %d + swap %d", mi["CommitLimit"], wantKb, mi["SwapTotal"])
+	}
+	// What the kernel now enforces stays within what can back it (the
+	// slab snapshot is re-read: the relation must hold on live numbers).
+	if policyLimit {
+		if live := mi["MemTotal"] - pool>>10 - f.MinFree>>10 - mi["SUnreclaim"] + mi["SwapTotal"]; mi["CommitLimit"] > live {
+			t.Errorf("live CommitLimit %d kB is above the %d kB that can back it", mi["CommitLimit"], live)
+		}
 	}
 	data, _ := os.ReadFile(file)
 	if !strings.Contains(string(data), "vm.overcommit_kbytes = "+strconv.FormatInt(wantKb, 10)+"\nvm.overcommit_memory = 2\n") {

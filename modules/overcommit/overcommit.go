@@ -41,6 +41,9 @@ type Params struct {
 	Ratio expr.Value `yaml:"ratio"`
 	// Headroom in bytes added on top (sidecars, agents).
 	Headroom expr.Value `yaml:"headroom"`
+	// AcceptUnprotective lets apply set a limit that is not protective
+	// (above the memory that can back it); otherwise that is a finding.
+	AcceptUnprotective expr.Value `yaml:"accept_unprotective"`
 	// Kbytes, when set, is the limit in kB and replaces the formula.
 	Kbytes expr.Value `yaml:"kbytes"`
 	// MaxCommitted refuses the switch when Committed_AS is already above
@@ -52,13 +55,18 @@ type Params struct {
 	OnConflict expr.Value `yaml:"on_conflict"`
 }
 
-// Defaults.
+// Defaults. The headroom is the seed's 2 GiB on large servers and a
+// sixteenth of RAM below 32 GiB: with the default quarter of RAM in huge
+// pages the limit is then 0.6 × MemTotal + at most MemTotal / 16, below the
+// 0.75 × MemTotal outside the pool on every size (see Verdict).
 const (
 	DefaultRatio        = "0.8"
-	DefaultHeadroom     = "${2 * GiB}"
+	DefaultHeadroom     = "${min(2 * GiB, floor(facts.mem_total / 16))}"
 	DefaultMaxCommitted = "0.9"
 	DefaultSysctlFile   = "/etc/sysctl.d/99-overcommit.conf"
 	DefaultOnConflict   = sysctlconf.Fail
+
+	DefaultAcceptUnprotective = "false"
 )
 
 // DefaultParams returns the parameters with every default filled in
@@ -70,6 +78,8 @@ func DefaultParams() *Params {
 		MaxCommitted: expr.MustParse(DefaultMaxCommitted),
 		SysctlFile:   expr.MustParse(DefaultSysctlFile),
 		OnConflict:   expr.MustParse(DefaultOnConflict),
+
+		AcceptUnprotective: expr.MustParse(DefaultAcceptUnprotective),
 	}
 }
 
@@ -93,6 +103,9 @@ type State struct {
 	SetKbytes bool
 	SetMemory bool
 	Files     *sysctlconf.Plan
+	// Unprotective holds the verdict apply refuses (nil: protective or
+	// accepted).
+	Unprotective *Verdict
 }
 
 func posErr(t *engine.Target, v expr.Value, format string, args ...any) error {
@@ -177,15 +190,19 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 		return nil, posErr(t, prm.OnConflict, "%v", err)
 	}
 
-	commitLimit := kb*1024 + f.SwapTotal
-	p.Outputs = map[string]any{"kbytes": kb, "commit_limit": commitLimit, "pool": pool}
-	if outside := f.MemTotal - pool + f.SwapTotal; commitLimit > outside {
-		// Measured in the testbed: a 4 GiB box with the default 2 GiB
-		// headroom still met the OOM killer in strict mode.
-		p.Note(fmt.Sprintf("the commit limit %s is above the memory outside the huge page pool (%s): strict mode cannot stop the OOM killer on this host; lower the headroom or the ratio",
-			sysctlconf.Bytes(commitLimit), sysctlconf.Bytes(outside)))
+	verdict := NewVerdict(f, pool, kb)
+	commitLimit := verdict.CommitLimit()
+	p.Outputs = map[string]any{"kbytes": kb, "commit_limit": commitLimit, "pool": pool,
+		"backing": verdict.Backing(), "protective": verdict.Protective()}
+	accept, err := t.Scope.Bool(prm.AcceptUnprotective)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyAccept, err)
 	}
 	st := &State{Kbytes: kb}
+	if judge(p, verdict, accept) {
+		st.Unprotective = &verdict
+		p.Refuse = unprotectiveError(verdict)
+	}
 	curKb, curMem := f.Sysctl[keyKbytes], f.Sysctl[keyMemory]
 	st.SetKbytes = curKb != sysctlconf.Itoa(kb)
 	st.SetMemory = curMem != strict
@@ -317,6 +334,9 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	st, ok := p.State.(*State)
 	if !ok {
 		return fmt.Errorf("overcommit: no plan state")
+	}
+	if st.Unprotective != nil {
+		return unprotectiveError(*st.Unprotective)
 	}
 	if st.SetKbytes || st.SetMemory {
 		if err := sysctlconf.RequireRoot(t.Facts, keyKbytes); err != nil {

@@ -1,48 +1,55 @@
 package pgconf
 
 import (
-	"errors"
-	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/facts"
 )
 
-// The read script's headers carry the size `stat` printed, and the parser
-// allocates by it: a host that forges it must get an error naming the
-// value, never a panic (-2) or an allocation of what it asks (99999999999).
-func TestParseReadForgedStatSize(t *testing.T) {
+// The read script's records come from the host: a forged or truncated
+// record is an error that names the record, never a panic, and never
+// quotes what the host sent (it may be file content).
+func TestParseReadForgedRecords(t *testing.T) {
 	want := []string{"f:/c/postgresql.conf"}
+	const secret = "c2VjcmV0IGxpbmU=" // "secret line"
 	for _, tc := range []struct {
-		size, wantErr string
+		name, out, wantErr string
 	}{
-		{size: "-2", wantErr: "read /c/postgresql.conf: stat size -2 out of range [0, %d]"},
-		{size: "-1", wantErr: "read /c/postgresql.conf: stat size -1 out of range [0, %d]"},
-		{size: "99999999999", wantErr: "read /c/postgresql.conf: stat size 99999999999 out of range [0, %d]"},
-		{size: "9223372036854775807", wantErr: "read /c/postgresql.conf: stat size 9223372036854775807 out of range [0, %d]"},
-		{size: "99999999999999999999", wantErr: "read /c/postgresql.conf: stat size 99999999999999999999 out of range [0, %d]"},
-		{size: "12k", wantErr: `read /c/postgresql.conf: stat size "12k" is not a number`},
-		{size: "0x10", wantErr: `read /c/postgresql.conf: stat size "0x10" is not a number`},
+		{"index negative", "F -1 1 600 a b -\n" + secret + "\n", "read configuration files: malformed record 1 of 1"},
+		{"index past the list", "F 7 1 600 a b -\n" + secret + "\n", "read configuration files: malformed record 1 of 1"},
+		{"index not a number", "F 99999999999999999999 1 600 a b -\n", "read configuration files: malformed record 1 of 1"},
+		{"too few fields", "F 0\n", "read configuration files: malformed record 1 of 1"},
+		{"content missing", "F 0 1 600 a b -\n", "read /c/postgresql.conf: truncated or malformed"},
+		{"content not base64", "F 0 1 600 a b -\nsecret line!\n", "read /c/postgresql.conf: truncated or malformed"},
+		{"real path not base64", "F 0 1 600 a b %%%\n" + secret + "\n", "read /c/postgresql.conf: truncated or malformed"},
+		{"unknown record", "X 0 1\n", "read configuration files: malformed record 1 of 1"},
+		{"empty output", "", "read configuration files: truncated output"},
+		{"well-formed record", "F 0 1 600 a b -\n" + secret + "\n", ""},
 	} {
-		t.Run(tc.size, func(t *testing.T) {
-			out := "F 0 1 600 postgres postgres " + tc.size + "\nshared = 1\n\n"
-			err := parseRead([]byte(out), want, newConfFS())
-			wantErr := tc.wantErr
-			if re, ok := errors.AsType[*facts.RangeError](err); ok && !re.NaN {
-				wantErr = fmt.Sprintf(tc.wantErr, len(out)) // the bound is what arrived
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRead([]byte(tc.out), want, newConfFS())
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
 			}
-			if _, ok := errors.AsType[*facts.RangeError](err); !ok || err.Error() != wantErr {
-				t.Fatalf("err = %v\nwant %s", err, wantErr)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("err = %v\nwant %s", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Fatalf("error quotes host output: %v", err)
 			}
 		})
 	}
-	// The largest size the output can hold is read (and found short).
-	if err := parseRead([]byte("F 0 1 600 a b 18\nx"), want, newConfFS()); err == nil || err.Error() != "read /c/postgresql.conf: truncated" {
+	// A directory listing that never ends is truncated output, not a hang.
+	if _, err := parseRead([]byte("D 0 1\nE a\n"), []string{"d:/c/conf.d"}, newConfFS()); err == nil || err.Error() != "read directory /c/conf.d: truncated" {
 		t.Fatalf("err = %v", err)
 	}
 	// An empty file is fine.
 	fs := newConfFS()
-	if err := parseRead([]byte("F 0 1 600 a b 0\n\n"), want, fs); err != nil || !fs.Files["/c/postgresql.conf"].Exists {
+	if _, err := parseRead([]byte("F 0 1 600 a b -\n\n"), want, fs); err != nil || !fs.Files["/c/postgresql.conf"].Exists {
 		t.Fatalf("empty file: %v %+v", err, fs.Files)
 	}
 }

@@ -38,6 +38,9 @@ type Host struct {
 	NotRoot                                                     bool // the login is not root and become is off
 	Nodes                                                       int
 
+	// MinFreeKB is vm.min_free_kbytes; SUnreclaimKB the unreclaimable slab.
+	MinFreeKB, SUnreclaimKB int64
+
 	// MaxPages returns how many pages the kernel can hold after the given
 	// number of compactions; nil means unlimited.
 	MaxPages    func(compactions int) int64
@@ -67,6 +70,8 @@ func New() *Host {
 		MemAvailableKB: 15 << 20,
 		CommittedKB:    2 << 20,
 		HugePageKB:     2048,
+		MinFreeKB:      67584,
+		SUnreclaimKB:   128 << 10,
 		Nodes:          1,
 	}
 }
@@ -108,7 +113,7 @@ func (h *Host) Meminfo() string {
 	limit += h.SwapKB
 	var b strings.Builder
 	fmt.Fprintf(&b, "MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB\n", h.MemTotalKB, h.MemAvailableKB, h.MemAvailableKB)
-	fmt.Fprintf(&b, "SwapTotal:      %d kB\nPageTables:     1904 kB\nCommitLimit:    %d kB\nCommitted_AS:   %d kB\n", h.SwapKB, limit, h.CommittedKB)
+	fmt.Fprintf(&b, "SwapTotal:      %d kB\nSUnreclaim:     %d kB\nPageTables:     1904 kB\nCommitLimit:    %d kB\nCommitted_AS:   %d kB\n", h.SwapKB, h.SUnreclaimKB, limit, h.CommittedKB)
 	fmt.Fprintf(&b, "HugePages_Total: %d\nHugePages_Free:  %d\nHugePages_Rsvd:  0\nHugePages_Surp:  %d\nHugepagesize:    %d kB\n",
 		total, total-h.InUsePages, surp, h.HugePageKB)
 	return b.String()
@@ -155,6 +160,7 @@ func (h *Host) Facts() *facts.Facts {
 		HugePagesTotal: mi["HugePages_Total"], HugePagesFree: mi["HugePages_Free"], HugePagesRsvd: mi["HugePages_Rsvd"],
 		HugePagesSurp: mi["HugePages_Surp"], SwapTotal: mi["SwapTotal"], CommitLimit: mi["CommitLimit"],
 		CommittedAS: mi["Committed_AS"], PageTables: mi["PageTables"],
+		MinFree: h.MinFreeKB << 10, SUnreclaim: mi["SUnreclaim"],
 		Sysctl: sysctl, SysctlWritable: !h.ReadOnly && !h.NotRoot, NUMANodes: h.Nodes,
 		SysctlFiles: facts.SysctlSettings(facts.OrderSysctlFiles(files), facts.ManagedSysctls),
 	}

@@ -73,7 +73,9 @@ cat -- "$res"
 echo "--- output"
 tail -n 20 -- "$out"
 echo "--- log"
-if ! grep -qx 'ready=1' -- "$res"; then tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
+# The log is the owner's file (the server writes it): read as the owner,
+# so that a link put in its place shows nothing root alone may read.
+if ! grep -qx 'ready=1' -- "$res"; then as_owner tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
 exit 0
 `
 

@@ -122,6 +122,20 @@ func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
 		checkNotes(t, notes)
 	})
 
+	t.Run("pg_data through a symlink: the owner is the real directory's", func(t *testing.T) {
+		link := filepath.Join(testhost.OwnedDir(t, "root"), "data")
+		if err := os.Symlink(c.DataDir, link); err != nil {
+			t.Fatal(err)
+		}
+		pg, _, err := Discover(ctx, tr, Options{PGData: link})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg.DataDir != c.DataDir || pg.Owner != c.Owner || pg.PID != realPID {
+			t.Errorf("discovered %+v", pg)
+		}
+	})
+
 	t.Run("without pg_data, impostors never count", func(t *testing.T) {
 		pg, notes, err := Discover(ctx, tr, Options{})
 		checkNotes(t, notes)

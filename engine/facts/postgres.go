@@ -123,8 +123,8 @@ pginfo() {
   rec data "$d"
   [ -n "$d" ] && [ -d "$d" ] || return 0
   rec realdata "$(cd -- "$d" 2>/dev/null && pwd -P)"
-  owner=$(stat -c %U -- "$d" 2>/dev/null) || owner=
-  ouid=$(stat -c %u -- "$d" 2>/dev/null) || ouid=
+  owner=$(stat -L -c %U -- "$d" 2>/dev/null) || owner=
+  ouid=$(stat -L -c %u -- "$d" 2>/dev/null) || ouid=
   rec owner "$owner"
   rec owner_uid "$ouid"
   v=$(readsafe "$d/PG_VERSION" | head -n 1)
@@ -181,7 +181,7 @@ for s in /proc/[0-9]*/stat; do
   fi
   pf_pid= ouid=
   if [ -z "$d" ] || [ ! -d "$d" ]; then impostor "$p" no_data_dir "$d" ""; continue; fi
-  ouid=$(stat -c %u -- "$d" 2>/dev/null) || ouid=
+  ouid=$(stat -L -c %u -- "$d" 2>/dev/null) || ouid=
   procuid "$p"
   if ! pidfile "$d"; then impostor "$p" no_pidfile "$d" "$ouid"; continue; fi
   if [ "$pf_pid" != "$p" ]; then impostor "$p" pidfile_other "$d" "$ouid"; continue; fi

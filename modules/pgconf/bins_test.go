@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,67 @@ func TestStatusRunsOwnersPgIsreadyAsOwner(t *testing.T) {
 	}
 	if isready != 1 {
 		t.Errorf("pg_isready ran %d times as nobody; want once", isready)
+	}
+}
+
+// The server log of a failed restart is read as the cluster owner: a link
+// the owner puts in the log's place during the restart shows nothing that
+// only root may read.
+func TestRestartLogReadAsOwner(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	ctx := context.Background()
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tr, err := transport.DialSSH(dctx, transport.SSHConfig{
+		Name: "testhost", Address: "127.0.0.1", Port: srv.Port, User: srv.User,
+		PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHostsFile, ConnectTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+
+	secretDir := testhost.OwnedDir(t, "root")
+	if err := os.Chmod(secretDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(secretDir, "secret")
+	testhost.WriteOwned(t, "root", secret, "FATAL:  root-only-line\n", 0o600)
+
+	bin := testhost.FakeBinDir(t, "nobody", "postgres", "pg_isready")
+	data := testhost.OwnedDir(t, "nobody")
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "PG_VERSION"), "15\n", 0o600)
+	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", data)
+	testhost.WriteOwned(t, "nobody", filepath.Join(data, "postmaster.pid"), testhost.PIDFile(pid, data, 5499, "/tmp"), 0o600)
+	log := filepath.Join(data, "pgtune-startup.log")
+	pg := &facts.Postgres{Source: "inventory", DataDir: data, BinDir: bin, Owner: "nobody", Version: "15.99", Major: 15,
+		Running: true, PID: pid, Port: 5499, SocketDir: "/tmp"}
+
+	for _, tc := range []struct {
+		name, restart, want, notWant string
+	}{
+		// The owner's own log: its FATAL line is quoted.
+		{"log", "echo 'FATAL:  owner-line' >> " + log + "; exit 3", "FATAL:  owner-line", ""},
+		// The log swapped for a link to a root-only file mid-restart.
+		{"link", "rm -f " + log + "; ln -s " + secret + " " + log + "; exit 3", "", "root-only-line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(log)
+			tg := &engine.Target{Name: "testhost", Transport: tr, Facts: &facts.Facts{Postgres: pg},
+				Scope: expr.NewScope("t.yml"), StateDir: t.TempDir(), PGRestart: tc.restart}
+			res, err := restartPostgres(ctx, tg, pg, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ok() || res.Log != log {
+				t.Fatalf("restart %+v", res)
+			}
+			if tc.want != "" && res.failure() != tc.want {
+				t.Errorf("failure %q; want %q", res.failure(), tc.want)
+			}
+			if tc.notWant != "" && (strings.Contains(res.LogTail, tc.notWant) || strings.Contains(res.failure(), tc.notWant)) {
+				t.Errorf("root-only content shown: %q", res.LogTail)
+			}
+		})
 	}
 }

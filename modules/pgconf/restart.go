@@ -31,6 +31,7 @@ custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 a
 ` + asOwnerFn + `cd /
 pid=
 if [ -f "$data/postmaster.pid" ]; then read -r pid < "$data/postmaster.pid" || pid=; fi
+case $pid in *[!0-9]*) pid=;; esac
 log=
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
   l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=
@@ -73,7 +74,9 @@ cat -- "$res"
 echo "--- output"
 tail -n 20 -- "$out"
 echo "--- log"
-if ! grep -qx 'ready=1' -- "$res"; then tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
+# The log is the owner's file (the server writes it): read as the owner,
+# so that a link put in its place shows nothing root alone may read.
+if ! grep -qx 'ready=1' -- "$res"; then as_owner tail -c "+$((off+1))" -- "$log" 2>/dev/null | tail -n 200; fi
 exit 0
 `
 
@@ -124,6 +127,7 @@ fi
 echo "ready=$ready"
 npid=
 if [ -f "$data/postmaster.pid" ]; then read -r npid < "$data/postmaster.pid" || npid=; fi
+case $npid in *[!0-9]*) npid=;; esac
 if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
 echo "new_pid=$npid"
 if [ "$ready" = 1 ] && [ -n "$marker" ]; then rm -f -- "$marker"; fi

@@ -47,7 +47,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	}
 
 	if err := transport.MakeDir(ctx, t.Transport, path.Dir(st.Dropin), pg.Owner, t.Become); err != nil {
-		return fmt.Errorf("create %s: %w", path.Dir(st.Dropin), err)
+		return err // names the directory
 	}
 	var written []fileChange
 	for _, f := range st.Files {

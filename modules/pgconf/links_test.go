@@ -316,7 +316,14 @@ func TestApplyRacedByOwner(t *testing.T) {
 		journal(t, tg)
 		p, err := m.Check(ctx, tg, params(int64(64-i)*hp, func(p *Params) { p.Restart = expr.Literal(false) }))
 		if err != nil {
-			t.Fatal(err)
+			// The racer may have renamed one of its links into place
+			// after a write went through: the policy refuses it.
+			assertNoSecret(t, "check error", err.Error())
+			if !strings.Contains(err.Error(), "is reached through a symbolic link to "+secret) {
+				t.Fatal(err)
+			}
+			t.Logf("check %d: %v", i, err)
+			continue
 		}
 		err = m.Apply(ctx, tg, p)
 		if err == nil {

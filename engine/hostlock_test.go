@@ -295,3 +295,18 @@ func TestLockHostRefusesBadStateDir(t *testing.T) {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestStateDirMustBeAbsolute: a pgtune_state_dir that is not a clean
+// absolute path is refused by name, never swapped for the default.
+func TestStateDirMustBeAbsolute(t *testing.T) {
+	for _, v := range []any{"relative/state", "/var/lib/../tmp/x", "/", "", 42} {
+		h := &inventory.Host{Name: "db1", Vars: map[string]any{StateDirVar: v}}
+		err := checkStateDir(context.Background(), nil, stateDir(h), false, true)
+		if err == nil || !strings.Contains(err.Error(), "must be a clean absolute path other than /") {
+			t.Errorf("pgtune_state_dir %#v: %v", v, err)
+		}
+	}
+	if got := stateDir(&inventory.Host{Name: "db1", Vars: map[string]any{}}); got != StateDir {
+		t.Errorf("default state dir %q, want %q", got, StateDir)
+	}
+}

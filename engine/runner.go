@@ -294,10 +294,11 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 }
 
 // stateDir is where a host keeps its journals: pgtune_state_dir when the
-// inventory sets it (absolute paths only), else StateDir.
+// inventory sets it, else StateDir. A value that is not a clean absolute
+// path is refused by checkStateDir before any use, never replaced.
 func stateDir(h *inventory.Host) string {
-	if d, ok := h.Vars[StateDirVar].(string); ok && strings.HasPrefix(d, "/") {
-		return d
+	if d, ok := h.Vars[StateDirVar]; ok {
+		return fmt.Sprint(d)
 	}
 	return StateDir
 }

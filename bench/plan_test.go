@@ -100,6 +100,8 @@ func TestPlanReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans against a real PostgreSQL cluster")
 	}
+	// The live check reads this machine's kernel: it must hold still.
+	testhost.LockKernel(t)
 	pg := testhost.Postgres(t)
 	mods, book := defaultBook(t)
 	rec := &recording{PGData: pg.DataDir, PGBin: pg.BinDir, StateDir: filepath.Join(pg.Root, "state")}
@@ -214,6 +216,7 @@ func BenchmarkPlanLive(b *testing.B) {
 	if testing.Short() {
 		b.Skip("plans against a real PostgreSQL cluster")
 	}
+	testhost.LockKernel(b) // reads this machine's kernel, which must hold still
 	pg := testhost.Postgres(b)
 	mods, book := defaultBook(b)
 	rec := &recording{PGData: pg.DataDir, PGBin: pg.BinDir, StateDir: filepath.Join(pg.Root, "state")}

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pgtune/pgtune/internal/testhost"
 )
@@ -85,32 +84,17 @@ func startPgtune(t *testing.T, bin string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitFor polls cond every 20 ms until it holds; the process must not end
-// first (that would mean the kill point was never reached).
-func waitFor(t *testing.T, what string, p *proc, limit time.Duration, cond func() bool) {
+// waitFor blocks until cond holds, re-checking it on every change in dir
+// (no polling); the process p, when given, must not end first (that would
+// mean the kill point was never reached).
+func waitFor(t *testing.T, what string, p *proc, dir string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if p != nil && p.exited() {
-			t.Fatalf("pgtune ended (exit %d) before %s:\n%s", p.code, what, p.out.String())
-		}
-		if time.Now().After(deadline) {
-			out := ""
-			if p != nil {
-				out = p.out.String()
-			}
-			t.Fatalf("no %s after %s\n%s", what, limit, out)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var stop chan struct{}
+	if p != nil {
+		stop = p.done
+	}
+	if !testhost.AwaitFiles(t, what, []string{dir}, stop, cond) {
+		t.Fatalf("pgtune ended (exit %d) before %s:\n%s", p.code, what, p.out.String())
 	}
 }
 
@@ -168,38 +152,29 @@ func checkWhole(t *testing.T, files map[string]fileState, dirs ...string) {
 		}
 	}
 	// A remote write that was under way when the controller died still
-	// finishes on its own (and removes its temporary): give it a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := strayTemps(dirs...)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("temporary files left behind: %v", left)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	// finishes on its own (and renames or removes its temporary): wait
+	// for that, watching every directory a temporary can be in.
+	watch := append([]string(nil), dirs...)
+	for p := range files {
+		watch = append(watch, filepath.Dir(p))
 	}
+	for _, p := range strayTemps(dirs...) {
+		watch = append(watch, filepath.Dir(p))
+	}
+	testhost.AwaitFiles(t, "the temporary files to go", watch, nil, func() bool { return len(strayTemps(dirs...)) == 0 })
 }
 
 // waitPostgresUp waits until the cluster accepts connections again (a
 // restart begun by a killed run completes on its own) and returns the
-// postmaster's PID.
-func waitPostgresUp(t *testing.T, pg *testhost.Cluster, limit time.Duration) int {
+// postmaster's PID. It waits on postmaster.pid, where the postmaster
+// writes "ready" once it accepts connections (as pg_ctl -w does).
+func waitPostgresUp(t *testing.T, pg *testhost.Cluster) int {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if pg.Running() {
-			if _, err := pg.TryQuery("SELECT 1"); err == nil {
-				return pg.PID(t)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("postgres is not running %s after the kill: pgtune left it stopped\nserver log:\n%s", limit, pg.Log(t))
-		}
-		time.Sleep(100 * time.Millisecond)
+	testhost.AwaitFiles(t, "postgres to be up (pgtune left it stopped?)", []string{pg.DataDir}, nil, pg.Ready)
+	if _, err := pg.TryQuery("SELECT 1"); err != nil {
+		t.Fatalf("postgres says ready but refuses a query: %v\nserver log:\n%s", err, pg.Log(t))
 	}
+	return pg.PID(t)
 }
 
 // restartHook writes a pg_restart script for the cluster that stops the

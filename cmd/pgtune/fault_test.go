@@ -74,18 +74,18 @@ func TestKilledMidApply(t *testing.T) {
 
 	t.Run("SIGKILL after the huge page file is written", func(t *testing.T) {
 		p := startPgtune(t, bin, args...)
-		waitFor(t, "10-hugepages.conf", p, 3*time.Minute, func() bool { return exists(filepath.Join(sysctlDir, "10-hugepages.conf")) })
+		waitFor(t, "10-hugepages.conf", p, sysctlDir, func() bool { return exists(filepath.Join(sysctlDir, "10-hugepages.conf")) })
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 		checkWhole(t, files, dirs...)
-		if pid := waitPostgresUp(t, pg, 10*time.Second); pid != firstPID {
+		if pid := waitPostgresUp(t, pg); pid != firstPID {
 			t.Errorf("postgres was restarted (pid %d → %d) before pgconf ran", firstPID, pid)
 		}
 	})
 
 	t.Run("SIGTERM then SIGKILL while postgres is down", func(t *testing.T) {
 		p := startPgtune(t, bin, args...)
-		waitFor(t, "the restart hook's stop", p, 3*time.Minute, func() bool { return exists(flag) })
+		waitFor(t, "the restart hook's stop", p, filepath.Dir(flag), func() bool { return exists(flag) })
 		if pg.Running() {
 			t.Fatal("the hook signalled before postgres was down")
 		}
@@ -96,24 +96,16 @@ func TestKilledMidApply(t *testing.T) {
 		time.Sleep(time.Second)
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
-		pid := waitPostgresUp(t, pg, 60*time.Second)
+		pid := waitPostgresUp(t, pg)
 		if pid == firstPID {
 			t.Error("postgres runs its old postmaster: the restart did not happen")
 		}
 		checkWhole(t, files, dirs...)
 		// The restart marker goes once the server is back.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		waitFor(t, "the restart marker to go", nil, stateDir, func() bool {
 			m, _ := filepath.Glob(filepath.Join(stateDir, "restart-pending*"))
-			if len(m) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("restart marker left behind: %v", m)
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return len(m) == 0
+		})
 	})
 
 	// A host where a restart never brought postgres back (the host lost
@@ -216,7 +208,7 @@ func TestHostsLostMidRun(t *testing.T) {
 		done <- result{code, r, stderr}
 	}()
 	// Cut db-drop off while its restart runs.
-	waitFor(t, "the restart of db-drop", nil, 3*time.Minute, func() bool { return exists(flag) })
+	waitFor(t, "the restart of db-drop", nil, filepath.Dir(flag), func() bool { return exists(flag) })
 	killSSHD(t, dropSSHD)
 	var res result
 	select {
@@ -277,11 +269,11 @@ func TestHostsLostMidRun(t *testing.T) {
 	}
 	// The restart the dropped connection interrupted still ran to its end
 	// on the host, and postgres is up.
-	waitFor(t, "the end of db-drop's restart", nil, 30*time.Second, func() bool {
+	waitFor(t, "the end of db-drop's restart", nil, filepath.Join(work, "state"), func() bool {
 		m, _ := filepath.Glob(filepath.Join(work, "state", "restart-pending*"))
 		return len(m) == 0
 	})
-	waitPostgresUp(t, pg, 10*time.Second)
+	waitPostgresUp(t, pg)
 }
 
 // TestBecomeWithoutSudo logs in over a real sshd as a user without

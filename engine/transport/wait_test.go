@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// hangGuard bounds waits for events that must happen: a guard against a
-// test blocking forever, far above any plausible time, never a speed
-// check. The commands these waits follow never finish on their own, so
-// whatever ends them is the event under test. Speed lives in benchmarks.
-const hangGuard = 2 * time.Minute
+// hangGuard bounds waits for events that must happen (see
+// testhost.HangGuard): the commands these waits follow never finish on
+// their own, so whatever ends them is the event under test.
+const hangGuard = testhost.HangGuard
 
 // returns runs fn and fails the test if fn is still blocked after
 // hangGuard.

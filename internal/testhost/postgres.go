@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Cluster is a throwaway PostgreSQL cluster made by plain initdb (no
@@ -250,21 +249,27 @@ func (c *Cluster) readPID() (int, error) {
 	return pid, nil
 }
 
-// WaitReady polls until the server accepts connections (30 s at most).
+// WaitReady waits until the postmaster says in postmaster.pid that it
+// accepts connections (as pg_ctl -w does; on inotify events, no polling),
+// then checks that it answers.
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := c.TryAsOwner(filepath.Join(c.BinDir, "pg_isready"), "-q", "-h", c.SocketDir,
-			"-p", strconv.Itoa(c.Port), "-d", "postgres")
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testhost: postgres not ready after 30s: %v\nlog:\n%s", err, c.Log(t))
-		}
-		time.Sleep(100 * time.Millisecond)
+	AwaitFiles(t, "postgres to be ready", []string{c.DataDir}, nil, c.Ready)
+	if _, err := c.TryAsOwner(filepath.Join(c.BinDir, "pg_isready"), "-q", "-h", c.SocketDir,
+		"-p", strconv.Itoa(c.Port), "-d", "postgres"); err != nil {
+		t.Fatalf("testhost: postgres says ready but pg_isready fails: %v\nlog:\n%s", err, c.Log(t))
 	}
+}
+
+// Ready reports whether postmaster.pid names a live postmaster whose
+// status line (the 8th) says it accepts connections.
+func (c *Cluster) Ready() bool {
+	b, err := os.ReadFile(filepath.Join(c.DataDir, "postmaster.pid"))
+	if err != nil || !c.Running() {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	return len(lines) > 7 && strings.TrimSpace(lines[7]) == "ready"
 }
 
 // Query runs sql with psql as the owner and returns the unaligned,

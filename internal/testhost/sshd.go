@@ -133,6 +133,8 @@ func SSHD(t testing.TB, extra ...string) *SSHServer {
 			t.Fatalf("testhost: sshd -t: %v: %s", err, out)
 		}
 		s.log.Reset()
+		pidFile := filepath.Join(dir, "sshd.pid")
+		_ = os.Remove(pidFile)
 		cmd := exec.Command(sshd, "-D", "-e", "-f", conf)
 		cmd.Stdout, cmd.Stderr = sshdLog{s}, sshdLog{s}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -142,7 +144,7 @@ func SSHD(t testing.TB, extra ...string) *SSHServer {
 		s.cmd = cmd
 		s.exited = make(chan struct{})
 		go func() { cmd.Wait(); close(s.exited) }()
-		if s.waitListening(10 * time.Second) {
+		if s.waitListening(t, pidFile) {
 			break
 		}
 		lastErr = s.Log()
@@ -192,22 +194,25 @@ func findSSHD() string {
 	return ""
 }
 
-// waitListening polls until the port accepts or sshd exits.
-func (s *SSHServer) waitListening(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return false
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
+// waitListening waits until sshd has written its PidFile, which OpenSSH
+// does right after binding its listening sockets (on inotify events, no
+// polling), then checks the port answers. It returns false when sshd
+// exits first (a port taken meanwhile, say).
+func (s *SSHServer) waitListening(t testing.TB, pidFile string) bool {
+	t.Helper()
+	written := func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(b), "\n")
 	}
-	return false
+	if !AwaitFiles(t, "sshd to listen", []string{filepath.Dir(pidFile)}, s.exited, written) {
+		return false
+	}
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // stop ends the listener and any per-connection children left in its

@@ -120,7 +120,9 @@ func (prm *Params) eval(s *expr.Scope, static bool, memTotal int64) (settings, e
 	}
 	if !skip(prm.Pool) && !skip(prm.MaxPool) && out.pool > out.maxPool {
 		share := ""
-		if memTotal > 0 {
+		// A share of RAM only for a max_pool that depends on the host:
+		// a constant bound gets the same message everywhere.
+		if memTotal > 0 && !prm.MaxPool.Static() {
 			share = fmt.Sprintf(" (%.0f%% of RAM)", 100*float64(out.maxPool)/float64(memTotal))
 		}
 		return out, s.Errorf(prm.Pool, "pool %s (%d bytes) is above max_pool %s%s; raise max_pool to allow it",

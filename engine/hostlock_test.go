@@ -230,13 +230,15 @@ func TestHostLockHolderKilled(t *testing.T) {
 }
 
 // dyingController runs the lock holder with its output read by a process
-// that goes away after the first heartbeat, as sshd does when the
-// controller dies or the connection drops.
+// that goes away after a few heartbeats ("locked\n" and five beats), as
+// sshd does when the controller dies or the connection drops. Not after
+// the first: on a loaded machine the holder would end before its answer
+// is read, which is a lock never held rather than one held and lost.
 type dyingController struct{ transport.Transport }
 
 func (d dyingController) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
 	if len(cmd.Args) > 2 && cmd.Args[2] == lockHolderScript {
-		cmd.Args = append([]string{"sh", "-c", `sh -c "$0" "$@" | head -c 1 >/dev/null`}, cmd.Args[2:]...)
+		cmd.Args = append([]string{"sh", "-c", `sh -c "$0" "$@" | head -c 12 >/dev/null`}, cmd.Args[2:]...)
 	}
 	return d.Transport.Run(ctx, cmd)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -217,8 +218,12 @@ func raceWrites(t *testing.T, h *hostileDir, tr Transport, become bool, n int) {
 		// The racer may have renamed its link into place after the write
 		// (the owner may always replace their own file): only a regular
 		// file is read back, and never through a link.
-		if fi, err := os.Lstat(target); err == nil && fi.Mode().IsRegular() {
-			if got, err := os.ReadFile(target); err != nil || !bytes.Equal(got, data) {
+		// O_NOFOLLOW: an Lstat then a ReadFile would be this test's own
+		// race (the link renamed in between, read as root).
+		if f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
+			got, err := io.ReadAll(f)
+			f.Close()
+			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("write %d reported success, target %q %v", i, got, err)
 			}
 		}

@@ -13,13 +13,13 @@ import (
 )
 
 // TestHostileHostsFailOnlyThemselves runs one check over a real sshd
-// against four hosts that are all this machine and its real PostgreSQL
+// against five hosts that are all this machine and its real PostgreSQL
 // cluster, reached as different login users: root (healthy), a sudo user
-// whose `sh` streams zeros forever, and two sudo users whose `stat` forges
-// file sizes (-2, which used to panic the whole run, and 99999999999,
-// which used to be a fatal out-of-memory). The hostile programs are first
-// on the PATH sudo gives those users (their own secure_path), as a
-// compromised host's would be. Each hostile host fails with its reason;
+// whose `sh` streams zeros forever, one whose `cat` forges the huge page
+// counts past int64, and two whose `stat` forges file sizes (-2, which
+// used to panic the whole run, and 99999999999, which used to be a fatal
+// out-of-memory). The hostile programs are first on the PATH sudo gives
+// those users (their own secure_path), as a compromised host's would be. Each hostile host fails with its reason;
 // the healthy one finishes its check. Memory stays bounded because the
 // run stops reading at the output cap, which the zeros host's error names.
 func TestHostileHostsFailOnlyThemselves(t *testing.T) {
@@ -42,9 +42,10 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostile := map[string]map[string]string{ // user → program → script
-		"pgtune-zeros":     {"sh": "#!/bin/sh\nexec cat /dev/zero\n"},
-		"pgtune-liar-neg":  {"stat": forgedStat("-2")},
-		"pgtune-liar-huge": {"stat": forgedStat("99999999999")},
+		"pgtune-zeros":       {"sh": "#!/bin/sh\nexec cat /dev/zero\n"},
+		"pgtune-liar-sysctl": {"cat": forgedCat("99999999999999999999")},
+		"pgtune-liar-neg":    {"stat": forgedStat("-2")},
+		"pgtune-liar-huge":   {"stat": forgedStat("99999999999")},
 	}
 	for user, progs := range hostile {
 		dir := filepath.Join(bins, user)
@@ -80,6 +81,7 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	writeFile(t, inv, "all:\n  children:\n    healthy:\n      hosts:\n"+hostLines("db-ok", "root")+
 		"    hostile:\n      hosts:\n"+
 		hostLines("db-zeros", "pgtune-zeros")+
+		hostLines("db-liar-sysctl", "pgtune-liar-sysctl")+
 		hostLines("db-liar-neg", "pgtune-liar-neg")+
 		hostLines("db-liar-huge", "pgtune-liar-huge"))
 	// pgconf reads the configuration files, with sizes from stat. The
@@ -108,10 +110,12 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 		t.Errorf("check: exit %d, want 1 (hosts failed)\n%s", code, stderr)
 	}
 	want := map[string]struct{ status, err string }{
-		"db-ok":        {status: "drift"},
-		"db-zeros":     {status: "failed", err: "stdout: more than 1 MiB of output, over the cap; the command was stopped"},
-		"db-liar-neg":  {status: "failed", err: "read " + pg.ConfigFile() + ": stat size -2 out of range"},
-		"db-liar-huge": {status: "failed", err: "read " + pg.ConfigFile() + ": stat size 99999999999 out of range"},
+		"db-ok":    {status: "drift"},
+		"db-zeros": {status: "failed", err: "stdout: more than 1 MiB of output, over the cap; the command was stopped"},
+		// Read from the NUMA node's pool (gather) or vm.nr_hugepages.
+		"db-liar-sysctl": {status: "failed", err: "nr_hugepages 99999999999999999999 out of range"},
+		"db-liar-neg":    {status: "failed", err: "read " + pg.ConfigFile() + ": stat size -2 out of range"},
+		"db-liar-huge":   {status: "failed", err: "read " + pg.ConfigFile() + ": stat size 99999999999 out of range"},
 	}
 	if len(rep.Hosts) != len(want) {
 		t.Fatalf("report has %d hosts, want %d: %+v", len(rep.Hosts), len(want), rep.Hosts)
@@ -145,6 +149,17 @@ out=$(/usr/bin/stat "$@") || exit
 case "$*" in
 *%s*) printf '%s\n' "$out" | sed 's/[0-9][0-9]*$/` + size + `/' ;;
 *) printf '%s\n' "$out" ;;
+esac
+`
+}
+
+// forgedCat is a `cat` that answers value for every nr_hugepages file
+// (sysctl and per NUMA node) and is the real cat otherwise.
+func forgedCat(value string) string {
+	return `#!/bin/sh
+case "$*" in
+*/nr_hugepages) echo ` + value + ` ;;
+*) exec /bin/cat "$@" ;;
 esac
 `
 }

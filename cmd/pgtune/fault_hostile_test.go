@@ -15,13 +15,13 @@ import (
 // TestHostileHostsFailOnlyThemselves runs one check over a real sshd
 // against four hosts that are all this machine and its real PostgreSQL
 // cluster, reached as different login users: root (healthy), a sudo user
-// whose `sh` streams zeros forever, and two sudo users whose `stat` forges
-// file sizes (-2, which used to panic the whole run, and 99999999999,
-// which used to be a fatal out-of-memory). The hostile programs are first
-// on the PATH sudo gives those users (their own secure_path), as a
-// compromised host's would be. Each hostile host fails with its reason;
-// the healthy one finishes its check. Memory stays bounded because the
-// run stops reading at the output cap, which the zeros host's error names.
+// whose `sh` streams zeros forever, and two whose `cat` forges the huge
+// page counts the facts read (-2, and a number past int64). The hostile
+// programs are first on the PATH sudo gives those users (their own
+// secure_path), as a compromised host's would be. Each hostile host fails
+// with its reason; the healthy one finishes its check. Memory stays
+// bounded because the run stops reading at the output cap, which the
+// zeros host's error names.
 func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd, sudo, PostgreSQL")
@@ -43,8 +43,8 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	}
 	hostile := map[string]map[string]string{ // user → program → script
 		"pgtune-zeros":     {"sh": "#!/bin/sh\nexec cat /dev/zero\n"},
-		"pgtune-liar-neg":  {"stat": forgedStat("-2")},
-		"pgtune-liar-huge": {"stat": forgedStat("99999999999")},
+		"pgtune-liar-neg":  {"cat": forgedCat("-2")},
+		"pgtune-liar-huge": {"cat": forgedCat("99999999999999999999")},
 	}
 	for user, progs := range hostile {
 		dir := filepath.Join(bins, user)
@@ -65,42 +65,33 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	t.Cleanup(func() { transport.SetMaxOutput(prev) })
 
 	hostLines := func(name, user string) string {
-		return fmt.Sprintf(`        %s:
-          ssh_host: 127.0.0.1
-          ssh_port: %d
-          ssh_user: %s
-          ssh_private_key_file: %s
-          ssh_known_hosts_file: %s
-          become: true
-          pg_data: %s
-          pg_bin: %s
+		return fmt.Sprintf(`    %s:
+      ssh_host: 127.0.0.1
+      ssh_port: %d
+      ssh_user: %s
+      ssh_private_key_file: %s
+      ssh_known_hosts_file: %s
+      become: true
+      pg_data: %s
+      pg_bin: %s
 `, name, srv.Port, user, srv.KeyFile, srv.KnownHostsFile, pg.DataDir, pg.BinDir)
 	}
 	inv := filepath.Join(work, "inventory.yml")
-	writeFile(t, inv, "all:\n  children:\n    healthy:\n      hosts:\n"+hostLines("db-ok", "root")+
-		"    hostile:\n      hosts:\n"+
+	writeFile(t, inv, "all:\n  hosts:\n"+
+		hostLines("db-ok", "root")+
 		hostLines("db-zeros", "pgtune-zeros")+
 		hostLines("db-liar-neg", "pgtune-liar-neg")+
 		hostLines("db-liar-huge", "pgtune-liar-huge"))
-	// pgconf reads the configuration files, with sizes from stat. The
-	// healthy host plans the pool only: how pgconf fits a cluster into it
-	// depends on who else holds huge pages on this machine.
+	// The pool only: how pgconf fits a cluster into it depends on who else
+	// holds huge pages on this machine.
 	pool := (kernel.Meminfo["HugePages_Total"] + 128) * kernel.Meminfo["Hugepagesize"] * 1024
 	book := filepath.Join(work, "memory.yml")
-	writeFile(t, book, fmt.Sprintf(`- name: healthy
-  hosts: healthy
+	writeFile(t, book, fmt.Sprintf(`- name: pool
+  hosts: all
   policy:
     hugepages:
-      pool: %[1]d
-      sysctl_file: %[2]s/10-hugepages.conf
-- name: hostile
-  hosts: hostile
-  policy:
-    pgconf:
-      restart: true
-    hugepages:
-      pool: %[1]d
-      sysctl_file: %[2]s/10-hugepages.conf
+      pool: %d
+      sysctl_file: %s/10-hugepages.conf
 `, pool, work))
 
 	code, rep, stderr := pgtune(t, "check", "-i", inv, "--forks", "4", book)
@@ -108,10 +99,12 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 		t.Errorf("check: exit %d, want 1 (hosts failed)\n%s", code, stderr)
 	}
 	want := map[string]struct{ status, err string }{
-		"db-ok":        {status: "drift"},
-		"db-zeros":     {status: "failed", err: "stdout: more than 1 MiB of output, over the cap; the command was stopped"},
-		"db-liar-neg":  {status: "failed", err: "read " + pg.ConfigFile() + ": stat size -2 out of range"},
-		"db-liar-huge": {status: "failed", err: "read " + pg.ConfigFile() + ": stat size 99999999999 out of range"},
+		"db-ok":    {status: "drift"},
+		"db-zeros": {status: "failed", err: "stdout: more than 1 MiB of output, over the cap; the command was stopped"},
+		// From the NUMA node's pool (facts) or vm.nr_hugepages (module),
+		// whichever the host has.
+		"db-liar-neg":  {status: "failed", err: "nr_hugepages -2 out of range"},
+		"db-liar-huge": {status: "failed", err: "nr_hugepages 99999999999999999999 out of range"},
 	}
 	if len(rep.Hosts) != len(want) {
 		t.Fatalf("report has %d hosts, want %d: %+v", len(rep.Hosts), len(want), rep.Hosts)
@@ -137,14 +130,13 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	}
 }
 
-// forgedStat is a `stat` that reports size for every file whenever it is
-// asked for sizes (%s) and otherwise answers truthfully.
-func forgedStat(size string) string {
+// forgedCat is a `cat` that answers value for every nr_hugepages file
+// (sysctl and per NUMA node) and is the real cat otherwise.
+func forgedCat(value string) string {
 	return `#!/bin/sh
-out=$(/usr/bin/stat "$@") || exit
 case "$*" in
-*%s*) printf '%s\n' "$out" | sed 's/[0-9][0-9]*$/` + size + `/' ;;
-*) printf '%s\n' "$out" ;;
+*/nr_hugepages) echo ` + value + ` ;;
+*) exec /bin/cat "$@" ;;
 esac
 `
 }

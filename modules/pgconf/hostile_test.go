@@ -91,3 +91,17 @@ func TestParseSizeHostile(t *testing.T) {
 		t.Errorf("largest size: %d %v", n, err)
 	}
 }
+
+// Running values the host reports out of range read as unknown (0) and
+// never wrap the shared_buffers product around.
+func TestDescribeLiveHostile(t *testing.T) {
+	before, differs := describeLive(map[string]string{
+		"block_size": "8192", "shared_buffers": "9223372036854775807", "huge_pages": "on", "huge_page_size": "-1",
+	})
+	if before != "shared_buffers=0 huge_pages=on huge_page_size=0" {
+		t.Errorf("before = %q", before)
+	}
+	if !differs(128 << 20) {
+		t.Error("an unknown shared_buffers matches the policy")
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
@@ -465,10 +464,12 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 // describeLive renders the running values and returns a test for whether
 // they differ from the desired shared_buffers with huge_pages on.
 func describeLive(live map[string]string) (string, func(int64) bool) {
-	block, _ := strconv.ParseInt(live["block_size"], 10, 64)
-	nb, _ := strconv.ParseInt(live["shared_buffers"], 10, 64)
+	// Out of range reads as 0 (unknown), as an unparsable value did: the
+	// product below must not wrap around.
+	block, _ := facts.ParseInt("block_size", live["block_size"], 1, maxBlockSize)
+	nb, _ := facts.ParseInt("shared_buffers", live["shared_buffers"], 0, facts.MaxBytes/maxBlockSize)
 	sb := nb * block
-	hps, _ := strconv.ParseInt(live["huge_page_size"], 10, 64)
+	hps, _ := facts.ParseInt("huge_page_size", live["huge_page_size"], 0, facts.MaxHugePageSize>>10)
 	before := fmt.Sprintf("shared_buffers=%s huge_pages=%s huge_page_size=%s", formatSize(sb), live["huge_pages"], formatSize(hps*1024))
 	return before, func(want int64) bool {
 		return sb != want || hugePagesValue(live["huge_pages"]) != "on" || hps != 0

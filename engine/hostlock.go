@@ -316,6 +316,13 @@ func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, f
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}
 	l, err := acquireHostLock(ctx, hr.tr, dir, s.runner.RunID, become)
+	var locked *LockedError
+	if errors.As(err, &locked) && locked.Info.RunID == s.runner.RunID {
+		// The same run: two inventory hosts are one machine sharing one
+		// state directory (and would overwrite each other's journal).
+		return nil, nil, fmt.Errorf("%s: %w: another host of this inventory is the same machine with the same state directory %s; give each its own %s",
+			hr.host.Name, err, dir, StateDirVar)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}

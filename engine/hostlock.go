@@ -327,9 +327,11 @@ func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, f
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
+	// A lost connection is left to the work's own commands, which fail
+	// with it (the host is then unreachable, not failed).
 	go func() {
 		<-l.done
-		if err := l.lost(); err != nil {
+		if err := l.lost(); err != nil && !errors.Is(err, transport.ErrConnectionLost) {
 			cancel(fmt.Errorf("lost the host lock: %w", err))
 		}
 	}()
@@ -337,7 +339,7 @@ func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, f
 		lost := l.lost()
 		l.release()
 		cancel(nil)
-		if lost != nil && hr.err != nil && ctx.Err() == nil {
+		if lost != nil && hr.err != nil && ctx.Err() == nil && !errors.Is(lost, transport.ErrConnectionLost) {
 			hr.err = fmt.Errorf("%w (the host lock was lost: %v; stopped)", hr.err, lost)
 		}
 	}

@@ -316,13 +316,22 @@ func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, f
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}
 	l, err := acquireHostLock(ctx, hr.tr, dir, s.runner.RunID, become)
+	var locked *LockedError
+	if errors.As(err, &locked) && locked.Info.RunID == s.runner.RunID {
+		// The same run: two inventory hosts are one machine sharing one
+		// state directory (and would overwrite each other's journal).
+		return nil, nil, fmt.Errorf("%s: %w: another host of this inventory is the same machine with the same state directory %s; give each its own %s",
+			hr.host.Name, err, dir, StateDirVar)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
+	// A lost connection is left to the work's own commands, which fail
+	// with it (the host is then unreachable, not failed).
 	go func() {
 		<-l.done
-		if err := l.lost(); err != nil {
+		if err := l.lost(); err != nil && !errors.Is(err, transport.ErrConnectionLost) {
 			cancel(fmt.Errorf("lost the host lock: %w", err))
 		}
 	}()
@@ -330,7 +339,7 @@ func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, f
 		lost := l.lost()
 		l.release()
 		cancel(nil)
-		if lost != nil && hr.err != nil && ctx.Err() == nil {
+		if lost != nil && hr.err != nil && ctx.Err() == nil && !errors.Is(lost, transport.ErrConnectionLost) {
 			hr.err = fmt.Errorf("%w (the host lock was lost: %v; stopped)", hr.err, lost)
 		}
 	}

@@ -312,3 +312,25 @@ func TestStateDirMustBeAbsolute(t *testing.T) {
 		t.Errorf("default state dir %q, want %q", got, StateDir)
 	}
 }
+
+// TestLockHostSameRunSharedStateDir: two inventory hosts that are one
+// machine with one state directory are told so, not "locked by" their
+// own run without a word.
+func TestLockHostSameRunSharedStateDir(t *testing.T) {
+	needRoot(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	s := &Session{runner: &Runner{RunID: "20261130T190000Z-aaaaaa"}}
+	run := func(name string) *hostRun {
+		return &hostRun{host: &inventory.Host{Name: name, Vars: map[string]any{StateDirVar: dir}}, tr: transport.NewLocal()}
+	}
+	_, unlock, err := s.lockHost(context.Background(), run("db1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	_, _, err = s.lockHost(context.Background(), run("db1-alias"))
+	if err == nil || !strings.HasPrefix(err.Error(), "db1-alias: locked by run 20261130T190000Z-aaaaaa") ||
+		!strings.Contains(err.Error(), "another host of this inventory is the same machine with the same state directory "+dir+"; give each its own pgtune_state_dir") {
+		t.Fatalf("err = %v", err)
+	}
+}

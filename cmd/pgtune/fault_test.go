@@ -177,7 +177,11 @@ func TestHostsLostMidRun(t *testing.T) {
 
 	refused := closedPort(t)
 	hang := blackhole(t)
-	dir := func(h string) string { return "sysctl_dir: " + filepath.Join(work, h) }
+	// Each host its own state directory: db-drop and db-ok are the same
+	// machine, and one state directory holds one host's lock and journals.
+	dir := func(h string) string {
+		return "sysctl_dir: " + filepath.Join(work, h) + "\n          pgtune_state_dir: " + filepath.Join(work, "state-"+h)
+	}
 	inv := filepath.Join(work, "inventory.yml")
 	writeFile(t, inv, "all:\n  children:\n    restart:\n      hosts:\n"+
 		sshdHost("db-drop", dropSSHD, dir("db-drop"), "pg_data: "+pg.DataDir, "pg_bin: "+pg.BinDir, "pg_restart: sh "+hook)+
@@ -186,8 +190,7 @@ func TestHostsLostMidRun(t *testing.T) {
 		fmt.Sprintf("        db-gone:\n          ssh_host: 127.0.0.1\n          ssh_port: %d\n          ssh_user: root\n          ssh_private_key_file: %s\n          ssh_known_hosts_file: %s\n          %s\n",
 			refused, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-gone"))+
 		fmt.Sprintf("        db-hang:\n          ssh_host: 127.0.0.1\n          ssh_port: %d\n          ssh_user: root\n          ssh_private_key_file: %s\n          ssh_known_hosts_file: %s\n          %s\n",
-			hang, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-hang"))+
-		fmt.Sprintf("  vars:\n    pgtune_state_dir: %s\n", filepath.Join(work, "state")))
+			hang, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-hang")))
 	hp := `    hugepages:
       pool: "${facts.hugepages_total * facts.hugepage_size}"
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
@@ -269,8 +272,8 @@ func TestHostsLostMidRun(t *testing.T) {
 	}
 	// The restart the dropped connection interrupted still ran to its end
 	// on the host, and postgres is up.
-	waitFor(t, "the end of db-drop's restart", nil, filepath.Join(work, "state"), func() bool {
-		m, _ := filepath.Glob(filepath.Join(work, "state", "restart-pending*"))
+	waitFor(t, "the end of db-drop's restart", nil, filepath.Join(work, "state-db-drop"), func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "state-db-drop", "restart-pending*"))
 		return len(m) == 0
 	})
 	waitPostgresUp(t, pg)

@@ -67,6 +67,11 @@ func TestRedactLoggerAndErrors(t *testing.T) {
 	if out := buf.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "(sensitive)") {
 		t.Errorf("log line leaks or masks nothing: %s", out)
 	}
+	buf.Reset()
+	log.Info("path", "pg_data", "/srv/\x1b[2K\rdb1: in policy hunter2")
+	if out := buf.String(); strings.ContainsAny(out, "\x1b\r") || strings.Contains(out, "hunter2") || !strings.Contains(out, `x1b[2K`) {
+		t.Errorf("host text reaches the log raw: %q", out)
+	}
 	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: `pg_data /srv/"hunter2": no such directory`}, secrets)
 	if strings.Contains(f.PostgresError, "hunter2") || f.Hostname != "db" {
 		t.Errorf("facts: %+v", f)

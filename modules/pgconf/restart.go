@@ -63,10 +63,12 @@ trap 'rm -f -- "$out" "$res"' EXIT
 # start. flock on the data directory serialises them with any other pgtune
 # restart or status of this cluster, so a status waits for a restart still
 # in flight. Nothing left running may hold our stdout: a postmaster
-# inheriting it would keep this command from ever finishing.
+# inheriting it would keep this command from ever finishing. The lock is
+# taken on "$data/.": the owner may have swapped the data directory for a
+# link, and flock creates what it cannot open — as root, never a file.
 set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid"
 if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
-  setsid -w flock -o -w "$timeout" "$data" sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
+  setsid -w flock -o -w "$timeout" "$data/." sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 else
   sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 fi

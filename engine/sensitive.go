@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/internal/mask"
+	"github.com/pgtune/pgtune/internal/termsafe"
 )
 
 // SensitiveVar is the inventory var listing the names of vars whose values
@@ -195,58 +195,13 @@ func mapStrings(v any, fn func(string) string) any {
 	return v
 }
 
-// redactHandler masks secrets in log records before they are written.
-type redactHandler struct {
-	slog.Handler
-	secrets []string
-}
-
-func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
-	// Structural masking of log values happens in the CLI's handler too
-	// (termsafe.Handler with mask.Text); here it also covers loggers that
-	// other programs hand the engine.
-	nr := slog.NewRecord(r.Time, r.Level, redact(r.Message, h.secrets), r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		nr.AddAttrs(h.attr(a))
-		return true
-	})
-	return h.Handler.Handle(ctx, nr)
-}
-
-func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	out := make([]slog.Attr, len(as))
-	for i, a := range as {
-		out[i] = h.attr(a)
-	}
-	return redactHandler{h.Handler.WithAttrs(out), h.secrets}
-}
-
-func (h redactHandler) WithGroup(name string) slog.Handler {
-	return redactHandler{h.Handler.WithGroup(name), h.secrets}
-}
-
-func (h redactHandler) attr(a slog.Attr) slog.Attr {
-	v := a.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindGroup:
-		g := v.Group()
-		out := make([]any, len(g))
-		for i, ga := range g {
-			out[i] = h.attr(ga)
-		}
-		return slog.Group(a.Key, out...)
-	case slog.KindString, slog.KindAny:
-		if s := v.String(); redact(s, h.secrets) != s {
-			return slog.String(a.Key, redact(s, h.secrets))
-		}
-	}
-	return a
-}
-
-// redactLogger wraps a host's logger when it has secrets.
+// redactLogger wraps a host's logger when it has secrets: the same
+// handler the CLI uses (termsafe.Handler), with this host's inventory
+// secrets masked before the structural masking, so loggers that other
+// programs hand the engine are masked and escaped too.
 func redactLogger(l *slog.Logger, secrets []string) *slog.Logger {
 	if len(secrets) == 0 {
 		return l
 	}
-	return slog.New(redactHandler{l.Handler(), secrets})
+	return slog.New(termsafe.Handler(l.Handler(), func(s string) string { return redact(s, secrets) }))
 }

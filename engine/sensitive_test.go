@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"reflect"
@@ -9,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 func TestSecretsOf(t *testing.T) {
@@ -67,6 +71,11 @@ func TestRedactLoggerAndErrors(t *testing.T) {
 	if out := buf.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "(sensitive)") {
 		t.Errorf("log line leaks or masks nothing: %s", out)
 	}
+	buf.Reset()
+	log.Info("path", "pg_data", "/srv/\x1b[2K\rdb1: in policy hunter2")
+	if out := buf.String(); strings.ContainsAny(out, "\x1b\r") || strings.Contains(out, "hunter2") || !strings.Contains(out, `x1b[2K`) {
+		t.Errorf("host text reaches the log raw: %q", out)
+	}
 	f := redactFacts(&facts.Facts{Hostname: "db", PostgresError: `pg_data /srv/"hunter2": no such directory`}, secrets)
 	if strings.Contains(f.PostgresError, "hunter2") || f.Hostname != "db" {
 		t.Errorf("facts: %+v", f)
@@ -98,5 +107,28 @@ func TestStructuralMasking(t *testing.T) {
 	log.Info("restart", "cmd", "PGPASSWORD=s3cr3t pg_ctl restart", "err", errors.New("password=s3cr3t: no"))
 	if strings.Contains(buf.String(), "s3cr3t") {
 		t.Errorf("log leaks: %s", buf.String())
+	}
+}
+
+// Rollback masks the inventory's secrets like check and apply do: in the
+// host's error and in its log lines.
+func TestRollbackMasksInventorySecrets(t *testing.T) {
+	var buf bytes.Buffer
+	r := &Runner{
+		Forks: 1,
+		Log:   slog.New(slog.NewTextHandler(&buf, nil)),
+		Dial: func(context.Context, *inventory.Host) (transport.Transport, error) {
+			return nil, errors.New("proxy said: bad token tok-8c1f9e")
+		},
+	}
+	h := &inventory.Host{Name: "db1", Vars: map[string]any{"vault_token": "tok-8c1f9e"}}
+	s := r.PlanRollback(context.Background(), []*inventory.Host{h}, "")
+	defer s.Close()
+	rep := s.Report("apply")
+	if e := rep.Hosts[0].Error; e == nil || strings.Contains(*e, "tok-8c1f9e") || !strings.Contains(*e, report.Masked) {
+		t.Errorf("rollback's host error: %v", e)
+	}
+	if strings.Contains(buf.String(), "tok-8c1f9e") {
+		t.Errorf("rollback's log leaks the token: %s", buf.String())
 	}
 }

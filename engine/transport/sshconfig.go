@@ -147,37 +147,71 @@ func expandHome(p, home string) string {
 }
 
 // expandPath expands a leading ~ and the OpenSSH tokens %h %p %r %u %d %%.
+// Other tokens, and a lone % at the end, are kept as written.
 func expandPath(p string, e *endpoint, localUser, home string) string {
 	p = expandHome(p, home)
-	if !strings.Contains(p, "%") {
-		return p
+	out, _, _ := expandTokens(p, func(c byte) (string, bool) {
+		switch c {
+		case 'u':
+			return localUser, true
+		case 'd':
+			return home, true
+		}
+		return endpointToken(c, e)
+	}, true)
+	return out
+}
+
+// endpointToken is the value of the tokens every directive knows: %h
+// (HostName), %p, %r and %%.
+func endpointToken(c byte, e *endpoint) (string, bool) {
+	switch c {
+	case 'h':
+		return e.host, true
+	case 'p':
+		return strconv.Itoa(e.port), true
+	case 'r':
+		return e.user, true
+	case '%':
+		return "%", true
+	}
+	return "", false
+}
+
+// expandTokens replaces the %-tokens of s with what value gives. With
+// keep, a token value does not know (and a lone % at the end) stays as
+// written; without, expansion stops there and returns that token's letter
+// (0 for a lone %) with ok false.
+func expandTokens(s string, value func(byte) (string, bool), keep bool) (out string, ok bool, bad byte) {
+	if !strings.Contains(s, "%") {
+		return s, true, 0
 	}
 	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if p[i] != '%' || i+1 == len(p) {
-			b.WriteByte(p[i])
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 == len(s) {
+			if !keep {
+				return "", false, 0
+			}
+			b.WriteByte('%')
 			continue
 		}
 		i++
-		switch p[i] {
-		case 'h':
-			b.WriteString(e.host)
-		case 'p':
-			b.WriteString(strconv.Itoa(e.port))
-		case 'r':
-			b.WriteString(e.user)
-		case 'u':
-			b.WriteString(localUser)
-		case 'd':
-			b.WriteString(home)
-		case '%':
+		v, known := value(s[i])
+		switch {
+		case known:
+			b.WriteString(v)
+		case keep:
 			b.WriteByte('%')
+			b.WriteByte(s[i])
 		default:
-			b.WriteByte('%')
-			b.WriteByte(p[i])
+			return "", false, s[i]
 		}
 	}
-	return b.String()
+	return b.String(), true, 0
 }
 
 // policyFromStrict maps StrictHostKeyChecking to our two policies. "no"

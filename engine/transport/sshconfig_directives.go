@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -93,32 +92,19 @@ func knownHostsFiles(v string, e *endpoint, local localIdentity) []string {
 // %h (HostName), %p, %r, %n (the alias as given) and %%. Any other token
 // is an error rather than passed through literally.
 func expandProxyCommand(cmd string, e *endpoint, alias string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(cmd); i++ {
-		if cmd[i] != '%' {
-			b.WriteByte(cmd[i])
-			continue
+	out, ok, bad := expandTokens(cmd, func(c byte) (string, bool) {
+		if c == 'n' {
+			return alias, true
 		}
-		if i+1 == len(cmd) {
-			return "", fmt.Errorf("ProxyCommand %q: lone %% at the end", cmd)
-		}
-		i++
-		switch cmd[i] {
-		case 'h':
-			b.WriteString(e.host)
-		case 'p':
-			b.WriteString(strconv.Itoa(e.port))
-		case 'r':
-			b.WriteString(e.user)
-		case 'n':
-			b.WriteString(alias)
-		case '%':
-			b.WriteByte('%')
-		default:
-			return "", fmt.Errorf("ProxyCommand %q: token %%%c is not supported (use %%h %%p %%r %%n %%%%)", cmd, cmd[i])
-		}
+		return endpointToken(c, e)
+	}, false)
+	switch {
+	case ok:
+		return out, nil
+	case bad == 0:
+		return "", fmt.Errorf("ProxyCommand %q: lone %% at the end", cmd)
 	}
-	return b.String(), nil
+	return "", fmt.Errorf("ProxyCommand %q: token %%%c is not supported (use %%h %%p %%r %%n %%%%)", cmd, bad)
 }
 
 // checkHopProxy applies ssh(1)'s rules for the proxies of jump host i: the

@@ -134,3 +134,80 @@ func TestRestartLogReadAsOwner(t *testing.T) {
 		})
 	}
 }
+
+// The restart script locks the data directory as root: a data directory
+// the owner swapped for a link to a file that does not exist, in a
+// directory only root may write, must not make root create that file.
+func TestStatusLockCreatesNothingThroughLink(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	ctx := context.Background()
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tr, err := transport.DialSSH(dctx, transport.SSHConfig{
+		Name: "testhost", Address: "127.0.0.1", Port: srv.Port, User: srv.User,
+		PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHostsFile, ConnectTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+
+	rootDir := testhost.OwnedDir(t, "root")
+	victim := filepath.Join(rootDir, "nologin")
+	parent := testhost.OwnedDir(t, "nobody")
+	data := filepath.Join(parent, "main")
+	if err := os.Symlink(victim, data); err != nil {
+		t.Fatal(err)
+	}
+	bin := testhost.FakeBinDir(t, "nobody", "pg_isready")
+	pg := &facts.Postgres{Source: "inventory", DataDir: data, BinDir: bin, Owner: "nobody", Version: "15.99", Major: 15,
+		Port: 5499, SocketDir: "/tmp"}
+	tg := &engine.Target{Name: "testhost", Transport: tr, Facts: &facts.Facts{Postgres: pg},
+		Scope: expr.NewScope("t.yml"), StateDir: t.TempDir()}
+	if _, err := postgresStatus(ctx, tg, pg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(victim); !os.IsNotExist(err) {
+		t.Errorf("the status check created %s through the owner's link (%v)", victim, err)
+	}
+}
+
+// postmaster.pid is read as its owner: swapped for a link to a root-only
+// file, it shows root's first line to nobody, not even as a PID.
+func TestStatusReadsPostmasterPidAsOwner(t *testing.T) {
+	srv := testhost.SSHD(t) // skips under -short
+	ctx := context.Background()
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tr, err := transport.DialSSH(dctx, transport.SSHConfig{
+		Name: "testhost", Address: "127.0.0.1", Port: srv.Port, User: srv.User,
+		PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHostsFile, ConnectTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+
+	secretDir := testhost.OwnedDir(t, "root")
+	if err := os.Chmod(secretDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(secretDir, "pin")
+	testhost.WriteOwned(t, "root", secret, "424242\n", 0o600)
+	data := testhost.OwnedDir(t, "nobody")
+	if err := os.Symlink(secret, filepath.Join(data, "postmaster.pid")); err != nil {
+		t.Fatal(err)
+	}
+	bin := testhost.FakeBinDir(t, "nobody", "pg_isready")
+	pg := &facts.Postgres{Source: "inventory", DataDir: data, BinDir: bin, Owner: "nobody", Version: "15.99", Major: 15,
+		Port: 5499, SocketDir: "/tmp"}
+	tg := &engine.Target{Name: "testhost", Transport: tr, Facts: &facts.Facts{Postgres: pg},
+		Scope: expr.NewScope("t.yml"), StateDir: t.TempDir()}
+	res, err := postgresStatus(ctx, tg, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OldPID == 424242 || res.NewPID == 424242 {
+		t.Errorf("root read the owner's postmaster.pid link: %+v", res)
+	}
+}

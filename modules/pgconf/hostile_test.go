@@ -1,9 +1,11 @@
 package pgconf
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
 )
 
@@ -103,5 +105,34 @@ func TestDescribeLiveHostile(t *testing.T) {
 	}
 	if !differs(128 << 20) {
 		t.Error("an unknown shared_buffers matches the policy")
+	}
+}
+
+// Debian's version and cluster names come from paths the owner can make
+// (/etc/postgresql/V/C/postgresql.conf) and reach pg_ctlcluster as root:
+// a name that reads as an option is refused before anything runs (the
+// target has no transport: running anything would panic).
+func TestRestartRefusesHostileDebianNames(t *testing.T) {
+	for _, tc := range []struct {
+		config, cluster, wantErr string
+	}{
+		{"/etc/postgresql/-o/main/postgresql.conf", "main", `refusing Debian cluster "-o" "main"`},
+		{"/etc/postgresql/15/--force/postgresql.conf", "--force", `refusing Debian cluster "15" "--force"`},
+		{"/etc/postgresql/15/m\x1b[2K/postgresql.conf", "m\x1b[2K", `refusing Debian cluster "15" "m\x1b[2K"`},
+		{"/etc/postgresql/15/a b/postgresql.conf", "a b", `refusing Debian cluster "15" "a b"`},
+	} {
+		pg := &facts.Postgres{DataDir: "/var/lib/postgresql/15/main", Owner: "postgres", Major: 15,
+			ConfigFile: tc.config, Cluster: tc.cluster}
+		for _, action := range []string{"restart", "status"} {
+			_, err := runRestartScript(context.Background(), &engine.Target{Name: "db1"}, pg, "", action)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s %q: err %v, want %q", action, tc.config, err, tc.wantErr)
+			}
+		}
+	}
+	for _, ok := range [][2]string{{"15", "main"}, {"9.6", "main"}, {"16", "test_2.b-c"}} {
+		if err := checkDebianNames(ok[0], ok[1]); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
 	}
 }

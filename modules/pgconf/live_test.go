@@ -132,6 +132,9 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
+	// Check reads the huge page pool: another test's pool in use would
+	// change its answer.
+	testhost.LockKernel(t)
 	c := testhost.Postgres(t)
 	tg := liveTarget(t, c)
 	hp := hugePageSize(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,9 @@ const restartScript = `export LC_ALL=C
 custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
 ` + asOwnerFn + `cd /
 pid=
-if [ -f "$data/postmaster.pid" ]; then read -r pid < "$data/postmaster.pid" || pid=; fi
+# postmaster.pid is the owner's file: read as the owner, so a link put in
+# its place shows root nothing (not even a number).
+if [ -f "$data/postmaster.pid" ]; then pid=$(as_owner head -n 1 -- "$data/postmaster.pid" 2>/dev/null) || pid=; fi
 case $pid in *[!0-9]*) pid=;; esac
 log=
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
@@ -63,10 +66,12 @@ trap 'rm -f -- "$out" "$res"' EXIT
 # start. flock on the data directory serialises them with any other pgtune
 # restart or status of this cluster, so a status waits for a restart still
 # in flight. Nothing left running may hold our stdout: a postmaster
-# inheriting it would keep this command from ever finishing.
+# inheriting it would keep this command from ever finishing. The lock is
+# taken on "$data/.": the owner may have swapped the data directory for a
+# link, and flock creates what it cannot open — as root, never a file.
 set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid"
 if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
-  setsid -w flock -o -w "$timeout" "$data" sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
+  setsid -w flock -o -w "$timeout" "$data/." sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 else
   sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 fi
@@ -112,7 +117,8 @@ if [ "$rc" = 0 ]; then
     # A cluster that was stopped when its facts were gathered has no known
     # socket or port: the new postmaster.pid names them (lines 5 and 4).
     if { [ -z "$s" ] || [ -z "$p" ] || [ "$p" = 0 ]; } && [ -f "$data/postmaster.pid" ]; then
-      { read -r _; read -r _; read -r _; read -r pp; read -r ss; } < "$data/postmaster.pid" || true
+      pf=$(as_owner head -n 5 -- "$data/postmaster.pid" 2>/dev/null) || pf=
+      pp=$(printf '%s\n' "$pf" | sed -n 4p) ss=$(printf '%s\n' "$pf" | sed -n 5p)
       if [ -z "$s" ]; then s=${ss:-}; fi
       if [ -z "$p" ] || [ "$p" = 0 ]; then p=${pp:-}; fi
     fi
@@ -126,7 +132,7 @@ if [ "$rc" = 0 ]; then
 fi
 echo "ready=$ready"
 npid=
-if [ -f "$data/postmaster.pid" ]; then read -r npid < "$data/postmaster.pid" || npid=; fi
+if [ -f "$data/postmaster.pid" ]; then npid=$(as_owner head -n 1 -- "$data/postmaster.pid" 2>/dev/null) || npid=; fi
 case $npid in *[!0-9]*) npid=;; esac
 if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
 echo "new_pid=$npid"
@@ -177,6 +183,9 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 			ver = path.Base(path.Dir(path.Dir(pg.ConfigFile)))
 		}
 	}
+	if err := checkDebianNames(ver, pg.Cluster); err != nil {
+		return nil, fmt.Errorf("%s postgres: %w", action, err)
+	}
 	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
 		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action,
 		restartMarker(t, pg), runID(t), restartInner)
@@ -184,6 +193,28 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
 	return parseRestart(string(res.Stdout)), nil
+}
+
+// Debian's version and cluster names come from paths the cluster owner
+// can create (/etc/postgresql belongs to postgres, and the postmaster's
+// command line names its config file) and become arguments of commands
+// run as root (pg_ctlcluster V C, the unit postgresql@V-C): anything but a
+// plain name, one that pg_ctlcluster would read as an option above all,
+// is refused.
+var (
+	debianVersionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	debianClusterRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
+)
+
+func checkDebianNames(ver, cluster string) error {
+	if cluster == "" {
+		return nil
+	}
+	if !debianVersionRE.MatchString(ver) || !debianClusterRE.MatchString(cluster) {
+		return fmt.Errorf("refusing Debian cluster %s %s: not a version and cluster name (the names come from paths the cluster owner controls)",
+			strconv.QuoteToASCII(ver), strconv.QuoteToASCII(cluster))
+	}
+	return nil
 }
 
 // restartMarker is the file a restart leaves on the host until the server

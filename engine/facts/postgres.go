@@ -418,12 +418,38 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	default:
 		pg.ConfigFile = path.Join(pg.DataDir, "postgresql.conf")
 	}
+	if opts.PGConfigFile == "" && (cfgFromArgs != "" || dFromArgs != "") {
+		if err := trustedConfigPlace(pg.ConfigFile, pg.DataDir, chosen.get("realdata")); err != nil {
+			return nil, ignored, err
+		}
+	}
 	if m := debianConfRE.FindStringSubmatch(pg.ConfigFile); m != nil {
 		pg.Cluster = m[2]
 	} else if debName != "" {
 		pg.Cluster = debName
 	}
 	return pg, ignored, nil
+}
+
+// trustedConfigPlace refuses a configuration file that the postmaster's
+// command line names outside the cluster's own places. The command line is
+// the cluster owner's to choose: a server started with
+// config_file=/etc/some-root-file would otherwise have root edit that file
+// (it appends include_dir) and widen what rollback may restore. Inside the
+// data directory or /etc/postgresql the owner controls the files anyway;
+// anywhere else the inventory must name the file (pg_config_file).
+func trustedConfigPlace(file string, dataDirs ...string) error {
+	clean := path.Clean(file)
+	places := append([]string{"/etc/postgresql"}, dataDirs...)
+	for _, dir := range places {
+		if dir == "" || !path.IsAbs(dir) {
+			continue
+		}
+		if strings.HasPrefix(clean, path.Clean(dir)+"/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the postmaster was started with config file %s, outside its data directory and /etc/postgresql: set pg_config_file in the inventory to use it", strconv.Quote(clean))
 }
 
 var debianConfRE = regexp.MustCompile(`^/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf$`)

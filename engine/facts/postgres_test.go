@@ -170,6 +170,23 @@ func TestChoosePostgres(t *testing.T) {
 			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
 			ConfigFile: "/etc/pg/custom.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
 			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		// The command line is the owner's: a config file it names outside
+		// the data directory and /etc/postgresql would have root edit a
+		// file of the owner's choosing.
+		{"config_file outside the cluster's places", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/etc/sysctl.conf\n", 1)), Options{}, nil,
+			`the postmaster was started with config file "/etc/sysctl.conf", outside its data directory and /etc/postgresql: set pg_config_file in the inventory to use it`},
+		{"config_file climbing out of the data dir", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/srv/pg/../../etc/x.conf\n", 1)), Options{}, nil,
+			`the postmaster was started with config file "/etc/x.conf", outside its data directory and /etc/postgresql: set pg_config_file in the inventory to use it`},
+		{"-D naming a config dir outside", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/etc/ssh\n", 1)), Options{}, nil,
+			`the postmaster was started with config file "/etc/ssh/postgresql.conf", outside its data directory and /etc/postgresql: set pg_config_file in the inventory to use it`},
+		{"config_file inside the data dir", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/srv/pg/conf/main.conf\n", 1)), Options{}, &Postgres{
+			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/srv/pg/conf/main.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		{"pg_config_file vouches for a file outside", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/etc/pg/custom.conf\n", 1)), Options{PGConfigFile: "/etc/pg/custom.conf"}, &Postgres{
+			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
+			ConfigFile: "/etc/pg/custom.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
 		{"pg_data missing", out("[override]\ndata=/nope\n"), Options{PGData: "/nope"}, nil,
 			"pg_data /nope: no such directory (or not readable: set become)"},
 		{"not a data dir", out("[override]\ndata=/etc\nrealdata=/etc\nbin=/usr/bin\n"), Options{PGData: "/etc"}, nil,

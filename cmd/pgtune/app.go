@@ -196,8 +196,11 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 		inv = inventory.Localhost()
 	} else {
 		var err error
-		if inv, err = inventory.Load(o.inventory); err != nil {
+		if inv, err = inventory.Open(o.inventory, inventory.Options{PlaybookDir: playbookDir(o.playbook)}); err != nil {
 			return nil, nil, err
+		}
+		for _, w := range inv.Warnings {
+			fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
 		}
 	}
 	mods, reg := engine.Registry(a.Modules...)

@@ -1,0 +1,50 @@
+package inventory
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestINIErrors(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"unknown section type", "[db:hostz]\nx\n", "hosts.ini:1: section [db:hostz] has unknown type \"hostz\" (expected [db], [db:vars] or [db:children])"},
+		{"space in header", "[db cluster]\nx\n", "hosts.ini:1: invalid section [db cluster]: a header is [group], [group:vars] or [group:children], without spaces"},
+		{"bare word after host", "[db]\ndb1 ansible_port\n", "hosts.ini:2: host \"db1\": expected key=value after the host name, got \"ansible_port\""},
+		{"vars without =", "[db]\ndb1\n[db:vars]\n# c\nfoo\n", "hosts.ini:5: expected key=value in [db:vars], got \"foo\""},
+		{"vars of undefined group", "[db]\ndb1\n[web:vars]\nx=1\n", "hosts.ini:3: [web:vars] is for a group that is not defined (add a [web] section)"},
+		{"undefined child", "[db]\ndb1\n[pg:children]\ndb\nreplicas\n", "hosts.ini:5: [pg:children] names group \"replicas\", which is not defined (add a [replicas] or [replicas:children] section)"},
+		{"unclosed quote", "[db]\ndb1 x='a\n", "hosts.ini:2: host line \"db1 x='a\": no closing quotation"},
+		{"bad port", "[db]\ndb1 ansible_port=99999\n", "hosts.ini:2: ansible_port: expected a port number (1-65535), got 99999"},
+		{"bad range", "[db]\ndb[3:1]\n", "hosts.ini:2: host \"db[3:1]\": range [3:1]: bad bounds"},
+		{"jinja address", "[db]\ndb1 ansible_host='{{ inventory_hostname }}.db'\n", "hosts.ini:2: ansible_host: \"{{ inventory_hostname }}.db\" is a Jinja template, which pgtune does not evaluate (pgtune expressions are ${ }); write the value itself"},
+		{"become user", "[db]\ndb1 ansible_become_user=postgres\n", "hosts.ini:2: host \"db1\": ansible_become_user \"postgres\" is not supported: pgtune becomes root, which its kernel steps need; remove it or set it to root"},
+		{"no hosts", "# nothing\n[db]\n", "hosts.ini:1: inventory has no hosts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("hosts.ini", []byte(tc.src))
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error\n got: %v\nwant: %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestINIValues(t *testing.T) {
+	inv, err := Parse("hosts", []byte(`[db]  # trailing comment
+db[01:02] a=5 b="'5'" c=0755 d=True e=[1,2] f="x y" g=1.5 h=None # comment
+[db:vars]
+i='quoted'  # comment
+j=bar # kept
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := inv.Host("db02")
+	want := map[string]any{"a": 5, "b": "5", "c": "0755", "d": true, "e": []any{1, 2}, "f": "x y", "g": 1.5, "h": nil, "i": "quoted", "j": "bar # kept"}
+	if !reflect.DeepEqual(h.Vars, want) {
+		t.Errorf("vars\n got: %#v\nwant: %#v", h.Vars, want)
+	}
+	if h.Line != 2 || h.File != "hosts" {
+		t.Errorf("position %s:%d", h.File, h.Line)
+	}
+}

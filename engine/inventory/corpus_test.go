@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,7 @@ func corpusCases(t *testing.T) []corpusCase {
 type resolved struct {
 	Groups map[string][]string       // host → groups it is in (not "all")
 	Vars   map[string]map[string]any // host → vars, JSON-normalised
+	Conn   map[string]string         // host → "user@address:port" pgtune dials
 }
 
 func (c corpusCase) sourcePath() string {
@@ -68,8 +70,9 @@ func pgtuneResolved(t *testing.T, c corpusCase) resolved {
 	if err != nil {
 		t.Fatalf("pgtune: %v", err)
 	}
-	r := resolved{Groups: map[string][]string{}, Vars: map[string]map[string]any{}}
+	r := resolved{Groups: map[string][]string{}, Vars: map[string]map[string]any{}, Conn: map[string]string{}}
 	for _, h := range inv.Hosts {
+		r.Conn[h.Name] = fmt.Sprintf("%s@%s:%d", h.Conn.User, h.Conn.Address, h.Conn.Port)
 		r.Groups[h.Name] = slices.DeleteFunc(slices.Clone(h.Groups), func(g string) bool { return g == "all" })
 		r.Vars[h.Name] = jsonNormal(t, h.Vars)
 		for k := range h.Unusable {
@@ -164,8 +167,9 @@ func ansibleResolved(t *testing.T, c corpusCase, bin string) resolved {
 	for g := range groups {
 		add(g, g)
 	}
-	r := resolved{Groups: map[string][]string{}, Vars: map[string]map[string]any{}}
+	r := resolved{Groups: map[string][]string{}, Vars: map[string]map[string]any{}, Conn: map[string]string{}}
 	for h, gs := range member {
+		r.Conn[h] = ansibleConn(h, meta.Hostvars[h])
 		for g := range gs {
 			if g != "all" {
 				r.Groups[h] = append(r.Groups[h], g)
@@ -178,6 +182,22 @@ func ansibleResolved(t *testing.T, c corpusCase, bin string) resolved {
 		}
 	}
 	return r
+}
+
+// ansibleConn is where Ansible's ssh connection goes for a host's vars:
+// ansible_host, ansible_port and ansible_user, or their ansible_ssh_*
+// spellings.
+func ansibleConn(host string, vars map[string]any) string {
+	first := func(def string, keys ...string) string {
+		for _, k := range keys {
+			if v, ok := vars[k]; ok {
+				return fmt.Sprint(v)
+			}
+		}
+		return def
+	}
+	return fmt.Sprintf("%s@%s:%s", first("", "ansible_user", "ansible_ssh_user"),
+		first(host, "ansible_host", "ansible_ssh_host"), first("0", "ansible_port", "ansible_ssh_port"))
 }
 
 func TestCorpusAgainstAnsible(t *testing.T) {
@@ -208,6 +228,9 @@ func TestCorpusAgainstAnsible(t *testing.T) {
 			for _, h := range sortedKeys(want.Groups) {
 				if !reflect.DeepEqual(got.Groups[h], want.Groups[h]) {
 					t.Errorf("host %s: groups differ:\npgtune:  %v\nansible: %v", h, got.Groups[h], want.Groups[h])
+				}
+				if got.Conn[h] != want.Conn[h] {
+					t.Errorf("host %s: connection differs: pgtune %s, ansible %s", h, got.Conn[h], want.Conn[h])
 				}
 				if !reflect.DeepEqual(got.Vars[h], want.Vars[h]) {
 					t.Errorf("host %s: vars differ:\npgtune:  %v\nansible: %v", h, got.Vars[h], want.Vars[h])

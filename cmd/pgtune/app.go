@@ -61,6 +61,7 @@ Usage:
   pgtune rollback [-i INVENTORY] [--limit PATTERN] [--forks N] [--format text|json] [--yes] [--run ID]
   pgtune facts    [-i INVENTORY] [--limit PATTERN] [--format text|json]
   pgtune validate [-i INVENTORY] [PLAYBOOK]
+  pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
 
 Without -i the inventory is localhost over the local connection; without
 PLAYBOOK the built-in policy (playbooks/memory.yml) is used.
@@ -88,6 +89,8 @@ func (a *App) Run(args []string) int {
 		run = a.runValidate
 	case "rollback":
 		run = a.runRollback
+	case "inventory":
+		run = a.runInventory
 	case "help", "-h", "--help":
 		fmt.Fprint(a.Stdout, usage)
 		return 0

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := newApp()
+	a.Stdout, a.Stderr = &out, &errOut
+	code = a.Run(args)
+	return out.String(), errOut.String(), code
+}
+
+// TestInventoryList shows resolved hosts with their connection and vars,
+// secrets masked, in both formats (golden files).
+func TestInventoryList(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"inventory-list.golden", []string{"inventory", "list", "-i", "testdata/inventory/hosts"}},
+		{"inventory-host.json.golden", []string{"inventory", "list", "-i", "testdata/inventory/hosts", "--host", "db1", "--format", "json"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			out, errOut, code := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			assertInert(t, "inventory list", out+errOut)
+			if want := "pgtune: warning: inventory: pgtune ignores these Ansible variables: ansible_password (db1)"; !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr: want one warning starting %q, got:\n%s", want, errOut)
+			}
+			checkGolden(t, tc.golden, out)
+		})
+	}
+}
+
+func TestInventoryListErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inventory", "list", "-i", "testdata/inventory/hosts", "--host", "db9"}, "pgtune: inventory: no host \"db9\"\n"},
+		{[]string{"inventory", "show"}, "Usage:\n  pgtune inventory list"},
+		{[]string{"inventory", "list", "-i", "db1,db2,", "--host", "db2"}, ""},
+	} {
+		_, errOut, code := runCLI(t, tc.args...)
+		if tc.want == "" {
+			if code != 0 {
+				t.Errorf("%v: exit %d: %s", tc.args, code, errOut)
+			}
+			continue
+		}
+		if code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q in it", tc.args, code, errOut, tc.want)
+		}
+	}
+}

@@ -233,7 +233,7 @@ func init() {
 		SendEnv SetEnv RequestTTY AddKeysToAgent UpdateHostKeys HashKnownHosts ForwardX11 ForwardX11Trusted
 		EscapeChar BatchMode ExitOnForwardFailure IPQoS PubkeyAcceptedKeyTypes PubkeyAcceptedAlgorithms
 		StreamLocalBindUnlink NumberOfPasswordPrompts ClearAllForwardings LocalForward RemoteForward
-		DynamicForward VisualHostKey Protocol UseRoaming ServerAliveCountMax ObscureKeystrokeTiming`) {
+		DynamicForward VisualHostKey Protocol UseRoaming ObscureKeystrokeTiming RemoteCommand Tunnel TunnelDevice`) {
 		sshIgnoredOptions[strings.ToLower(k)] = true
 	}
 }

@@ -42,8 +42,8 @@ func TestOpenErrors(t *testing.T) {
 		}, `/hosts:2: host "db1": ansible_ssh_common_args: -o HostKeyAlias=other: pgtune does not take this option from the inventory`},
 		{"unknown ssh option", map[string]string{
 			"hosts":              "[db]\ndb1\n",
-			"group_vars/all.yml": "ansible_ssh_extra_args: -o RemoteCommand=sh\n",
-		}, `/group_vars/all.yml:1: host "db1": ansible_ssh_extra_args: -o RemoteCommand=sh: not supported by pgtune`},
+			"group_vars/all.yml": "ansible_ssh_extra_args: -o BindAddress=10.0.0.1\n",
+		}, `/group_vars/all.yml:1: host "db1": ansible_ssh_extra_args: -o BindAddress=10.0.0.1: not supported by pgtune`},
 		{"inventory script", map[string]string{
 			"inv.py": "#!/usr/bin/env python3\nprint('{}')\n",
 		}, "/inv.py:1: this is an inventory script; pgtune does not run scripts"},

@@ -118,7 +118,14 @@ type varDef struct {
 	value any
 	file  string
 	line  int
+	// inventory marks a group var written in the inventory itself: only
+	// there does ansible_group_priority set the priority (and is no var).
+	inventory bool
 }
+
+// isPriority reports an ansible_group_priority that Ansible keeps as the
+// group's priority rather than as a var.
+func (d varDef) isPriority() bool { return d.inventory && d.key == "ansible_group_priority" }
 
 // errAt reports a problem with this definition at FILE:LINE.
 func (d varDef) errAt(format string, args ...any) error {
@@ -505,7 +512,8 @@ func (p *parser) build(name string) (*Inventory, error) {
 	}
 	inv := &Inventory{File: name, Groups: p.groups, byName: map[string]*Host{}}
 	for gname, defs := range p.groupVars {
-		for _, d := range defs {
+		for i, d := range defs {
+			defs[i].inventory = true
 			if d.key == "ansible_group_priority" {
 				// Only the inventory sets it (not group_vars/), as in Ansible.
 				p.groups[gname].priority, _ = parseInt(d.value)
@@ -518,7 +526,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 		g.Children = uniqSorted(g.Children)
 		for _, l := range [][]varDef{p.groupVars[g.Name], p.dirGroupVars[0][g.Name], p.dirGroupVars[1][g.Name]} {
 			for _, d := range l {
-				if unusable(d) == nil && d.key != "ansible_group_priority" {
+				if unusable(d) == nil && !d.isPriority() {
 					g.Vars[d.key] = d.value
 				}
 			}
@@ -551,7 +559,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 					continue
 				}
 				delete(h.Unusable, d.key)
-				if d.key != "ansible_group_priority" { // Ansible keeps it as the group's priority, not a var
+				if !d.isPriority() {
 					h.Vars[d.key] = d.value
 				}
 			}

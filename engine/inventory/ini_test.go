@@ -31,7 +31,7 @@ func TestINIErrors(t *testing.T) {
 
 func TestINIValues(t *testing.T) {
 	inv, err := Parse("hosts", []byte(`[db]  # trailing comment
-db[01:02] a=5 b="'5'" c=0755 d=True e=[1,2] f="x y" g=1.5 h=None # comment
+db[01:02] a=5 b="'5'" k=5432,6432 c=0755 d=True e=[1,2] f="x y" g=1.5 h=None # comment
 [db:vars]
 i='quoted'  # comment
 j=bar # kept
@@ -40,7 +40,7 @@ j=bar # kept
 		t.Fatal(err)
 	}
 	h, _ := inv.Host("db02")
-	want := map[string]any{"a": 5, "b": "5", "c": "0755", "d": true, "e": []any{1, 2}, "f": "x y", "g": 1.5, "h": nil, "i": "quoted", "j": "bar # kept"}
+	want := map[string]any{"a": 5, "b": "5", "c": "0755", "d": true, "e": []any{1, 2}, "f": "x y", "g": 1.5, "h": nil, "i": "quoted", "j": "bar # kept", "k": []any{5432, 6432}}
 	if !reflect.DeepEqual(h.Vars, want) {
 		t.Errorf("vars\n got: %#v\nwant: %#v", h.Vars, want)
 	}

@@ -13,6 +13,19 @@ import (
 func pythonLiteral(s string) any {
 	l := &pyLexer{s: s}
 	v, ok := l.value()
+	if ok && l.peek() == ',' {
+		// 5432,6432 is a tuple in Python: a list here.
+		items := []any{v}
+		for ok && l.peek() == ',' {
+			l.i++
+			if l.peek() == 0 || l.peek() == '#' {
+				break
+			}
+			v, ok = l.value()
+			items = append(items, v)
+		}
+		v = items
+	}
 	l.space()
 	if l.i < len(l.s) && l.s[l.i] == '#' {
 		l.i = len(l.s) // Python ignores a comment after the literal
@@ -111,7 +124,8 @@ func pyInt(s string, base int) (any, bool) {
 	if n.IsInt64() && n.Int64() >= int64(minInt) && n.Int64() <= int64(maxInt) {
 		return int(n.Int64()), true
 	}
-	return s, true
+	f, _ := new(big.Float).SetInt(n).Float64() // still a number, as YAML decodes it
+	return f, true
 }
 
 const (

@@ -48,3 +48,27 @@ j=bar # kept
 		t.Errorf("position %s:%d", h.File, h.Line)
 	}
 }
+
+func TestINIChildrenLoop(t *testing.T) {
+	_, err := Parse("hosts", []byte("[a:children]\nb\n[b:children]\na\n[a]\nx\n[b]\ny\n"))
+	want := `hosts:1: group "a" contains itself (a → b → a)`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got: %v\nwant: %s", err, want)
+	}
+}
+
+// TestINIUngroupedThenGrouped: hosts listed before any header and again in
+// a group end up only in the group, as in Ansible (and fast: this was
+// quadratic).
+func TestINIUngroupedThenGrouped(t *testing.T) {
+	inv, err := Parse("hosts", []byte("h[0:20000]\nlone\n[g]\nh[0:20000]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ug := inv.Groups["ungrouped"].Hosts; len(ug) != 1 || ug[0] != "lone" {
+		t.Errorf("ungrouped: %d hosts, want [lone]", len(ug))
+	}
+	if len(inv.Groups["g"].Hosts) != 20001 {
+		t.Errorf("g: %d hosts", len(inv.Groups["g"].Hosts))
+	}
+}

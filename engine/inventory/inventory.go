@@ -601,6 +601,7 @@ func (p *parser) membership() map[string]map[string]bool {
 			walkUp(h, gname)
 		}
 	}
+	grouped := map[string]bool{} // listed as ungrouped, but in a group too
 	for _, h := range p.hostOrder {
 		switch {
 		case len(member[h]) == 1:
@@ -613,10 +614,13 @@ func (p *parser) membership() map[string]map[string]bool {
 			ug.Hosts = append(ug.Hosts, h)
 			member[h]["ungrouped"] = true
 		case member[h]["ungrouped"] && len(member[h]) > 2:
-			ug := p.groups["ungrouped"]
-			ug.Hosts = slices.DeleteFunc(ug.Hosts, func(n string) bool { return n == h })
+			grouped[h] = true
 			delete(member[h], "ungrouped")
 		}
+	}
+	if len(grouped) > 0 {
+		ug := p.groups["ungrouped"]
+		ug.Hosts = slices.DeleteFunc(ug.Hosts, func(n string) bool { return grouped[n] })
 	}
 	return member
 }
@@ -688,7 +692,19 @@ func (p *parser) depths() error {
 		state[name] = done
 		return nil
 	}
-	return visit("all", 0)
+	if err := visit("all", 0); err != nil {
+		return err
+	}
+	// Every group has a parent by now, so one that "all" does not reach
+	// is in a loop of children (INI [a:children] b, [b:children] a).
+	for _, name := range sortedKeys(p.groups) {
+		if state[name] != done {
+			if err := visit(name, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func isNull(n *yaml.Node) bool {

@@ -112,7 +112,8 @@ type options struct {
 	timeout   time.Duration
 	runID     string
 	playbook  string
-	planOnly  bool // check: no apply follows the plan
+	planOnly  bool            // check: no apply follows the plan
+	given     map[string]bool // flags given on the command line
 }
 
 // parse reads flags and at most maxArgs positional arguments, which may
@@ -139,6 +140,8 @@ func (a *App) parse(name string, args []string, maxArgs int, setup func(*flag.Fl
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	if len(pos) > maxArgs {
 		return nil, fmt.Errorf("pgtune %s: unexpected argument %q", name, pos[maxArgs])
 	}
@@ -194,21 +197,12 @@ type loaded struct {
 }
 
 func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
-	var inv *inventory.Inventory
-	if o.inventory == "" {
-		inv = inventory.Localhost()
-	} else {
-		var err error
-		if inv, err = inventory.Open(o.inventory, inventory.Options{PlaybookDir: playbookDir(o.playbook)}); err != nil {
-			return nil, nil, err
-		}
-		for _, w := range inv.Warnings {
-			fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
-		}
+	inv, err := a.openInventory(o, playbookDir(o.playbook))
+	if err != nil {
+		return nil, nil, err
 	}
 	mods, reg := engine.Registry(a.Modules...)
 	var book *playbook.Playbook
-	var err error
 	if o.playbook == "" {
 		book, err = playbook.Parse(playbooks.DefaultName, playbooks.Default, reg)
 	} else {

@@ -14,6 +14,42 @@ import (
 	"github.com/pgtune/pgtune/internal/mask"
 )
 
+// openInventory loads -i (else ansible.cfg's inventory, else localhost)
+// with ansible.cfg's connection defaults and forks under the flags, and
+// says the warnings once.
+func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, error) {
+	cfg, err := inventory.FindAnsibleConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := inventory.Options{PlaybookDir: pbDir}
+	var warnings []string
+	if cfg != nil {
+		warnings = cfg.Warnings
+		opts.Defaults = cfg.Defaults
+		if cfg.Forks > 0 && !o.given["forks"] && !o.given["f"] {
+			o.forks = cfg.Forks
+		}
+		if o.inventory == "" && len(cfg.Inventory) > 0 {
+			if len(cfg.Inventory) > 1 {
+				return nil, fmt.Errorf("%s: inventory names %d sources; pgtune takes one (pass -i, or a directory holding them)", cfg.File, len(cfg.Inventory))
+			}
+			o.inventory = cfg.Inventory[0]
+		}
+	}
+	inv := inventory.Localhost()
+	if o.inventory != "" {
+		if inv, err = inventory.Open(o.inventory, opts); err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, inv.Warnings...)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
+	}
+	return inv, nil
+}
+
 // playbookDir is where the playbook's group_vars/ and host_vars/ are; ""
 // for the built-in policy.
 func playbookDir(playbook string) string {
@@ -52,14 +88,9 @@ func (a *App) runInventory(args []string) int {
 	if err != nil {
 		return a.usageError(err)
 	}
-	inv := inventory.Localhost()
-	if o.inventory != "" {
-		if inv, err = inventory.Open(o.inventory, inventory.Options{PlaybookDir: pbDir}); err != nil {
-			return a.fail(err)
-		}
-		for _, w := range inv.Warnings {
-			fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
-		}
+	inv, err := a.openInventory(o, pbDir)
+	if err != nil {
+		return a.fail(err)
 	}
 	hosts := inv.Hosts
 	if o.limit != "" {

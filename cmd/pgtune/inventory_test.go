@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,6 +59,46 @@ func TestInventoryListErrors(t *testing.T) {
 		}
 		if code != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q in it", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestAnsibleCfg: ansible.cfg (here via $ANSIBLE_CONFIG) gives the
+// inventory, forks and connection defaults; -i and --forks win over it.
+func TestAnsibleCfg(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ansible.cfg", "[defaults]\ninventory = hosts\nforks = 7\nremote_user = deploy\n")
+	write("hosts", "[db]\ndb1\ndb2 ansible_user=admin\n")
+	t.Setenv("ANSIBLE_CONFIG", filepath.Join(dir, "ansible.cfg"))
+
+	out, errOut, code := runCLI(t, "inventory", "list", "--format", "json")
+	if code != 0 || !strings.Contains(out, `"user": "deploy"`) || !strings.Contains(out, `"user": "admin"`) {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, code = runCLI(t, "inventory", "list", "-i", "other1,", "--format", "json")
+	if code != 0 || !strings.Contains(out, `"name": "other1"`) || strings.Contains(out, "db1") {
+		t.Errorf("-i does not win over ansible.cfg:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args  []string
+		forks int
+	}{{nil, 7}, {[]string{"--forks", "3"}, 3}, {[]string{"-f", "20"}, 20}} {
+		a := newApp()
+		a.Stderr = &bytes.Buffer{}
+		o, err := a.parse("check", tc.args, 1, targetFlags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.openInventory(o, ""); err != nil {
+			t.Fatal(err)
+		}
+		if o.forks != tc.forks {
+			t.Errorf("%v: forks %d, want %d", tc.args, o.forks, tc.forks)
 		}
 	}
 }

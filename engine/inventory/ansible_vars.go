@@ -114,7 +114,7 @@ func applyAnsibleExtras(host string, c *Conn, extra map[string]varDef) error {
 		}
 	}
 	set := map[string]bool{}
-	for _, key := range []string{"ansible_ssh_common_args", "ansible_ssh_extra_args"} {
+	for _, key := range []string{"ansible.cfg ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"} {
 		d, ok := extra[key]
 		if !ok {
 			continue

@@ -53,7 +53,7 @@ func init() {
 // resolve computes a host's Conn from its var levels, least specific
 // first. Every value was checked where it was written, so errors here
 // only concern the host name used as the default address.
-func resolve(host string, levels [][]varDef) (Conn, error) {
+func resolve(host string, levels [][]varDef, defaults ConnDefaults) (Conn, error) {
 	c := Conn{Connection: "ssh"} // HostKeyChecking "": the ssh_config decides, else strict
 	addrSet := false
 	dir := ""
@@ -99,8 +99,21 @@ func resolve(host string, levels [][]varDef) (Conn, error) {
 	if !addrSet {
 		c.Address = host
 	}
+	if defaults.SSHArgs != "" {
+		// Ansible puts ansible.cfg's ssh_args first on ssh's command line.
+		extra["ansible.cfg ssh_args"] = varDef{key: "ssh_args", value: defaults.SSHArgs, file: defaults.File}
+	}
 	if err := applyAnsibleExtras(host, &c, extra); err != nil {
 		return Conn{}, err
+	}
+	if c.User == "" {
+		c.User = defaults.User
+	}
+	if c.PrivateKeyFile == "" {
+		c.PrivateKeyFile = defaults.PrivateKeyFile
+	}
+	if c.HostKeyChecking == "" {
+		c.HostKeyChecking = defaults.HostKeyChecking
 	}
 	if c.ConfigFile != "" && !filepath.IsAbs(c.ConfigFile) && !strings.HasPrefix(c.ConfigFile, "~") {
 		c.ConfigFile = filepath.Join(dir, c.ConfigFile)

@@ -149,6 +149,7 @@ type parser struct {
 	dirGroupVars [2]map[string][]varDef
 	dirHostVars  [2]map[string][]varDef
 	warnings     []string
+	defaults     ConnDefaults
 }
 
 // Parse parses inventory YAML; file names it in errors and anchors
@@ -414,6 +415,10 @@ func (p *parser) addHost(group, name string, line int, defs []varDef) error {
 	if err := checkText("host name", name); err != nil {
 		return &expr.PosError{File: p.file, Line: line, Msg: err.Error()}
 	}
+	if strings.HasPrefix(name, "!") || strings.HasPrefix(name, "&") || strings.Contains(name, ",") {
+		// --limit and hosts: patterns read these as operators.
+		return &expr.PosError{File: p.file, Line: line, Msg: fmt.Sprintf("host name %q cannot start with ! or & or contain a comma", name)}
+	}
 	if _, ok := p.hostLine[name]; !ok {
 		p.hostLine[name] = line
 		p.hostFile[name] = p.file
@@ -540,7 +545,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 		}
 		sort.Strings(h.Groups)
 		levels := p.levels(h)
-		conn, err := resolve(hname, levels)
+		conn, err := resolve(hname, levels, p.defaults)
 		if err != nil {
 			var pe *expr.PosError
 			if errors.As(err, &pe) {

@@ -20,6 +20,8 @@ type Options struct {
 	// PlaybookDir is the directory of the playbook in use: its
 	// group_vars/ and host_vars/ apply too, over the inventory's.
 	PlaybookDir string
+	// Defaults apply where no inventory var sets the setting (ansible.cfg).
+	Defaults ConnDefaults
 }
 
 // Open loads an inventory source as Ansible's -i takes it: a file (YAML,
@@ -28,6 +30,7 @@ type Options struct {
 // beside the source and beside the playbook are merged in.
 func Open(source string, o Options) (*Inventory, error) {
 	p := newParser()
+	p.defaults = o.Defaults
 	var bases []string
 	fi, statErr := os.Stat(source)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,16 +183,13 @@ func (inv *Inventory) term(t string) ([]string, error) {
 }
 
 // exact resolves a group name (all its hosts, children included) or a
-// host name.
+// host name; a name that is both (Ansible allows it) means both.
 func (inv *Inventory) exact(name string) ([]string, bool) {
 	if _, ok := inv.Groups[name]; ok {
 		var out []string
 		for _, h := range inv.Hosts {
-			for _, g := range h.Groups {
-				if g == name {
-					out = append(out, h.Name)
-					break
-				}
+			if h.Name == name || slices.Contains(h.Groups, name) {
+				out = append(out, h.Name)
 			}
 		}
 		return out, true

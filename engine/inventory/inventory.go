@@ -42,6 +42,7 @@ type Group struct {
 	// groups win), priority is ansible_group_priority (default 1).
 	depth, priority int
 	line            int
+	file            string // where the group is first named
 }
 
 // Host is one host with everything inherited.
@@ -298,7 +299,7 @@ func (p *parser) name(k *yaml.Node, what string) (string, error) {
 func (p *parser) group(name string, line int) *Group {
 	g := p.groups[name]
 	if g == nil {
-		g = &Group{Name: name, Vars: map[string]any{}, priority: 1, line: line}
+		g = &Group{Name: name, Vars: map[string]any{}, priority: 1, line: line, file: p.file}
 		p.groups[name] = g
 	}
 	return g
@@ -677,7 +678,7 @@ func (p *parser) depths() error {
 		g := p.groups[name]
 		if state[name] == visiting {
 			i := slices.Index(path, name)
-			return &expr.PosError{File: p.file, Line: g.line,
+			return &expr.PosError{File: g.file, Line: g.line,
 				Msg: fmt.Sprintf("group %q contains itself (%s)", name, strings.Join(append(slices.Clone(path[i:]), name), " → "))}
 		}
 		if state[name] == done && g.depth >= depth {

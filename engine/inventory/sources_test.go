@@ -47,6 +47,10 @@ func TestOpenErrors(t *testing.T) {
 		{"inventory script", map[string]string{
 			"inv.py": "#!/usr/bin/env python3\nprint('{}')\n",
 		}, "/inv.py:1: this is an inventory script; pgtune does not run scripts"},
+		{"loop across the files of a directory", map[string]string{
+			"inv/01-a.yml": "a:\n  children:\n    b:\n      hosts:\n        db1:\n",
+			"inv/02-b":     "[b:children]\na\n[c]\ndb2\n",
+		}, `/inv/01-a.yml:1: group "a" contains itself (a → b → a)`},
 		{"become method", map[string]string{
 			"hosts.yml": "all:\n  hosts:\n    db1:\n      ansible_become_method: su\n",
 		}, `/hosts.yml:4: host "db1": ansible_become_method "su" is not supported: pgtune becomes root with sudo -n only`},

@@ -77,6 +77,9 @@ func (a *App) Run(args []string) int {
 		return 1
 	}
 	cmd, rest := args[0], args[1:]
+	if err := refuseAnsibleFlags(rest); err != nil {
+		return a.fail(err)
+	}
 	var run func([]string) int
 	switch cmd {
 	case "check":

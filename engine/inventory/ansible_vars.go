@@ -78,13 +78,17 @@ func findUnusable(v any) (string, bool) {
 	return "", false
 }
 
-// unknownVarsWarning is the one warning about ansible_* vars pgtune
-// ignores, naming each with a few of its hosts.
+// Password vars: pgtune never types a password, for ssh or for sudo.
+var (
+	loginPasswordVars  = map[string]bool{"ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true}
+	becomePasswordVars = map[string]bool{"ansible_become_password": true, "ansible_become_pass": true, "ansible_sudo_pass": true, "ansible_sudo_password": true}
+)
+
+// unknownVarsWarning turns the ansible_* vars pgtune ignores into warnings
+// said once per run: passwords with what to do instead, then the rest,
+// each var with a few of its hosts.
 func unknownVarsWarning(unknown map[string][]string) []string {
-	if len(unknown) == 0 {
-		return nil
-	}
-	var parts []string
+	var login, become, other []string
 	for _, k := range sortedKeys(unknown) {
 		hosts := unknown[k]
 		sort.Strings(hosts)
@@ -92,10 +96,29 @@ func unknownVarsWarning(unknown map[string][]string) []string {
 		if len(hosts) > 3 {
 			shown += fmt.Sprintf(" and %d more", len(hosts)-3)
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", k, shown))
+		part := fmt.Sprintf("%s (%s)", k, shown)
+		switch {
+		case loginPasswordVars[k]:
+			login = append(login, part)
+		case becomePasswordVars[k]:
+			become = append(become, part)
+		default:
+			other = append(other, part)
+		}
 	}
-	return []string{"inventory: pgtune ignores these Ansible variables: " + strings.Join(parts, "; ") +
-		" (pgtune authenticates with keys and the SSH agent, and becomes root with sudo -n)"}
+	var out []string
+	if len(login) > 0 {
+		out = append(out, "inventory: pgtune does not log in with passwords and ignores "+strings.Join(login, "; ")+
+			": it authenticates with keys and the SSH agent (install a key with ssh-copy-id)")
+	}
+	if len(become) > 0 {
+		out = append(out, "inventory: pgtune runs sudo -n and never types a password; it ignores "+strings.Join(become, "; ")+
+			": the login user needs passwordless sudo, or log in as root")
+	}
+	if len(other) > 0 {
+		out = append(out, "inventory: pgtune ignores these Ansible variables: "+strings.Join(other, "; "))
+	}
+	return out
 }
 
 // applyAnsibleExtras applies ansible_become_user, ansible_become_method

@@ -103,12 +103,17 @@ func TestSSHArgs(t *testing.T) {
 }
 
 func TestUnknownAnsibleVarsWarnOnce(t *testing.T) {
-	inv, err := Parse("hosts", []byte("[db]\ndb[1:5] ansible_password=x ansible_ssh_pipelining=true ansible_python_interpreter=/usr/bin/python3\n"))
+	inv, err := Parse("hosts", []byte("[db]\ndb[1:5] ansible_password=x ansible_become_pass=y ansible_ssh_pipelining=true ansible_python_interpreter=/usr/bin/python3\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"inventory: pgtune ignores these Ansible variables: ansible_password (db1, db2, db3 and 2 more); " +
-		"ansible_ssh_pipelining (db1, db2, db3 and 2 more) (pgtune authenticates with keys and the SSH agent, and becomes root with sudo -n)"}
+	want := []string{
+		"inventory: pgtune does not log in with passwords and ignores ansible_password (db1, db2, db3 and 2 more): " +
+			"it authenticates with keys and the SSH agent (install a key with ssh-copy-id)",
+		"inventory: pgtune runs sudo -n and never types a password; it ignores ansible_become_pass (db1, db2, db3 and 2 more): " +
+			"the login user needs passwordless sudo, or log in as root",
+		"inventory: pgtune ignores these Ansible variables: ansible_ssh_pipelining (db1, db2, db3 and 2 more)",
+	}
 	if strings.Join(inv.Warnings, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings\n got: %q\nwant: %q", inv.Warnings, want)
 	}

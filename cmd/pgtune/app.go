@@ -63,7 +63,8 @@ Usage:
   pgtune validate [-i INVENTORY] [PLAYBOOK]
   pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
 
-Without -i the inventory is localhost over the local connection; without
+Without -i the inventory is ansible.cfg's, else localhost over the local
+connection (-i also takes a directory or a host list "db1,db2,"); without
 PLAYBOOK the built-in policy (playbooks/memory.yml) is used.
 
 check exits 0 when every host is in policy, 2 on drift, 1 on any error.

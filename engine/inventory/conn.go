@@ -151,11 +151,11 @@ func textValue(what string, v any) (any, error) {
 
 func parseConnection(v any) (any, error) {
 	s, _ := v.(string)
-	switch s {
-	case "ssh", "local":
-		return s, nil
-	case "smart": // Ansible's default, which means ssh
+	switch strings.TrimPrefix(s, "ansible.builtin.") {
+	case "ssh", "smart", "paramiko", "paramiko_ssh": // smart is Ansible's default: ssh
 		return "ssh", nil
+	case "local":
+		return "local", nil
 	}
 	return nil, fmt.Errorf("expected ssh or local, got %s", show(v))
 }

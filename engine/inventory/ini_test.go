@@ -72,3 +72,18 @@ func TestINIUngroupedThenGrouped(t *testing.T) {
 		t.Errorf("g: %d hosts", len(inv.Groups["g"].Hosts))
 	}
 }
+
+func TestConnectionSpellings(t *testing.T) {
+	inv, err := Parse("hosts", []byte("a ansible_connection=ansible.builtin.ssh\nb ansible_connection=paramiko\nc ansible_connection=ansible.builtin.local\nd ansible_connection=smart\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a": "ssh", "b": "ssh", "c": "local", "d": "ssh"} {
+		if h, _ := inv.Host(name); h.Conn.Connection != want {
+			t.Errorf("%s: %s, want %s", name, h.Conn.Connection, want)
+		}
+	}
+	if _, err := Parse("hosts", []byte("a ansible_connection=winrm\n")); err == nil || err.Error() != `hosts:1: ansible_connection: expected ssh or local, got "winrm"` {
+		t.Errorf("winrm: %v", err)
+	}
+}

@@ -28,5 +28,7 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		KnownHostsFile: c.KnownHostsFile,
 		HostKeyPolicy:  c.HostKeyChecking,
 		ConfigFile:     c.ConfigFile,
+		ProxyJump:      c.ProxyJump,
+		ProxyCommand:   c.ProxyCommand,
 	})
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, what the integration tests need and this machine
-# lacks: an sshd to test against, sudo for become, PostgreSQL 15.
+# lacks: an sshd to test against, sudo for become, PostgreSQL 15,
+# ansible-inventory to compare inventories with.
 # `deps.sh testbed` also installs what the qemu testbed needs.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
@@ -20,6 +21,9 @@ command -v sudo >/dev/null || need+=(sudo)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 command -v sysctl >/dev/null || need+=(procps)
 command -v flock >/dev/null || need+=(util-linux)
+# The inventory corpus is compared with what Ansible itself resolves
+# (ansible-core alone: ansible-inventory, ~20 s to install).
+command -v ansible-inventory >/dev/null || need+=(ansible-core)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -61,8 +61,10 @@ Usage:
   pgtune rollback [-i INVENTORY] [--limit PATTERN] [--forks N] [--format text|json] [--yes] [--run ID]
   pgtune facts    [-i INVENTORY] [--limit PATTERN] [--format text|json]
   pgtune validate [-i INVENTORY] [PLAYBOOK]
+  pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
 
-Without -i the inventory is localhost over the local connection; without
+Without -i the inventory is ansible.cfg's, else localhost over the local
+connection (-i also takes a directory or a host list "db1,db2,"); without
 PLAYBOOK the built-in policy (playbooks/memory.yml) is used.
 
 check exits 0 when every host is in policy, 2 on drift, 1 on any error.
@@ -76,6 +78,9 @@ func (a *App) Run(args []string) int {
 		return 1
 	}
 	cmd, rest := args[0], args[1:]
+	if err := refuseAnsibleFlags(rest); err != nil {
+		return a.fail(err)
+	}
 	var run func([]string) int
 	switch cmd {
 	case "check":
@@ -88,6 +93,8 @@ func (a *App) Run(args []string) int {
 		run = a.runValidate
 	case "rollback":
 		run = a.runRollback
+	case "inventory":
+		run = a.runInventory
 	case "help", "-h", "--help":
 		fmt.Fprint(a.Stdout, usage)
 		return 0
@@ -109,7 +116,8 @@ type options struct {
 	timeout   time.Duration
 	runID     string
 	playbook  string
-	planOnly  bool // check: no apply follows the plan
+	planOnly  bool            // check: no apply follows the plan
+	given     map[string]bool // flags given on the command line
 }
 
 // parse reads flags and at most maxArgs positional arguments, which may
@@ -136,6 +144,8 @@ func (a *App) parse(name string, args []string, maxArgs int, setup func(*flag.Fl
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	if len(pos) > maxArgs {
 		return nil, fmt.Errorf("pgtune %s: unexpected argument %q", name, pos[maxArgs])
 	}
@@ -191,18 +201,12 @@ type loaded struct {
 }
 
 func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
-	var inv *inventory.Inventory
-	if o.inventory == "" {
-		inv = inventory.Localhost()
-	} else {
-		var err error
-		if inv, err = inventory.Load(o.inventory); err != nil {
-			return nil, nil, err
-		}
+	inv, err := a.openInventory(o, playbookDir(o.playbook))
+	if err != nil {
+		return nil, nil, err
 	}
 	mods, reg := engine.Registry(a.Modules...)
 	var book *playbook.Playbook
-	var err error
 	if o.playbook == "" {
 		book, err = playbook.Parse(playbooks.DefaultName, playbooks.Default, reg)
 	} else {

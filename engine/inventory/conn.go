@@ -53,15 +53,20 @@ func init() {
 // resolve computes a host's Conn from its var levels, least specific
 // first. Every value was checked where it was written, so errors here
 // only concern the host name used as the default address.
-func resolve(host string, levels [][]varDef, dir string) (Conn, error) {
+func resolve(host string, levels [][]varDef, defaults ConnDefaults) (Conn, error) {
 	c := Conn{Connection: "ssh"} // HostKeyChecking "": the ssh_config decides, else strict
 	addrSet := false
+	dir := ""
+	extra := map[string]varDef{} // the Ansible vars resolved after the levels
 	for _, level := range levels {
 		// The most specific level wins whatever the spelling; inside a
 		// level the canonical key wins over its aliases, and the last
 		// definition of one spelling wins.
 		chosen := map[string]varDef{}
 		for _, d := range level {
+			if ansibleExtraKeys[d.key] {
+				extra[d.key] = d
+			}
 			f, ok := connKeys[d.key]
 			if !ok {
 				continue
@@ -80,16 +85,35 @@ func resolve(host string, levels [][]varDef, dir string) (Conn, error) {
 			f := connKeys[canonical]
 			v, err := f.parse(d.value)
 			if err != nil {
-				return Conn{}, fmt.Errorf("%s: %v", d.key, err)
+				return Conn{}, d.errAt("host %q: %s: %v", host, d.key, err)
 			}
 			f.set(&c, v)
-			if canonical == "ssh_host" {
+			switch canonical {
+			case "ssh_host":
 				addrSet = true
+			case "ssh_config_file":
+				dir = filepath.Dir(d.file)
 			}
 		}
 	}
 	if !addrSet {
 		c.Address = host
+	}
+	if defaults.SSHArgs != "" {
+		// Ansible puts ansible.cfg's ssh_args first on ssh's command line.
+		extra["ansible.cfg ssh_args"] = varDef{key: "ssh_args", value: defaults.SSHArgs, file: defaults.File}
+	}
+	if err := applyAnsibleExtras(host, &c, extra); err != nil {
+		return Conn{}, err
+	}
+	if c.User == "" {
+		c.User = defaults.User
+	}
+	if c.PrivateKeyFile == "" {
+		c.PrivateKeyFile = defaults.PrivateKeyFile
+	}
+	if c.HostKeyChecking == "" {
+		c.HostKeyChecking = defaults.HostKeyChecking
 	}
 	if c.ConfigFile != "" && !filepath.IsAbs(c.ConfigFile) && !strings.HasPrefix(c.ConfigFile, "~") {
 		c.ConfigFile = filepath.Join(dir, c.ConfigFile)
@@ -127,11 +151,11 @@ func textValue(what string, v any) (any, error) {
 
 func parseConnection(v any) (any, error) {
 	s, _ := v.(string)
-	switch s {
-	case "ssh", "local":
-		return s, nil
-	case "smart": // Ansible's default, which means ssh
+	switch strings.TrimPrefix(s, "ansible.builtin.") {
+	case "ssh", "smart", "paramiko", "paramiko_ssh": // smart is Ansible's default: ssh
 		return "ssh", nil
+	case "local":
+		return "local", nil
 	}
 	return nil, fmt.Errorf("expected ssh or local, got %s", show(v))
 }

@@ -14,7 +14,7 @@ import (
 // FuzzInventoryParse: any input either loads into a consistent inventory
 // or fails with an error that names the file; it never panics.
 func FuzzInventoryParse(f *testing.F) {
-	for _, pat := range []string{"testdata/*.yml", "testdata/bad/*.yml"} {
+	for _, pat := range []string{"testdata/*.yml", "testdata/bad/*.yml", "testdata/corpus/*/hosts", "testdata/corpus/*/*.json"} {
 		files, _ := filepath.Glob(pat)
 		for _, file := range files {
 			if data, err := os.ReadFile(file); err == nil {

@@ -5,8 +5,8 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -23,6 +23,8 @@ type Inventory struct {
 	File   string
 	Hosts  []*Host // sorted by name
 	Groups map[string]*Group
+	// Warnings are said once per run: Ansible settings pgtune ignores.
+	Warnings []string
 
 	byName map[string]*Host
 }
@@ -40,6 +42,7 @@ type Group struct {
 	// groups win), priority is ansible_group_priority (default 1).
 	depth, priority int
 	line            int
+	file            string // where the group is first named
 }
 
 // Host is one host with everything inherited.
@@ -49,9 +52,15 @@ type Host struct {
 	Vars   map[string]any // merged vars
 	Conn   Conn           // connection settings resolved from Vars
 
-	// Line is where the host is first listed in the file (0 for the
+	// File and Line are where the host is first listed (Line 0 for the
 	// implicit localhost).
+	File string
 	Line int
+
+	// Unusable holds the vars pgtune cannot evaluate (Jinja templates,
+	// vault-encrypted values), each with the error naming where it was
+	// written; they are left out of Vars.
+	Unusable map[string]error
 }
 
 // Conn is how to reach a host and where its PostgreSQL lives.
@@ -66,16 +75,17 @@ type Conn struct {
 	ConfigFile      string // ssh_config_file, relative paths resolved against the inventory's dir
 	Become          bool   // become | ansible_become
 
+	// ProxyJump and ProxyCommand come from ansible_ssh_common_args and
+	// ansible_ssh_extra_args (-o ProxyJump=…, -J …, -o ProxyCommand=…);
+	// empty when not set there (the ssh_config may still set them).
+	ProxyJump, ProxyCommand string
+
 	PGData, PGBin, PGConfigFile, PGRestart string // pg_data, pg_bin, pg_config_file, pg_restart
 }
 
 // Load reads and parses an inventory file.
 func Load(path string) (*Inventory, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: %w", err)
-	}
-	return Parse(path, data)
+	return Open(path, Options{})
 }
 
 // Localhost is the inventory used without -i: this machine, no SSH.
@@ -107,7 +117,20 @@ func (inv *Inventory) Host(name string) (*Host, bool) {
 type varDef struct {
 	key   string
 	value any
-	node  *yaml.Node
+	file  string
+	line  int
+	// inventory marks a group var written in the inventory itself: only
+	// there does ansible_group_priority set the priority (and is no var).
+	inventory bool
+}
+
+// isPriority reports an ansible_group_priority that Ansible keeps as the
+// group's priority rather than as a var.
+func (d varDef) isPriority() bool { return d.inventory && d.key == "ansible_group_priority" }
+
+// errAt reports a problem with this definition at FILE:LINE.
+func (d varDef) errAt(format string, args ...any) error {
+	return &expr.PosError{File: d.file, Line: d.line, Msg: fmt.Sprintf(format, args...)}
 }
 
 type parser struct {
@@ -118,74 +141,95 @@ type parser struct {
 	groupVars map[string][]varDef
 	hostVars  map[string][]varDef
 	hostLine  map[string]int
+	hostFile  map[string]string
 	hostOrder []string
 	inGroup   map[string]map[string]bool
+
+	// Vars from group_vars/ and host_vars/ beside the inventory sources
+	// (index 0) and beside the playbook (index 1).
+	dirGroupVars [2]map[string][]varDef
+	dirHostVars  [2]map[string][]varDef
+	warnings     []string
+	defaults     ConnDefaults
 }
 
 // Parse parses inventory YAML; file names it in errors and anchors
 // relative ssh_config_file paths.
 func Parse(file string, data []byte) (*Inventory, error) {
-	if line := iniSection(data); line > 0 {
-		return nil, &expr.PosError{File: file, Line: line, Msg: "this looks like an INI inventory; pgtune reads YAML inventories " +
-			"(convert it with: ansible-inventory -i " + file + " --list --yaml)"}
-	}
-	root, err := expr.ParseYAML(file, data)
-	if err != nil {
+	p := newParser()
+	if err := p.parseSource(file, data); err != nil {
 		return nil, err
 	}
-	if root == nil {
-		return nil, &expr.PosError{File: file, Msg: "inventory is empty (expected a mapping such as all: {hosts: {...}})"}
+	if len(p.hostOrder) == 0 {
+		return nil, &expr.PosError{File: file, Line: 1, Msg: "inventory has no hosts"}
 	}
-	if root.Kind != yaml.MappingNode {
-		return nil, posErr(file, root, "an inventory is a mapping of groups (all:, or group names), not %s", describe(root))
-	}
+	return p.build(file)
+}
+
+func newParser() *parser {
 	p := &parser{
-		file:      file,
-		dir:       filepath.Dir(file),
 		groups:    map[string]*Group{},
 		groupVars: map[string][]varDef{},
 		hostVars:  map[string][]varDef{},
 		hostLine:  map[string]int{},
+		hostFile:  map[string]string{},
 		inGroup:   map[string]map[string]bool{},
 	}
+	for i := range p.dirGroupVars {
+		p.dirGroupVars[i] = map[string][]varDef{}
+		p.dirHostVars[i] = map[string][]varDef{}
+	}
 	p.group("all", 0)
+	return p
+}
+
+// parseSource reads one inventory file in whichever format it is written:
+// ansible-inventory --list JSON, INI, or YAML.
+func (p *parser) parseSource(file string, data []byte) error {
+	p.file, p.dir = file, filepath.Dir(file)
+	switch sourceFormat(file, data) {
+	case formatJSON:
+		return p.parseScriptJSON(data)
+	case formatINI:
+		return p.parseINI(data)
+	}
+	return p.parseYAML(data)
+}
+
+func (p *parser) parseYAML(data []byte) error {
+	file := p.file
+	root, err := expr.ParseYAML(file, data)
+	if err != nil {
+		return err
+	}
+	if root == nil {
+		return &expr.PosError{File: file, Msg: "inventory is empty (expected a mapping such as all: {hosts: {...}})"}
+	}
+	if root.Kind != yaml.MappingNode {
+		return posErr(file, root, "an inventory is a mapping of groups (all:, or group names), not %s", describe(root))
+	}
+	before := len(p.hostOrder)
 	pairs, err := p.pairs(root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, kv := range pairs {
 		name, err := p.name(kv[0], "group")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		parent := "all"
 		if name == "all" {
 			parent = ""
 		}
 		if err := p.parseGroup(name, parent, kv[0], kv[1]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if len(p.hostOrder) == 0 {
-		return nil, &expr.PosError{File: file, Line: root.Line, Msg: "inventory has no hosts"}
+	if len(p.hostOrder) == before {
+		return &expr.PosError{File: file, Line: root.Line, Msg: "inventory has no hosts"}
 	}
-	return p.build()
-}
-
-// iniSection returns the line of a leading "[group]" header: a YAML
-// inventory never starts with a flow list, an INI one always has these.
-func iniSection(data []byte) int {
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
-			continue
-		}
-		if len(line) > 2 && line[0] == '[' && line[len(line)-1] == ']' && !strings.ContainsAny(line[1:len(line)-1], "[], ") {
-			return i + 1
-		}
-		return 0
-	}
-	return 0
+	return nil
 }
 
 // pairs returns a mapping's key/value nodes with merge keys (<<) expanded
@@ -255,18 +299,16 @@ func (p *parser) name(k *yaml.Node, what string) (string, error) {
 func (p *parser) group(name string, line int) *Group {
 	g := p.groups[name]
 	if g == nil {
-		g = &Group{Name: name, Vars: map[string]any{}, priority: 1, line: line}
+		g = &Group{Name: name, Vars: map[string]any{}, priority: 1, line: line, file: p.file}
 		p.groups[name] = g
 	}
 	return g
 }
 
 func (p *parser) parseGroup(name, parent string, key, n *yaml.Node) error {
-	g := p.group(name, key.Line)
-	if parent != "" && !slices.Contains(g.parents, parent) {
-		g.parents = append(g.parents, parent)
-		pg := p.groups[parent]
-		pg.Children = append(pg.Children, name)
+	p.group(name, key.Line)
+	if parent != "" {
+		p.link(parent, name)
 	}
 	n = deref(n)
 	if isNull(n) {
@@ -333,7 +375,6 @@ func (p *parser) parseHosts(group string, n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
-	g := p.groups[group]
 	for _, kv := range pairs {
 		pattern, err := p.name(kv[0], "host")
 		if err != nil {
@@ -355,32 +396,56 @@ func (p *parser) parseHosts(group string, n *yaml.Node) error {
 		}
 		if port != "" {
 			// host:port is Ansible's shorthand for ansible_port.
-			pn := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: port, Line: kv[0].Line, Column: kv[0].Column}
-			d, err := p.def("ansible_port", pn)
+			d, err := p.checkDef(varDef{key: "ansible_port", value: portValue(port), file: p.file, line: kv[0].Line})
 			if err != nil {
 				return err
 			}
 			defs = append([]varDef{d}, defs...)
 		}
 		for _, name := range names {
-			if err := checkText("host name", name); err != nil {
-				return posErr(p.file, kv[0], "%v", err)
+			if err := p.addHost(group, name, kv[0].Line, defs); err != nil {
+				return err
 			}
-			if _, ok := p.hostLine[name]; !ok {
-				p.hostLine[name] = kv[0].Line
-				p.hostOrder = append(p.hostOrder, name)
-			}
-			if !p.inGroup[group][name] {
-				if p.inGroup[group] == nil {
-					p.inGroup[group] = map[string]bool{}
-				}
-				p.inGroup[group][name] = true
-				g.Hosts = append(g.Hosts, name)
-			}
-			p.hostVars[name] = append(p.hostVars[name], defs...)
 		}
 	}
 	return nil
+}
+
+// addHost puts a host (already expanded) in a group with its vars.
+func (p *parser) addHost(group, name string, line int, defs []varDef) error {
+	if err := checkText("host name", name); err != nil {
+		return &expr.PosError{File: p.file, Line: line, Msg: err.Error()}
+	}
+	if strings.HasPrefix(name, "!") || strings.HasPrefix(name, "&") || strings.Contains(name, ",") {
+		// --limit and hosts: patterns read these as operators.
+		return &expr.PosError{File: p.file, Line: line, Msg: fmt.Sprintf("host name %q cannot start with ! or & or contain a comma", name)}
+	}
+	if _, ok := p.hostLine[name]; !ok {
+		p.hostLine[name] = line
+		p.hostFile[name] = p.file
+		p.hostOrder = append(p.hostOrder, name)
+	}
+	if !p.inGroup[group][name] {
+		if p.inGroup[group] == nil {
+			p.inGroup[group] = map[string]bool{}
+		}
+		p.inGroup[group][name] = true
+		g := p.groups[group]
+		g.Hosts = append(g.Hosts, name)
+	}
+	p.hostVars[name] = append(p.hostVars[name], defs...)
+	return nil
+}
+
+// link makes child a child group of parent.
+func (p *parser) link(parent, child string) {
+	g := p.groups[child]
+	if slices.Contains(g.parents, parent) {
+		return
+	}
+	g.parents = append(g.parents, parent)
+	pg := p.groups[parent]
+	pg.Children = append(pg.Children, child)
 }
 
 // vars reads a vars mapping, checking connection settings where written.
@@ -411,41 +476,119 @@ func (p *parser) vars(n *yaml.Node, what string) ([]varDef, error) {
 }
 
 func (p *parser) def(key string, n *yaml.Node) (varDef, error) {
+	n = deref(n)
+	if n.Tag == "!vault" {
+		return p.checkDef(varDef{key: key, value: vaultValue{}, file: p.file, line: n.Line})
+	}
 	var v any
 	if err := n.Decode(&v); err != nil {
 		return varDef{}, posErr(p.file, n, "%s: %v", key, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	d := varDef{key: key, value: v, node: deref(n)}
-	if f, ok := connKeys[key]; ok {
+	return p.checkDef(varDef{key: key, value: v, file: p.file, line: n.Line})
+}
+
+// checkDef checks a connection setting where it is written.
+func (p *parser) checkDef(d varDef) (varDef, error) {
+	if err := unusable(d); err != nil && (isConnKey(d.key) || d.key == "ansible_group_priority") {
+		return varDef{}, err
+	}
+	if f, ok := connKeys[d.key]; ok {
 		if _, err := f.parse(d.value); err != nil {
-			return varDef{}, posErr(p.file, d.node, "%s: %v", key, err)
+			return varDef{}, d.errAt("%s: %v", d.key, err)
 		}
 	}
-	if key == "ansible_group_priority" {
+	if d.key == "ansible_group_priority" {
 		if _, err := parseInt(d.value); err != nil {
-			return varDef{}, posErr(p.file, d.node, "%s: %v", key, err)
+			return varDef{}, d.errAt("%s: %v", d.key, err)
 		}
 	}
 	return d, nil
 }
 
 // build links groups, orders them as Ansible does and merges vars.
-func (p *parser) build() (*Inventory, error) {
+func (p *parser) build(name string) (*Inventory, error) {
+	// A group no other group claims is a child of all, as in Ansible.
+	for _, gname := range sortedKeys(p.groups) {
+		if gname != "all" && len(p.groups[gname].parents) == 0 {
+			p.link("all", gname)
+		}
+	}
 	if err := p.depths(); err != nil {
 		return nil, err
 	}
-	inv := &Inventory{File: p.file, Groups: p.groups, byName: map[string]*Host{}}
-	for name, defs := range p.groupVars {
-		g := p.groups[name]
-		for _, d := range defs {
-			g.Vars[d.key] = d.value
+	inv := &Inventory{File: name, Groups: p.groups, byName: map[string]*Host{}}
+	for gname, defs := range p.groupVars {
+		for i, d := range defs {
+			defs[i].inventory = true
 			if d.key == "ansible_group_priority" {
-				g.priority, _ = parseInt(d.value)
+				// Only the inventory sets it (not group_vars/), as in Ansible.
+				p.groups[gname].priority, _ = parseInt(d.value)
 			}
 		}
 	}
-	// Hosts under all: and in no other group are "ungrouped", as in Ansible.
-	member := map[string]map[string]bool{} // host → groups, direct and inherited
+	member := p.membership()
+	for _, g := range p.groups {
+		sort.Strings(g.Hosts)
+		g.Children = uniqSorted(g.Children)
+		for _, l := range [][]varDef{p.groupVars[g.Name], p.dirGroupVars[0][g.Name], p.dirGroupVars[1][g.Name]} {
+			for _, d := range l {
+				if unusable(d) == nil && !d.isPriority() {
+					g.Vars[d.key] = d.value
+				}
+			}
+		}
+	}
+	unknown := map[string][]string{} // ansible_* var → hosts
+	for _, hname := range p.hostOrder {
+		h := &Host{Name: hname, Vars: map[string]any{}, Line: p.hostLine[hname], File: p.hostFile[hname]}
+		for g := range member[hname] {
+			h.Groups = append(h.Groups, g)
+		}
+		sort.Strings(h.Groups)
+		levels := p.levels(h)
+		conn, err := resolve(hname, levels, p.defaults)
+		if err != nil {
+			var pe *expr.PosError
+			if errors.As(err, &pe) {
+				return nil, err
+			}
+			return nil, &expr.PosError{File: h.File, Line: h.Line, Msg: fmt.Sprintf("host %q: %v", hname, err)}
+		}
+		for _, l := range levels {
+			for _, d := range l {
+				if err := unusable(d); err != nil {
+					if h.Unusable == nil {
+						h.Unusable = map[string]error{}
+					}
+					h.Unusable[d.key] = err
+					delete(h.Vars, d.key)
+					continue
+				}
+				delete(h.Unusable, d.key)
+				if !d.isPriority() {
+					h.Vars[d.key] = d.value
+				}
+			}
+		}
+		for k := range h.Vars {
+			if strings.HasPrefix(k, "ansible_") && !knownAnsibleVar(k) {
+				unknown[k] = append(unknown[k], hname)
+			}
+		}
+		h.Conn = conn
+		inv.byName[hname] = h
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	sort.Slice(inv.Hosts, func(i, j int) bool { return inv.Hosts[i].Name < inv.Hosts[j].Name })
+	inv.Warnings = append(p.warnings, unknownVarsWarning(unknown)...)
+	return inv, nil
+}
+
+// membership returns every host's groups, direct and inherited, and puts
+// hosts that are in no group but all in "ungrouped" (and takes hosts that
+// are in another group out of it), as Ansible does.
+func (p *parser) membership() map[string]map[string]bool {
+	member := map[string]map[string]bool{}
 	var walkUp func(h, g string)
 	walkUp = func(h, g string) {
 		if member[h][g] {
@@ -459,68 +602,66 @@ func (p *parser) build() (*Inventory, error) {
 	for _, h := range p.hostOrder {
 		member[h] = map[string]bool{"all": true}
 	}
-	names := sortedKeys(p.groups)
-	for _, gname := range names {
+	for _, gname := range sortedKeys(p.groups) {
 		for _, h := range p.groups[gname].Hosts {
 			walkUp(h, gname)
 		}
 	}
+	grouped := map[string]bool{} // listed as ungrouped, but in a group too
 	for _, h := range p.hostOrder {
-		if len(member[h]) == 1 {
+		switch {
+		case len(member[h]) == 1:
 			ug := p.groups["ungrouped"]
 			if ug == nil {
 				ug = p.group("ungrouped", 0)
-				ug.parents = []string{"all"}
+				p.link("all", "ungrouped")
 				ug.depth = 1
-				p.groups["all"].Children = append(p.groups["all"].Children, "ungrouped")
 			}
 			ug.Hosts = append(ug.Hosts, h)
 			member[h]["ungrouped"] = true
+		case member[h]["ungrouped"] && len(member[h]) > 2:
+			grouped[h] = true
+			delete(member[h], "ungrouped")
 		}
 	}
-	for _, g := range p.groups {
-		sort.Strings(g.Hosts)
-		g.Children = uniqSorted(g.Children)
+	if len(grouped) > 0 {
+		ug := p.groups["ungrouped"]
+		ug.Hosts = slices.DeleteFunc(ug.Hosts, func(n string) bool { return grouped[n] })
 	}
-	for _, name := range p.hostOrder {
-		h := &Host{Name: name, Vars: map[string]any{}, Line: p.hostLine[name]}
-		for g := range member[name] {
-			h.Groups = append(h.Groups, g)
+	return member
+}
+
+// levels lists a host's var definitions, least specific first, in
+// Ansible's order: the inventory's group vars (all, then groups by depth,
+// priority and name), group_vars/all beside the inventory then beside the
+// playbook, group_vars/GROUP beside the inventory then the playbook, the
+// inventory's host vars, host_vars/HOST beside the inventory then the
+// playbook.
+func (p *parser) levels(h *Host) [][]varDef {
+	order := slices.Clone(h.Groups)
+	sort.Slice(order, func(i, j int) bool {
+		a, b := p.groups[order[i]], p.groups[order[j]]
+		if a.depth != b.depth {
+			return a.depth < b.depth
 		}
-		sort.Strings(h.Groups)
-		// Ansible's order: shallower groups first, then lower priority,
-		// then by name; each later group overrides; host vars last.
-		order := slices.Clone(h.Groups)
-		sort.Slice(order, func(i, j int) bool {
-			a, b := p.groups[order[i]], p.groups[order[j]]
-			if a.depth != b.depth {
-				return a.depth < b.depth
-			}
-			if a.priority != b.priority {
-				return a.priority < b.priority
-			}
-			return a.Name < b.Name
-		})
-		var levels [][]varDef
+		if a.priority != b.priority {
+			return a.priority < b.priority
+		}
+		return a.Name < b.Name
+	})
+	var levels [][]varDef
+	for _, g := range order {
+		levels = append(levels, p.groupVars[g])
+	}
+	levels = append(levels, p.dirGroupVars[0]["all"], p.dirGroupVars[1]["all"])
+	for src := range p.dirGroupVars {
 		for _, g := range order {
-			levels = append(levels, p.groupVars[g])
-		}
-		levels = append(levels, p.hostVars[name])
-		conn, err := resolve(name, levels, p.dir)
-		if err != nil {
-			return nil, &expr.PosError{File: p.file, Line: h.Line, Msg: fmt.Sprintf("host %q: %v", name, err)}
-		}
-		for _, l := range levels {
-			for _, d := range l {
-				h.Vars[d.key] = d.value
+			if g != "all" {
+				levels = append(levels, p.dirGroupVars[src][g])
 			}
 		}
-		h.Conn = conn
-		inv.byName[name] = h
-		inv.Hosts = append(inv.Hosts, h)
 	}
-	sort.Slice(inv.Hosts, func(i, j int) bool { return inv.Hosts[i].Name < inv.Hosts[j].Name })
-	return inv, nil
+	return append(levels, p.hostVars[h.Name], p.dirHostVars[0][h.Name], p.dirHostVars[1][h.Name])
 }
 
 // depths computes each group's longest distance from "all" and refuses
@@ -537,7 +678,7 @@ func (p *parser) depths() error {
 		g := p.groups[name]
 		if state[name] == visiting {
 			i := slices.Index(path, name)
-			return &expr.PosError{File: p.file, Line: g.line,
+			return &expr.PosError{File: g.file, Line: g.line,
 				Msg: fmt.Sprintf("group %q contains itself (%s)", name, strings.Join(append(slices.Clone(path[i:]), name), " → "))}
 		}
 		if state[name] == done && g.depth >= depth {
@@ -557,7 +698,19 @@ func (p *parser) depths() error {
 		state[name] = done
 		return nil
 	}
-	return visit("all", 0)
+	if err := visit("all", 0); err != nil {
+		return err
+	}
+	// Every group has a parent by now, so one that "all" does not reach
+	// is in a loop of children (INI [a:children] b, [b:children] a).
+	for _, name := range sortedKeys(p.groups) {
+		if state[name] != done {
+			if err := visit(name, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func isNull(n *yaml.Node) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,11 @@ import (
 // term must match something: a typo must not silently select or spare
 // hosts. The result is sorted by name.
 func (inv *Inventory) Match(pattern string) ([]*Host, error) {
+	// A name that is a host or group as a whole is that, even when it
+	// holds a ":" (an IPv6 address such as "::1" or "fe80::1").
+	if names, ok := inv.exact(strings.TrimSpace(pattern)); ok && strings.Contains(pattern, ":") {
+		return inv.hostsNamed(names), nil
+	}
 	terms := splitPattern(pattern)
 	if len(terms) == 0 {
 		return nil, fmt.Errorf("empty host pattern")
@@ -182,16 +188,13 @@ func (inv *Inventory) term(t string) ([]string, error) {
 }
 
 // exact resolves a group name (all its hosts, children included) or a
-// host name.
+// host name; a name that is both (Ansible allows it) means both.
 func (inv *Inventory) exact(name string) ([]string, bool) {
 	if _, ok := inv.Groups[name]; ok {
 		var out []string
 		for _, h := range inv.Hosts {
-			for _, g := range h.Groups {
-				if g == name {
-					out = append(out, h.Name)
-					break
-				}
+			if h.Name == name || slices.Contains(h.Groups, name) {
+				out = append(out, h.Name)
 			}
 		}
 		return out, true
@@ -270,6 +273,21 @@ func (inv *Inventory) names(hs []*Host) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = h.Name
+	}
+	return out
+}
+
+// hostsNamed returns the hosts of these names, sorted by name.
+func (inv *Inventory) hostsNamed(names []string) []*Host {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []*Host
+	for _, h := range inv.Hosts {
+		if want[h.Name] {
+			out = append(out, h)
+		}
 	}
 	return out
 }

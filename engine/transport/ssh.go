@@ -32,6 +32,10 @@ type SSHConfig struct {
 	// ProxyJump is "[user@]host[:port][,...]", dialled in order; default
 	// ssh_config ProxyJump. Each hop is looked up in ConfigFile as well.
 	ProxyJump string
+	// ProxyCommand is run with /bin/sh and its stdio is the connection
+	// (tokens %h %p %r %n expanded); it wins over the ssh_config's
+	// ProxyJump and ProxyCommand, as `ssh -o ProxyCommand=…` does.
+	ProxyCommand string
 }
 
 // Errors a caller can test with errors.Is to tell why a host failed.

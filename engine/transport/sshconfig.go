@@ -363,8 +363,17 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	target.name = alias
 	r.target = target
 
+	// Options given on the command line win over the ssh_config's: ssh(1)
+	// takes the first ProxyJump or ProxyCommand it obtains.
+	if cfg.ProxyCommand != "" {
+		if target.proxyCommand, err = expandProxyCommand(cfg.ProxyCommand, target, alias); err != nil {
+			return nil, err
+		}
+	} else if cfg.ProxyJump != "" {
+		target.proxyCommand = ""
+	}
 	jumpStr := cfg.ProxyJump
-	if jumpStr == "" {
+	if jumpStr == "" && cfg.ProxyCommand == "" {
 		jumpStr = sc.get(alias, "ProxyJump")
 	}
 	specs, err := parseProxyJump(jumpStr)

@@ -130,7 +130,7 @@ func TestKilledMidApply(t *testing.T) {
 		t.Fatalf("check after the kills: exit %d, %v\n%s", code, changeSet(r.Hosts[0].Changes), stderr)
 	}
 	for p, s := range files {
-		if b, err := os.ReadFile(p); err != nil || string(b) != s.after {
+		if b, err := os.ReadFile(p); err != nil || !sameContent(string(b), s.after) {
 			t.Errorf("%s after converging: %q, %v", p, b, err)
 		}
 	}

@@ -503,6 +503,8 @@ func TestRollbackRefusesForgedKernelKey(t *testing.T) {
     overcommit:
       ratio: 0.8
       headroom: "${8 * GiB}"
+      # A loose limit on purpose (it must not bite the test machine).
+      accept_unprotective: true
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
 `, pool))
 	corePattern := func() string {

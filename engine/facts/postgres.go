@@ -419,7 +419,9 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		pg.ConfigFile = path.Join(pg.DataDir, "postgresql.conf")
 	}
 	if opts.PGConfigFile == "" && (cfgFromArgs != "" || dFromArgs != "") {
-		if err := trustedConfigPlace(pg.ConfigFile, pg.DataDir, chosen.get("realdata")); err != nil {
+		// The inventory's pg_data counts as the path the operator chose
+		// (it may be a link to the real directory).
+		if err := trustedConfigPlace(pg.ConfigFile, pg.DataDir, chosen.get("realdata"), opts.PGData); err != nil {
 			return nil, ignored, err
 		}
 	}

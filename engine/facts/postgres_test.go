@@ -183,6 +183,12 @@ func TestChoosePostgres(t *testing.T) {
 			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
 			ConfigFile: "/srv/pg/conf/main.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
 			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
+		{"config_file under the inventory's pg_data link", out(strings.Replace(strings.Replace(pmInitdb, "[postmaster]", "[override]\nalive=1", 1), "data=/srv/pg\n", "data=/srv/link\n", 1),
+			strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/srv/link/postgresql.conf\n", 1)),
+			Options{PGData: "/srv/link"}, &Postgres{
+				Source: "inventory", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
+				ConfigFile: "/srv/link/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
+				Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
 		{"pg_config_file vouches for a file outside", out(strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/etc/pg/custom.conf\n", 1)), Options{PGConfigFile: "/etc/pg/custom.conf"}, &Postgres{
 			Source: "postmaster", DataDir: "/srv/pg", BinDir: "/usr/lib/postgresql/15/bin",
 			ConfigFile: "/etc/pg/custom.conf", Version: "15.18", Major: 15, Owner: "pgadmin",

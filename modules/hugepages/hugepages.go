@@ -103,19 +103,13 @@ func (prm *Params) eval(s *expr.Scope, static bool, memTotal int64) (settings, e
 	skip := func(v expr.Value) bool { return static && !v.Static() }
 	var err error
 	if !skip(prm.Pool) {
-		if out.pool, err = s.Int64(prm.Pool); err != nil {
-			return out, fmt.Errorf("pool: %w", err)
-		}
-		if out.pool < 0 {
-			return out, s.Errorf(prm.Pool, "pool must not be negative, got %d", out.pool)
+		if out.pool, err = nonNegative(s, prm.Pool, "pool"); err != nil {
+			return out, err
 		}
 	}
 	if !skip(prm.MaxPool) {
-		if out.maxPool, err = s.Int64(prm.MaxPool); err != nil {
-			return out, fmt.Errorf("max_pool: %w", err)
-		}
-		if out.maxPool < 0 {
-			return out, s.Errorf(prm.MaxPool, "max_pool must not be negative, got %d", out.maxPool)
+		if out.maxPool, err = nonNegative(s, prm.MaxPool, "max_pool"); err != nil {
+			return out, err
 		}
 	}
 	if !skip(prm.Pool) && !skip(prm.MaxPool) && out.pool > out.maxPool {
@@ -129,11 +123,8 @@ func (prm *Params) eval(s *expr.Scope, static bool, memTotal int64) (settings, e
 			sysctlconf.Bytes(out.pool), out.pool, sysctlconf.Bytes(out.maxPool), share)
 	}
 	if !skip(prm.MinAvailable) {
-		if out.minAvailable, err = s.Int64(prm.MinAvailable); err != nil {
-			return out, fmt.Errorf("min_available: %w", err)
-		}
-		if out.minAvailable < 0 {
-			return out, s.Errorf(prm.MinAvailable, "min_available must not be negative, got %d", out.minAvailable)
+		if out.minAvailable, err = nonNegative(s, prm.MinAvailable, "min_available"); err != nil {
+			return out, err
 		}
 	}
 	if !skip(prm.SysctlFile) {
@@ -383,4 +374,17 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		}
 	}
 	return nil
+}
+
+// nonNegative evaluates a byte count that must not be negative; errors
+// name the key and point at the value.
+func nonNegative(s *expr.Scope, v expr.Value, key string) (int64, error) {
+	n, err := s.Int64(v)
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", key, err)
+	}
+	if n < 0 {
+		return n, s.Errorf(v, "%s must not be negative, got %d", key, n)
+	}
+	return n, nil
 }

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// Plan connects to every host, gathers facts and runs every module's
+// check. It changes nothing on any host. Errors stay per host.
+func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*Session, error) {
+	s := &Session{runner: r, book: book}
+	members, err := playMembers(inv, book)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hosts {
+		steps, err := r.steps(book, members, h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
+	}
+	s.each(ctx, s.planHost)
+	return s, nil
+}
+
+func (s *Session) planHost(ctx context.Context, hr *hostRun) {
+	defer s.releaseIfDone(hr)
+	log := s.log(hr)
+	log.Debug("connecting")
+	tr, err := s.runner.Dial(ctx, hr.host)
+	if err != nil {
+		hr.unreachable = true
+		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
+		log.Error("unreachable", "err", err)
+		return
+	}
+	hr.tr = tr
+	if err := s.gather(ctx, hr); err != nil {
+		hr.err = err
+		return
+	}
+	t := s.target(hr, nil)
+	for _, st := range hr.steps {
+		name := st.module.Name()
+		t.Module = name
+		log.Debug("check", "module", name)
+		p, err := st.module.Check(ctx, t, st.params)
+		if err != nil {
+			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
+			log.Error("check failed", "module", name, "err", err)
+			return
+		}
+		markSensitive(p, hr.secrets)
+		st.plan = p
+		if err := s.bindOutputs(t, name, p); err != nil {
+			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
+			return
+		}
+	}
+}
+
+// gather (re)reads the host's facts: one round trip for the kernel side,
+// one for the cluster.
+func (s *Session) gather(ctx context.Context, hr *hostRun) error {
+	c := hr.host.Conn
+	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile}
+	f, err := facts.Gather(ctx, hr.tr, opts)
+	if err != nil {
+		var exitErr *transport.ExitError
+		if !errors.As(err, &exitErr) && !hostFault(err) && ctx.Err() == nil {
+			hr.unreachable = true
+		}
+		return fmt.Errorf("%s: facts: %w", hr.host.Name, err)
+	}
+	pg, ignored, err := facts.Discover(ctx, hr.tr, opts)
+	if err != nil {
+		f.PostgresError = err.Error()
+	}
+	f.Postgres, f.PostgresIgnored = pg, ignored
+	hr.facts = f
+	return nil
+}
+
+// target builds a module's view of the host with a fresh scope.
+func (s *Session) target(hr *hostRun, j *Journal) *Target {
+	file := ""
+	if s.book != nil {
+		file = s.book.File
+	}
+	scope := expr.NewScope(file)
+	_ = scope.Set("host", map[string]any{"name": hr.host.Name})
+	_ = scope.Set("vars", jsonish(hr.host.Vars))
+	_ = scope.Set("facts", jsonish(hr.facts))
+	return &Target{
+		Name:      hr.host.Name,
+		Transport: hr.tr,
+		Become:    hr.host.Conn.Become,
+		Facts:     hr.facts,
+		Vars:      hr.host.Vars,
+		Scope:     scope,
+		Log:       s.log(hr),
+		Journal:   j,
+		StateDir:  stateDir(hr.host),
+		PGRestart: hr.host.Conn.PGRestart,
+	}
+}
+
+// stateDir is where a host keeps its journals: pgtune_state_dir when the
+// inventory sets it, else StateDir. A value that is not a clean absolute
+// path is refused by checkStateDir before any use, never replaced.
+func stateDir(h *inventory.Host) string {
+	if d, ok := h.Vars[StateDirVar]; ok {
+		return fmt.Sprint(d)
+	}
+	return StateDir
+}
+
+func (s *Session) bindOutputs(t *Target, module string, p *plan.ModulePlan) error {
+	t.setOutputs(module, p.Outputs)
+	if p.Outputs == nil {
+		return nil
+	}
+	return t.Scope.Set(module, p.Outputs)
+}
+
+// jsonish turns a Go value into plain maps, slices, strings, numbers and
+// bools through its JSON form, so expressions see facts by their JSON
+// names (facts.mem_total).
+func jsonish(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
+// HasChanges reports whether any host has planned changes.
+func (s *Session) HasChanges() bool {
+	for _, hr := range s.hosts {
+		for _, st := range hr.steps {
+			if st.plan.HasChanges() {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// Report renders the session's outcome. mode is "check" or "apply".
+func (s *Session) Report(mode string) *report.Report {
+	r := &report.Report{Mode: mode}
+	if mode == "apply" {
+		r.RunID = s.runner.RunID
+	}
+	for _, hr := range s.hosts {
+		h := report.Host{Name: hr.host.Name, Changes: []report.Change{}}
+		var planned []plan.Change
+		for _, st := range hr.steps {
+			if st.plan != nil {
+				planned = append(planned, st.plan.Changes...)
+				h.Notes = append(h.Notes, st.plan.Notes...)
+			}
+		}
+		if hr.facts != nil && hr.facts.Postgres == nil {
+			note := "no PostgreSQL cluster found"
+			if hr.facts.PostgresError != "" {
+				note += ": " + hr.facts.PostgresError
+			}
+			h.Notes = append([]string{note}, h.Notes...)
+		}
+		if hr.facts != nil {
+			h.Notes = append(h.Notes, hr.facts.PostgresIgnored...)
+		}
+		switch mode {
+		case "apply":
+			h.Changes = report.FromPlan(hr.applied)
+		default:
+			h.Changes = report.FromPlan(planned)
+		}
+		switch {
+		// A connection lost mid-run makes the host unreachable too: what
+		// it did after that is unknown.
+		case hr.unreachable || errors.Is(hr.err, transport.ErrConnectionLost):
+			h.Status = report.Unreachable
+		case hr.err != nil:
+			h.Status = report.Failed
+		case mode == "apply" && len(hr.applied) > 0:
+			h.Status = report.Changed
+		case mode == "apply":
+			h.Status = report.OK
+		case len(planned) > 0:
+			h.Status = report.Drift
+		default:
+			h.Status = report.InPolicy
+		}
+		if hr.err != nil {
+			msg := redact(hr.err.Error(), hr.secrets)
+			h.Error = &msg
+		}
+		for i, n := range h.Notes {
+			h.Notes[i] = redact(n, hr.secrets)
+		}
+		for i := range h.Changes {
+			h.Changes[i].Target = redact(h.Changes[i].Target, hr.secrets)
+		}
+		r.Hosts = append(r.Hosts, h)
+	}
+	r.Summarize()
+	return r
+}

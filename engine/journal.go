@@ -43,24 +43,34 @@ type JournalRecord struct {
 	Entries []JournalEntry `json:"entries"`
 }
 
-// JournalEntry is one recorded change.
+// JournalEntry is one recorded change. Its Kind says which fields it
+// uses and how it is undone (see kindOf).
 type JournalEntry struct {
-	Kind string `json:"kind"` // "file" or "sysctl"
+	Kind string `json:"kind"` // "file", "sysctl", "sysfs" or "service"
 	// Module is the module that made the change; rollback undoes modules
-	// in reverse order (overcommit, then pgconf with a restart, then
-	// hugepages) so postgres never sits on a pool being taken away.
+	// in the reverse of the order they ran.
 	Module string `json:"module,omitempty"`
-	// Path is the file changed; Backup is where its previous content is
-	// copied before it is replaced. Existed says whether there was a file
+	// Path is the file changed (kind file) or the sysfs value written
+	// (kind sysfs). Backup is where a file's previous content is copied
+	// before it is replaced. Existed says whether there was a file
 	// before: an existing file whose backup is absent was never replaced
 	// (the copy is made before the rename), so rollback leaves it alone.
 	Path    string `json:"path,omitempty"`
 	Backup  string `json:"backup,omitempty"`
 	Existed bool   `json:"existed,omitempty"`
-	// Key and Before are the kernel value changed and its previous value.
+	// Key is the kernel value changed (kind sysctl); Before is the
+	// previous value of a kernel or sysfs value.
 	Key    string `json:"key,omitempty"`
 	Before string `json:"before,omitempty"`
+	// Unit and Action are a service action run (kind service): undoing
+	// it runs it again once what it acted on is back.
+	Unit   string `json:"unit,omitempty"`
+	Action string `json:"action,omitempty"`
 }
+
+// JournalMark is a point in a run's journal: Target.UndoSince undoes
+// what was recorded after it.
+type JournalMark int
 
 // NewJournal starts the journal of run id on a host, under stateDir.
 func NewJournal(id, host, stateDir string, t transport.Transport, become bool) *Journal {
@@ -76,13 +86,11 @@ func (j *Journal) Dir() string { return path.Join(j.dir, j.RunID) }
 func (j *Journal) recordFile(ctx context.Context, module, p string) (string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, e := range j.Entries {
-		if e.Kind == "file" && e.Path == p {
-			return "", nil
-		}
+	if j.hasLocked(JournalEntry{Kind: "file", Path: p}) {
+		return "", nil
 	}
 	backup := path.Join(j.Dir(), "files", p)
-	_, err := j.transport.Run(ctx, transport.Command{Args: []string{"sh", "-c", recordFileScript, "sh", p, path.Dir(backup)}, Become: j.become})
+	_, err := j.transport.Run(ctx, transport.Command{Op: OpRecordFile, Args: []string{"sh", "-c", recordFileScript, "sh", p, path.Dir(backup)}, Become: j.become})
 	var exitErr *transport.ExitError
 	existed := err == nil
 	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode == 1) {
@@ -104,15 +112,18 @@ mkdir -p -- "$2" || exit 2
 // that the host lock checked.
 const runDirScript = `umask 077; [ -d "$1" ] || mkdir -- "$1"`
 
-func (j *Journal) recordSysctl(ctx context.Context, module string, before map[string]string, keys ...string) error {
+// record adds entries not recorded yet in this run (one record per file,
+// key, value or service action: the first is the state undo returns to)
+// and saves the journal when it added any.
+func (j *Journal) record(ctx context.Context, entries ...JournalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	added := false
-	for _, key := range keys {
-		if j.hasSysctlLocked(key) {
+	for _, e := range entries {
+		if j.hasLocked(e) {
 			continue
 		}
-		j.Entries = append(j.Entries, JournalEntry{Kind: "sysctl", Module: module, Key: key, Before: before[key]})
+		j.Entries = append(j.Entries, e)
 		added = true
 	}
 	if !added {
@@ -121,13 +132,30 @@ func (j *Journal) recordSysctl(ctx context.Context, module string, before map[st
 	return j.saveLocked(ctx)
 }
 
-func (j *Journal) hasSysctlLocked(key string) bool {
-	for _, e := range j.Entries {
-		if e.Kind == "sysctl" && e.Key == key {
+func (j *Journal) hasLocked(e JournalEntry) bool {
+	for _, o := range j.Entries {
+		if o.identity() == e.identity() {
 			return true
 		}
 	}
 	return false
+}
+
+// mark is the point now reached in the journal.
+func (j *Journal) mark() JournalMark {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return JournalMark(len(j.Entries))
+}
+
+// since returns the entries recorded after m, oldest first.
+func (j *Journal) since(m JournalMark) []JournalEntry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if int(m) < 0 || int(m) > len(j.Entries) {
+		return nil
+	}
+	return append([]JournalEntry(nil), j.Entries[m:]...)
 }
 
 func (j *Journal) saveLocked(ctx context.Context) error {
@@ -136,7 +164,7 @@ func (j *Journal) saveLocked(ctx context.Context) error {
 		return err
 	}
 	if !j.dirMade {
-		if _, err := j.transport.Run(ctx, transport.Command{Args: []string{"sh", "-c", runDirScript, "sh", j.Dir()}, Become: j.become}); err != nil {
+		if _, err := j.transport.Run(ctx, transport.Command{Op: OpRunDir, Args: []string{"sh", "-c", runDirScript, "sh", j.Dir()}, Become: j.become}); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		j.dirMade = true
@@ -154,9 +182,6 @@ var runIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,99}$`)
 
 // ValidRunID reports whether id can name a run (rollback --run).
 func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
-
-// sysctlKeyPattern is a kernel key as sysctl(8) names it.
-var sysctlKeyPattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`)
 
 // validateJournal checks a journal read from the host before rollback acts
 // on any of it: its run id is the name of its directory (dirName), every
@@ -184,41 +209,18 @@ func validateJournal(j JournalRecord, dirName, stateDir string, manages func(Jou
 
 // validEntry checks one entry's shape; runDir is its run's directory.
 func validEntry(e JournalEntry, runDir string) error {
-	switch e.Kind {
-	case "file":
-		if !path.IsAbs(e.Path) || path.Clean(e.Path) != e.Path || hasControl(e.Path) {
-			return errors.New("the path is not a clean absolute path")
-		}
-		if e.Backup != path.Join(runDir, "files", e.Path) {
-			return fmt.Errorf("its backup %s is not where pgtune keeps it (%s)", strconv.Quote(e.Backup), path.Join(runDir, "files", e.Path))
-		}
-		if e.Key != "" || e.Before != "" {
-			return errors.New("a file entry with a kernel key or value")
-		}
-	case "sysctl":
-		if !sysctlKeyPattern.MatchString(e.Key) {
-			return errors.New("not a kernel key")
-		}
-		if len(e.Before) > 256 || hasControl(e.Before) {
-			return errors.New("the previous value is not a kernel value")
-		}
-		if e.Path != "" || e.Backup != "" || e.Existed {
-			return errors.New("a kernel entry with a file")
-		}
-	default:
+	k := kindOf(e.Kind)
+	if k == nil {
 		return errors.New("unknown kind")
 	}
-	return nil
+	return k.check(e, runDir)
 }
 
 // describeEntry names an entry for errors; its parts come from the host.
 func describeEntry(e JournalEntry) string {
-	target := printable(e.Path)
-	if e.Kind != "file" {
-		target = printable(e.Key)
-		if e.Before != "" {
-			target += " = " + printable(e.Before)
-		}
+	target := printable(e.Key)
+	if k := kindOf(e.Kind); k != nil {
+		target = k.describe(e)
 	}
 	return fmt.Sprintf("%s %s by module %s", printable(e.Kind), target, printable(e.Module))
 }

@@ -112,6 +112,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		Journal:   j,
 		StateDir:  stateDir(hr.host),
 		PGRestart: hr.host.Conn.PGRestart,
+		modules:   s.runner.Modules,
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/aymanbagabas/go-udiff"
-
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
@@ -44,9 +42,10 @@ type rollback struct {
 // are read from the host, and one naming /etc/passwd or
 // kernel.core_pattern must not make rollback write them.
 type TargetManager interface {
-	// Manages reports whether the module changes target, a clean absolute
-	// path (kind "file") or a kernel key such as vm.nr_hugepages (kind
-	// "sysctl"), on t. Facts are gathered; params are not known.
+	// Manages reports whether the module changes target on t: a clean
+	// absolute path (kinds "file" and "sysfs"), a kernel key such as
+	// vm.nr_hugepages (kind "sysctl"), a systemd unit or "daemon-reload"
+	// (kind "service"). Facts are gathered; params are not known.
 	Manages(t *Target, kind, target string) bool
 }
 
@@ -57,11 +56,7 @@ func (m rollback) manages(t *Target) func(JournalEntry) error {
 		if !ok {
 			return fmt.Errorf("no module %s changes files or kernel values", printable(e.Module))
 		}
-		target := e.Path
-		if e.Kind == "sysctl" {
-			target = e.Key
-		}
-		if !mgr.Manages(t, e.Kind, target) {
+		if !mgr.Manages(t, e.Kind, kindOf(e.Kind).target(e)) {
 			return fmt.Errorf("module %s does not manage it on this host", e.Module)
 		}
 		return nil
@@ -76,18 +71,9 @@ func (rollback) NewParams() any     { return &rollbackParams{} }
 // host's journals.
 func (rollback) Validate(any) error { return nil }
 
-// restoreItem is one thing to put back.
-type restoreItem struct {
-	entry   JournalEntry
-	content []byte // the file's previous content (file entries that existed)
-	mode    string // and its mode and owner
-	owner   string
-	skip    bool // the recorded write never happened
-}
-
 type rollbackState struct {
 	to    string
-	items []restoreItem // in the order to restore them
+	steps []undoStep // in the order to take them
 }
 
 // readJournals returns the journals on the host, oldest run first, each
@@ -102,7 +88,7 @@ func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) err
 		return nil, err
 	}
 	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
-	res, err := t.Run(ctx, "sh", "-c", script, "sh", t.StateDir)
+	res, err := t.Transport.Run(ctx, transport.Command{Op: OpReadJournals, Args: []string{"sh", "-c", script, "sh", t.StateDir}, Become: t.Become})
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}
@@ -145,7 +131,7 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 			continue
 		}
 		for _, e := range j.Entries {
-			id := e.Kind + ":" + e.Path + e.Key
+			id := e.identity()
 			if seen[id] {
 				continue
 			}
@@ -189,57 +175,17 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 	if err != nil {
 		return nil, err
 	}
-	st := &rollbackState{to: to}
-	for _, e := range entries {
-		item := restoreItem{entry: e}
-		switch e.Kind {
-		case "file":
-			current, exists, err := t.ReadFile(ctx, e.Path)
-			if err != nil {
-				return nil, err
-			}
-			if e.Existed {
-				prev, ok, err := t.ReadFile(ctx, e.Backup)
-				if err != nil {
-					return nil, err
-				}
-				if !ok {
-					// The copy is made before the rename: without it the
-					// file was never replaced.
-					item.skip = true
-					st.items = append(st.items, item)
-					continue
-				}
-				item.content = prev
-				res, err := t.Run(ctx, "stat", "-c", "%a %U:%G", e.Backup)
-				if err != nil {
-					return nil, err
-				}
-				item.mode, item.owner, _ = strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
-				if exists && string(current) == string(prev) {
-					continue
-				}
-				p.Add(plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: string(prev),
-					Diff: udiff.Unified(e.Path, e.Path, string(current), string(prev))})
-			} else {
-				if !exists {
-					continue
-				}
-				p.Add(plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: "(removed)",
-					Diff: udiff.Unified(e.Path, "/dev/null", string(current), "")})
-			}
-		case "sysctl":
-			current, err := t.ReadSysctl(ctx, e.Key)
-			if err != nil {
-				return nil, err
-			}
-			if current == e.Before || linkedZeroed(e, entries) {
-				continue
-			}
-			p.Add(plan.Change{Kind: plan.KindSysctl, Target: e.Key, Before: current, After: e.Before})
-		}
-		st.items = append(st.items, item)
+	u := &undoSet{entries: entries, links: t.linkedSysctls}
+	steps, err := u.plan(ctx, t)
+	if err != nil {
+		return nil, err
 	}
+	for _, s := range steps {
+		if s.change != nil {
+			p.Add(*s.change)
+		}
+	}
+	st := &rollbackState{to: to, steps: steps}
 	p.State = st
 	ids := make([]string, 0, len(journals))
 	for _, j := range journals {
@@ -251,71 +197,26 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 	return p, nil
 }
 
-// linkedZeroed reports whether e is the half of a linked pair (overcommit
-// kbytes/ratio) that was zero before: restoring its partner restores it.
-func linkedZeroed(e JournalEntry, entries []JournalEntry) bool {
-	partners := linkedSysctls[e.Key]
-	if len(partners) == 0 || e.Before != "0" {
-		return false
-	}
-	for _, o := range entries {
-		if o.Kind == "sysctl" && o.Key == partners[0] && o.Before != "0" {
-			return true
-		}
-	}
-	return false
-}
-
+// Apply undoes the planned steps and, once the last step of a module
+// that changed something is done, lets the module act (pgconf restarts
+// postgres before the pool under it shrinks).
 func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error {
 	st, _ := p.State.(*rollbackState)
 	if st == nil {
 		return nil
 	}
-	changed := map[string]bool{}
-	for _, c := range p.Changes {
-		changed[c.Target] = true
-	}
-	for i, item := range st.items {
-		e := item.entry
-		t.Module = e.Module
-		switch {
-		case item.skip:
-		case e.Kind == "file" && changed[e.Path] && e.Existed:
-			if err := t.WriteFile(ctx, e.Path, item.content, writeOpts(item)); err != nil {
-				return err
-			}
-		case e.Kind == "file" && changed[e.Path]:
-			if err := t.RemoveFile(ctx, e.Path); err != nil {
-				return err
-			}
-		case e.Kind == "sysctl" && changed[e.Key]:
-			if err := t.SetSysctl(ctx, e.Key, e.Before); err != nil {
-				return err
-			}
+	after := func(ctx context.Context, module string) error {
+		hook, ok := m.hooks[module]
+		if !ok {
+			return nil
 		}
-		// Once the last entry of a module is back, let the module act
-		// (pgconf restarts postgres before the pool under it shrinks).
-		last := i == len(st.items)-1 || st.items[i+1].entry.Module != e.Module
-		if hook, ok := m.hooks[e.Module]; ok && last && moduleChanged(st.items, e.Module, changed) {
-			if err := hook.AfterRollback(ctx, t); err != nil {
-				return fmt.Errorf("%s: %w", e.Module, err)
-			}
+		t.Module = module
+		if err := hook.AfterRollback(ctx, t); err != nil {
+			return fmt.Errorf("%s: %w", module, err)
 		}
+		return nil
 	}
-	return nil
-}
-
-func writeOpts(item restoreItem) transport.WriteOptions {
-	return transport.WriteOptions{Mode: item.mode, Owner: item.owner}
-}
-
-func moduleChanged(items []restoreItem, module string, changed map[string]bool) bool {
-	for _, it := range items {
-		if it.entry.Module == module && changed[it.entry.Path+it.entry.Key] {
-			return true
-		}
-	}
-	return false
+	return runUndo(ctx, t, st.steps, undoOptions{after: after})
 }
 
 func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error {

@@ -61,13 +61,24 @@ func TestRestorePoint(t *testing.T) {
 
 func TestLinkedZeroed(t *testing.T) {
 	entries := []JournalEntry{
-		{Kind: "sysctl", Key: "vm.overcommit_kbytes", Before: "0"},
-		{Kind: "sysctl", Key: "vm.overcommit_ratio", Before: "50"},
+		{Kind: "sysctl", Module: "overcommit", Key: "vm.overcommit_kbytes", Before: "0"},
+		{Kind: "sysctl", Module: "overcommit", Key: "vm.overcommit_ratio", Before: "50"},
 	}
-	if !linkedZeroed(entries[0], entries) {
+	// The module declares the pair (LinkedSysctls); the engine knows no key.
+	pair := map[string][]string{"vm.overcommit_kbytes": {"vm.overcommit_ratio"}, "vm.overcommit_ratio": {"vm.overcommit_kbytes"}}
+	u := &undoSet{entries: entries, links: func(module, key string) []string {
+		if module != "overcommit" {
+			return nil
+		}
+		return pair[key]
+	}}
+	if !u.linkedZeroed(entries[0]) {
 		t.Error("kbytes=0 with ratio=50 before: restoring the ratio restores kbytes")
 	}
-	if linkedZeroed(entries[1], entries) {
+	if u.linkedZeroed(entries[1]) {
 		t.Error("the ratio itself must be restored")
+	}
+	if (&undoSet{entries: entries}).linkedZeroed(entries[0]) {
+		t.Error("keys no module links are restored each")
 	}
 }

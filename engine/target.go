@@ -39,6 +39,29 @@ type Target struct {
 	Module string
 
 	outputs map[string]map[string]any
+	// modules is the runner's registry: what modules declare (linked
+	// kernel keys) is looked up there.
+	modules map[string]Module
+}
+
+// Operations the engine runs as scripts on a host, named for fakes (see
+// transport.Op).
+const (
+	OpRecordFile   transport.Op = "journal-record-file" // Args[4..5]: path, backup directory
+	OpRunDir       transport.Op = "journal-run-dir"     // Args[4]: the run's directory
+	OpReadJournals transport.Op = "read-journals"       // Args[4]: state directory
+	OpSetSysctl    transport.Op = "set-sysctl"          // Args[4..5]: key, value
+	OpWriteSysfs   transport.Op = "write-sysfs"         // Args[4..5]: path, value
+	OpStat         transport.Op = "stat"                // Args[3]: path; prints "mode user:group"
+	OpService      transport.Op = "service"             // Args: systemctl ACTION [UNIT]
+)
+
+// RunID is the id of the run changing the host; "" in check mode.
+func (t *Target) RunID() string {
+	if t.Journal == nil {
+		return ""
+	}
+	return t.Journal.RunID
 }
 
 // Output returns a value an earlier module planned (hugepages.pool, ...).
@@ -126,35 +149,29 @@ func (t *Target) RemoveFile(ctx context.Context, p string) error {
 const sysctlScript = `if command -v sysctl >/dev/null 2>&1; then exec sysctl -q -w "$1=$2"; fi
 printf '%s\n' "$2" > "/proc/sys/$(printf %s "$1" | tr . /)"`
 
-// linkedSysctls are keys the kernel changes as a side effect of writing
-// another: vm.overcommit_kbytes and vm.overcommit_ratio zero each other.
-var linkedSysctls = map[string][]string{
-	"vm.overcommit_kbytes": {"vm.overcommit_ratio"},
-	"vm.overcommit_ratio":  {"vm.overcommit_kbytes"},
-}
-
-// SetSysctl sets a live kernel value, recording the previous one.
+// SetSysctl sets a live kernel value, recording the previous one. When
+// the module declares that writing key changes other keys
+// (LinkedSysctls), their values are recorded too, so undo can give back
+// whichever was in force.
 func (t *Target) SetSysctl(ctx context.Context, key, value string) error {
 	if strings.ContainsAny(key, "/ \n") || strings.Contains(key, "..") {
 		return fmt.Errorf("invalid sysctl key %q", key)
 	}
 	if t.Journal != nil {
-		// Writing one of a linked pair zeroes the other: record both, so
-		// rollback can give back whichever was in force.
-		keys := append([]string{key}, linkedSysctls[key]...)
-		before := map[string]string{}
+		keys := append([]string{key}, t.linkedSysctls(t.Module, key)...)
+		entries := make([]JournalEntry, 0, len(keys))
 		for _, k := range keys {
 			v, err := t.ReadSysctl(ctx, k)
 			if err != nil {
 				return err
 			}
-			before[k] = v
+			entries = append(entries, JournalEntry{Kind: "sysctl", Module: t.Module, Key: k, Before: v})
 		}
-		if err := t.Journal.recordSysctl(ctx, t.Module, before, keys...); err != nil {
+		if err := t.Journal.record(ctx, entries...); err != nil {
 			return err
 		}
 	}
-	if _, err := t.Run(ctx, "sh", "-c", sysctlScript, "sh", key, value); err != nil {
+	if _, err := t.Transport.Run(ctx, transport.Command{Op: OpSetSysctl, Args: []string{"sh", "-c", sysctlScript, "sh", key, value}, Become: t.Become}); err != nil {
 		return fmt.Errorf("set %s=%s: %w", key, value, err)
 	}
 	return nil
@@ -167,4 +184,27 @@ func (t *Target) ReadSysctl(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// Service runs a systemd action on the host: systemctl daemon-reload, or
+// systemctl ACTION UNIT for restart, try-restart and reload. It is
+// recorded first: undo runs it again once what it acted on (a unit file,
+// a drop-in) is back.
+func (t *Target) Service(ctx context.Context, unit, action string) error {
+	if err := validService(unit, action); err != nil {
+		return err
+	}
+	if t.Journal != nil {
+		if err := t.Journal.record(ctx, JournalEntry{Kind: "service", Module: t.Module, Unit: unit, Action: action}); err != nil {
+			return err
+		}
+	}
+	args := []string{"systemctl", action}
+	if unit != "" {
+		args = append(args, unit)
+	}
+	if _, err := t.Transport.Run(ctx, transport.Command{Op: OpService, Args: args, Become: t.Become}); err != nil {
+		return fmt.Errorf("systemctl %s: %w", strings.TrimSpace(action+" "+unit), err)
+	}
+	return nil
 }

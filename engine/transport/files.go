@@ -155,7 +155,7 @@ func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byt
 	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	res, err := t.Run(ctx, Command{Args: []string{"sh", "-c", readScript, "sh", path}, Become: become})
+	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readScript, "sh", path}, Become: become})
 	var exitErr *ExitError
 	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
 		return nil, fmt.Errorf("read %s: %w", path, os.ErrNotExist)
@@ -238,6 +238,7 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 		data = []byte{}
 	}
 	_, err := t.Run(ctx, Command{
+		Op: OpWriteFile,
 		Args: []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup,
 			strconv.Itoa(len(data)), opts.AsUser, prepScript, emitScript},
 		Stdin:  data,
@@ -268,7 +269,7 @@ func RemoveFile(ctx context.Context, t Transport, path, backup string, become bo
 	if err := checkPath(path); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	_, err := t.Run(ctx, Command{Args: []string{"sh", "-c", removeScript, "sh", path, backup, "", emitScript}, Become: become})
+	_, err := t.Run(ctx, Command{Op: OpRemoveFile, Args: []string{"sh", "-c", removeScript, "sh", path, backup, "", emitScript}, Become: become})
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
@@ -289,7 +290,7 @@ func MakeDir(ctx context.Context, t Transport, p, owner string, become bool) err
 	if err := checkPath(p); err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
-	if _, err := t.Run(ctx, Command{Args: []string{"sh", "-c", mkdirScript, "sh", p, owner}, Become: become}); err != nil {
+	if _, err := t.Run(ctx, Command{Op: OpMakeDir, Args: []string{"sh", "-c", mkdirScript, "sh", p, owner}, Become: become}); err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
 	return nil

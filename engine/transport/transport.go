@@ -19,7 +19,22 @@ type Command struct {
 	// Become runs the command privileged (sudo -n) when the login user is
 	// not root. It is a no-op for root.
 	Become bool
+	// Op names what a script-backed command does (OpReadFile, ...), so a
+	// fake host can answer the operation instead of matching script
+	// text. Real transports ignore it.
+	Op Op
 }
+
+// Op names a host operation that pgtune runs as a script.
+type Op string
+
+// The file operations of this package.
+const (
+	OpReadFile   Op = "read-file"   // Args[4]: path
+	OpWriteFile  Op = "write-file"  // Args[4..7]: path, mode, owner, backup; Stdin: content
+	OpRemoveFile Op = "remove-file" // Args[4..5]: path, backup
+	OpMakeDir    Op = "make-dir"    // Args[4..5]: path, owner
+)
 
 // String renders the command as it would be typed, for logs and errors.
 // Multi-line arguments (inline scripts: sh -c SCRIPT) are cut to their

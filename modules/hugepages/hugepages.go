@@ -233,6 +233,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 			return err
 		}
 	}
+	mark := t.Mark()
 	if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
 		return err
 	}
@@ -242,44 +243,41 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	grow := st.Pages > st.PrevPages
 	if grow {
 		if err := prepare(ctx, t, true); err != nil {
-			return m.backOut(ctx, t, st, fmt.Errorf("prepare memory: %w", err))
+			return m.backOut(ctx, t, st, mark, fmt.Errorf("prepare memory: %w", err))
 		}
 	}
 	got, err := setPool(ctx, t, st.Pages)
 	if err != nil {
-		return m.backOut(ctx, t, st, err)
+		return m.backOut(ctx, t, st, mark, err)
 	}
 	if got < st.Pages && grow {
 		if t.Log != nil {
 			t.Log.Warn("huge page shortfall, compacting and retrying", "got", got, "want", st.Pages)
 		}
 		if err := prepare(ctx, t, false); err != nil {
-			return m.backOut(ctx, t, st, fmt.Errorf("compact memory: %w", err))
+			return m.backOut(ctx, t, st, mark, fmt.Errorf("compact memory: %w", err))
 		}
 		if got, err = setPool(ctx, t, st.Pages); err != nil {
-			return m.backOut(ctx, t, st, err)
+			return m.backOut(ctx, t, st, mark, err)
 		}
 	}
 	if got != st.Pages {
-		return m.backOut(ctx, t, st, fmt.Errorf("allocated %d of %d huge pages (%s of %s)",
+		return m.backOut(ctx, t, st, mark, fmt.Errorf("allocated %d of %d huge pages (%s of %s)",
 			got, st.Pages, sysctlconf.Bytes(got*st.PageSize), sysctlconf.Bytes(st.Pages*st.PageSize)))
 	}
 	return nil
 }
 
-// backOut puts the pool and the files back as they were and returns cause
-// with what was restored.
-func (m *Module) backOut(ctx context.Context, t *engine.Target, st *State, cause error) error {
+// backOut undoes what Apply recorded since mark (the pool, then the
+// files, newest first) and returns cause with what was restored.
+func (m *Module) backOut(ctx context.Context, t *engine.Target, st *State, mark engine.JournalMark, cause error) error {
 	var errs []string
-	if err := t.SetSysctl(ctx, key, sysctlconf.Itoa(st.PrevPages)); err != nil {
+	if err := t.UndoSince(ctx, mark); err != nil {
 		errs = append(errs, err.Error())
 	} else if got, err := livePages(ctx, t); err != nil {
 		errs = append(errs, err.Error())
 	} else if got != st.PrevPages {
 		errs = append(errs, fmt.Sprintf("pool is at %d pages, not back at %d", got, st.PrevPages))
-	}
-	if err := sysctlconf.Restore(ctx, t, st.Files); err != nil {
-		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; backing out also failed: %s", cause, strings.Join(errs, "; "))

@@ -373,7 +373,8 @@ func TestApplyCommentsOverride(t *testing.T) {
 	if got := h.Files["/etc/sysctl.conf"]; got != want {
 		t.Errorf("sysctl.conf:\n%s\nwant:\n%s", got, want)
 	}
-	if got := h.Files["/etc/sysctl.conf.pgtune-bak"]; got != "# local\nvm.nr_hugepages = 100\nkernel.pid_max = 4194304\n" {
+	// The run's journal keeps the file as it was.
+	if got, _ := h.Backup("/etc/sysctl.conf"); got != "# local\nvm.nr_hugepages = 100\nkernel.pid_max = 4194304\n" {
 		t.Errorf("backup: %q", got)
 	}
 	if _, ok := h.Links["/etc/sysctl.d/99-sysctl.conf"]; !ok {

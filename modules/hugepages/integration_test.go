@@ -176,7 +176,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	if err := os.WriteFile(other, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(other); os.Remove(other + ".pgtune-bak") })
+	t.Cleanup(func() { os.Remove(other) })
 
 	m := New()
 	tr := transport.NewLocal()
@@ -213,7 +213,8 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	if !strings.Contains(string(data), "# vm.nr_hugepages = 3  # commented out by pgtune") {
 		t.Errorf("other file: %q", data)
 	}
-	if b, _ := os.ReadFile(other + ".pgtune-bak"); string(b) != content {
+	// The run's journal keeps the file as it was.
+	if b, _ := os.ReadFile(filepath.Join(tg.Journal.Dir(), "files", other)); string(b) != content {
 		t.Errorf("backup: %q", b)
 	}
 	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), prm)

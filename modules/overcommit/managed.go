@@ -5,11 +5,21 @@ import (
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
 
-var _ engine.TargetManager = (*Module)(nil)
+var (
+	_ engine.TargetManager = (*Module)(nil)
+	_ engine.LinkedSysctls = (*Module)(nil)
+)
 
 // keyRatio is written by the kernel when kbytes is (they zero each other),
 // so the engine journals it with the module's changes.
 const keyRatio = "vm.overcommit_ratio"
+
+// LinkedSysctls declares that writing vm.overcommit_kbytes zeroes
+// vm.overcommit_ratio and the reverse (mm/util.c): the journal records
+// both, and undo restores whichever was in force.
+func (*Module) LinkedSysctls() map[string][]string {
+	return map[string][]string{keyKbytes: {keyRatio}, keyRatio: {keyKbytes}}
+}
 
 // Manages says what rollback may put back for this module: the overcommit
 // kernel values and sysctl configuration files.

@@ -49,7 +49,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	if err := transport.MakeDir(ctx, t.Transport, path.Dir(st.Dropin), pg.Owner, t.Become); err != nil {
 		return err // names the directory
 	}
-	var written []fileChange
+	mark := t.Mark()
 	for _, f := range st.Files {
 		// In directories the owner controls (conf.d, the data
 		// directory), the owner writes: see transport's "Who acts".
@@ -59,12 +59,11 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		}
 		if err := t.WriteFile(ctx, f.Path, f.After, opts); err != nil {
 			werr := fmt.Errorf("write %s: %w", f.Path, err)
-			if rerr := restoreFiles(context.WithoutCancel(ctx), t, written); rerr != nil {
+			if rerr := t.UndoSince(context.WithoutCancel(ctx), mark); rerr != nil {
 				return fmt.Errorf("%w; restoring the files written before it failed too: %v", werr, rerr)
 			}
 			return werr
 		}
-		written = append(written, f)
 	}
 	if !st.Restart {
 		return nil
@@ -104,7 +103,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	} else {
 		cause = res.failure()
 	}
-	return recoverStart(ctx, t, pg, written, cause)
+	return recoverStart(ctx, t, pg, mark, cause)
 }
 
 // startIfLeftStopped starts a stopped server when a pgtune restart marker
@@ -143,13 +142,13 @@ func startIfLeftStopped(ctx context.Context, t *engine.Target, pg *facts.Postgre
 // recoverStart undoes the files and starts the server on them again. It
 // runs to the end even when the run is being cancelled: a server left down
 // is the one outcome pgtune must not produce.
-func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, written []fileChange, cause string) error {
+func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, mark engine.JournalMark, cause string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*restartTimeout*time.Second)
 	defer cancel()
 	if t.Log != nil {
 		t.Log.Error("postgres did not start with the new settings; restoring the previous configuration", "cause", cause)
 	}
-	if err := restoreFiles(rctx, t, written); err != nil {
+	if err := t.UndoSince(rctx, mark); err != nil {
 		return fmt.Errorf("%s; restoring the previous configuration FAILED: %v; postgres may be down: restore the backups of run %s and start it by hand",
 			failedStart(cause), err, runID(t))
 	}
@@ -188,10 +187,10 @@ func failedStart(cause string) string {
 }
 
 func runID(t *engine.Target) string {
-	if t.Journal == nil {
-		return "(none)"
+	if id := t.RunID(); id != "" {
+		return id
 	}
-	return t.Journal.RunID
+	return "(none)"
 }
 
 // Verify reads back the files and, when the server runs (and no restart is

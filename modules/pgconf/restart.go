@@ -2,7 +2,6 @@ package pgconf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
-	"github.com/pgtune/pgtune/engine/transport"
 )
 
 // restartScript restarts the cluster and waits until it accepts
@@ -327,24 +325,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " / ")
-}
-
-// restoreFiles puts back the previous content of every file Apply wrote,
-// newest first; a file that did not exist is removed. It does not go
-// through the journal: the journal already holds the first backup.
-func restoreFiles(ctx context.Context, t *engine.Target, written []fileChange) error {
-	var errs []error
-	for i := len(written) - 1; i >= 0; i-- {
-		f := written[i]
-		var err error
-		if f.Existed {
-			err = transport.WriteFile(ctx, t.Transport, f.Path, f.Before, transport.WriteOptions{Become: t.Become})
-		} else {
-			err = transport.RemoveFile(ctx, t.Transport, f.Path, "", t.Become)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

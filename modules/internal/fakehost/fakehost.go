@@ -1,9 +1,10 @@
-// Package fakehost is an in-memory host for module unit tests: it answers
-// the fixed scripts the engine and the modules run (read, write, remove a
-// file, set a sysctl, prepare memory, list NUMA nodes, resolve links, list
-// committers) and models the kernel rules the modules depend on: a pool
-// the kernel may not fully give, overcommit_kbytes and overcommit_ratio
-// zeroing each other, CommitLimit computed as mm/util.c does.
+// Package fakehost is an in-memory host for module unit tests: the
+// engine's typed operations are answered by internal/fakehost (files,
+// kernel values, the journal), the modules' own scripts (prepare memory,
+// list NUMA nodes, resolve links, list committers) here, and it models the
+// kernel rules the modules depend on: a pool the kernel may not fully
+// give, overcommit_kbytes and overcommit_ratio zeroing each other,
+// CommitLimit computed as mm/util.c does.
 package fakehost
 
 import (
@@ -15,22 +16,26 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
+	base "github.com/pgtune/pgtune/internal/fakehost"
+)
+
+// StateDir and RunID name the journal of the targets the host hands out.
+const (
+	StateDir = "/var/lib/pgtune/runs"
+	RunID    = "20261130T000000Z-fake00"
 )
 
 // Host is the fake. Sizes are kB like /proc/meminfo.
 type Host struct {
-	mu sync.Mutex
-
-	Files map[string]string
-	Links map[string]string // symlink → target path
-
-	Sysctl map[string]string
+	// Host holds the files (Files, Links), the kernel values (Sysctl) and
+	// the Log; its Log lines for the journal's own files start with
+	// "journal".
+	*base.Host
 
 	MemTotalKB, MemAvailableKB, SwapKB, CommittedKB, HugePageKB int64
 	InUsePages                                                  int64
@@ -49,23 +54,13 @@ type Host struct {
 
 	// Committers is the output of the committers script.
 	Committers string
-
-	// Log records one summary line per command, in order.
-	Log []string
 }
 
 // New returns a 16 GiB single-node host with 2 MiB huge pages, no pool,
 // default overcommit and no sysctl files.
 func New() *Host {
-	return &Host{
-		Files: map[string]string{},
-		Links: map[string]string{},
-		Sysctl: map[string]string{
-			"vm.nr_hugepages":      "0",
-			"vm.overcommit_memory": "0",
-			"vm.overcommit_kbytes": "0",
-			"vm.overcommit_ratio":  "50",
-		},
+	h := &Host{
+		Host:           base.New(),
 		MemTotalKB:     16 << 20,
 		MemAvailableKB: 15 << 20,
 		CommittedKB:    2 << 20,
@@ -74,21 +69,23 @@ func New() *Host {
 		SUnreclaimKB:   128 << 10,
 		Nodes:          1,
 	}
+	h.Sysctl["vm.nr_hugepages"] = "0"
+	h.Sysctl["vm.overcommit_memory"] = "0"
+	h.Sysctl["vm.overcommit_kbytes"] = "0"
+	h.Sysctl["vm.overcommit_ratio"] = "50"
+	h.OnSysctl = h.setSysctl
+	h.StateDir = StateDir
+	h.Generated = func(p string) (string, bool) {
+		if p != "/proc/meminfo" {
+			return "", false
+		}
+		return h.Meminfo(), true
+	}
+	h.Other = h.runScript
+	return h
 }
 
-func (h *Host) resolve(p string) string {
-	for i := 0; i < 10; i++ {
-		t, ok := h.Links[p]
-		if !ok {
-			return p
-		}
-		if !path.IsAbs(t) {
-			t = path.Join(path.Dir(p), t)
-		}
-		p = t
-	}
-	return p
-}
+func (h *Host) resolve(p string) string { return h.Resolve(p) }
 
 func (h *Host) pages() int64 {
 	n, _ := strconv.ParseInt(h.Sysctl["vm.nr_hugepages"], 10, 64)
@@ -121,8 +118,8 @@ func (h *Host) Meminfo() string {
 
 // Facts builds what Gather would report, with the real precedence rules.
 func (h *Host) Facts() *facts.Facts {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.Lock()
+	defer h.Unlock()
 	mi := map[string]int64{}
 	for _, line := range strings.Split(h.Meminfo(), "\n") {
 		f := strings.Fields(line)
@@ -187,20 +184,28 @@ func (h *Host) Target(name string) *engine.Target {
 	}
 	return &engine.Target{
 		Name: name, Transport: h, Facts: f, Scope: scope,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Journal:  engine.NewJournal(RunID, name, StateDir, h, false),
+		StateDir: StateDir,
 	}
 }
 
-func (h *Host) setSysctl(key, value string) error {
+// Backup returns what the run's journal kept of p before it changed.
+func (h *Host) Backup(p string) (string, bool) {
+	h.Lock()
+	defer h.Unlock()
+	b, ok := h.Files[path.Join(StateDir, RunID, "files", p)]
+	return b, ok
+}
+
+// setSysctl is the kernel's rule for a write (base.Host.OnSysctl).
+func (h *Host) setSysctl(sysctl map[string]string, key, value string) (string, error) {
 	if h.ReadOnly {
-		return fmt.Errorf("sysctl: permission denied on key %q", key)
-	}
-	if _, ok := h.Sysctl[key]; !ok {
-		return fmt.Errorf("sysctl: cannot stat /proc/sys/%s: No such file or directory", strings.ReplaceAll(key, ".", "/"))
+		return "", fmt.Errorf("sysctl: permission denied on key %q", key)
 	}
 	n, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
-		return fmt.Errorf("sysctl: setting key %q: Invalid argument", key)
+		return "", fmt.Errorf("sysctl: setting key %q: Invalid argument", key)
 	}
 	switch key {
 	case "vm.nr_hugepages":
@@ -209,66 +214,24 @@ func (h *Host) setSysctl(key, value string) error {
 		}
 		value = strconv.FormatInt(n, 10)
 	case "vm.overcommit_kbytes":
-		h.Sysctl["vm.overcommit_ratio"] = "0"
+		sysctl["vm.overcommit_ratio"] = "0"
 	case "vm.overcommit_ratio":
-		h.Sysctl["vm.overcommit_kbytes"] = "0"
+		sysctl["vm.overcommit_kbytes"] = "0"
 	}
-	h.Sysctl[key] = value
-	return nil
+	return value, nil
 }
 
-// Run answers the fixed scripts by what they do.
-func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return transport.Result{}, err
-	}
+// runScript answers the modules' own scripts, which carry no Op.
+func (h *Host) runScript(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	h.Lock()
+	defer h.Unlock()
 	a := cmd.Args
-	if len(a) < 3 || a[0] != "sh" || a[1] != "-c" {
+	if len(a) < 4 || a[0] != "sh" || a[1] != "-c" {
 		return h.fail(cmd, 127, "fakehost: unsupported command")
 	}
 	script, args := a[2], a[4:]
 	ok := func(out string) (transport.Result, error) { return transport.Result{Stdout: []byte(out)}, nil }
 	switch {
-	case strings.Contains(script, "exec cat --"): // transport.ReadFile
-		p := args[0]
-		h.Log = append(h.Log, "read "+p)
-		switch p {
-		case "/proc/meminfo":
-			return ok(h.Meminfo())
-		}
-		if strings.HasPrefix(p, "/proc/sys/") {
-			k := strings.ReplaceAll(strings.TrimPrefix(p, "/proc/sys/"), "/", ".")
-			if v, found := h.Sysctl[k]; found {
-				return ok(v + "\n")
-			}
-		}
-		data, found := h.Files[h.resolve(p)]
-		if !found {
-			return h.fail(cmd, 44, "")
-		}
-		return ok(data)
-	case strings.Contains(script, "mktemp"): // transport.WriteFile
-		p, backup := args[0], args[3]
-		h.Log = append(h.Log, "write "+p)
-		if old, found := h.Files[h.resolve(p)]; found && backup != "" {
-			h.Files[backup] = old
-		}
-		h.Files[p] = string(cmd.Stdin)
-		delete(h.Links, p) // rename replaces a link with a file
-		return ok("")
-	case strings.Contains(script, "rm -f --"): // transport.RemoveFile
-		h.Log = append(h.Log, "remove "+args[0])
-		delete(h.Files, args[0])
-		delete(h.Links, args[0])
-		return ok("")
-	case strings.Contains(script, "sysctl -q -w"): // Target.SetSysctl
-		h.Log = append(h.Log, "sysctl "+args[0]+"="+args[1])
-		if err := h.setSysctl(args[0], args[1]); err != nil {
-			return h.fail(cmd, 1, err.Error())
-		}
-		return ok("")
 	case strings.Contains(script, "drop_caches"): // hugepages prepare
 		h.Log = append(h.Log, "prepare "+args[0])
 		if args[0] == "full" {
@@ -300,19 +263,4 @@ func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result
 func (h *Host) fail(cmd transport.Command, code int, msg string) (transport.Result, error) {
 	res := transport.Result{ExitCode: code, Stderr: []byte(msg)}
 	return res, &transport.ExitError{Command: cmd.String(), Result: res}
-}
-
-func (h *Host) Close() error { return nil }
-
-// Commands returns the log lines matching prefix.
-func (h *Host) Commands(prefix string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, l := range h.Log {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return out
 }

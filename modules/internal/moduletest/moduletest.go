@@ -16,7 +16,9 @@ import (
 )
 
 // LocalTarget gathers this machine's facts through tr and binds them for
-// expressions (file "policy.yml"), as the runner does for a host.
+// expressions (file "policy.yml"), as the runner does for a host. Its
+// journal (and the backups of what it changes) is in a directory the test
+// removes.
 func LocalTarget(t *testing.T, tr transport.Transport) *engine.Target {
 	t.Helper()
 	f, err := facts.Gather(context.Background(), tr, facts.Options{})
@@ -32,7 +34,8 @@ func LocalTarget(t *testing.T, tr transport.Transport) *engine.Target {
 		t.Fatal(err)
 	}
 	return &engine.Target{Name: "localhost", Transport: tr, Facts: f, Scope: scope,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Journal: engine.NewJournal("moduletest", "localhost", t.TempDir(), tr, false)}
 }
 
 // Changes renders a plan's changes one per line: "file PATH" for files,

@@ -252,9 +252,8 @@ func Apply(ctx context.Context, t *engine.Target, p *Plan) error {
 		return p.ConflictError()
 	}
 	for _, e := range p.Edits {
-		// Without a journal (tests, tools) keep a backup beside the file;
-		// the name does not end in .conf, so sysctl never reads it.
-		if err := t.WriteFile(ctx, e.Path, e.After, transport.WriteOptions{Backup: e.Path + ".pgtune-bak"}); err != nil {
+		// The run's journal keeps the file as it was (Target.WriteFile).
+		if err := t.WriteFile(ctx, e.Path, e.After, transport.WriteOptions{}); err != nil {
 			return fmt.Errorf("comment out overriding lines: %w", err)
 		}
 	}
@@ -264,18 +263,6 @@ func Apply(ctx context.Context, t *engine.Target, p *Plan) error {
 		}
 	}
 	return nil
-}
-
-// RestoreOwn puts the own file back as it was before Apply (used when a
-// live change fails and the module backs out).
-func RestoreOwn(ctx context.Context, t *engine.Target, p *Plan) error {
-	if !p.Changed() {
-		return nil
-	}
-	if !p.Existed {
-		return t.RemoveFile(ctx, p.File.Path)
-	}
-	return t.WriteFile(ctx, p.File.Path, p.Before, transport.WriteOptions{})
 }
 
 // VerifyOwn checks that the own file holds what was planned.
@@ -314,24 +301,6 @@ func Bytes(n int64) string {
 		return "-" + s
 	}
 	return s
-}
-
-// Restore puts back every file Apply wrote: the own file and the files
-// whose lines it commented out.
-func Restore(ctx context.Context, t *engine.Target, p *Plan) error {
-	var errs []string
-	if err := RestoreOwn(ctx, t, p); err != nil {
-		errs = append(errs, err.Error())
-	}
-	for _, e := range p.Edits {
-		if err := t.WriteFile(ctx, e.Path, e.Before, transport.WriteOptions{}); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("restore files: %s", strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // Meminfo reads /proc/meminfo on the host: kB values in bytes, HugePages_*

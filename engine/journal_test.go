@@ -10,20 +10,27 @@ func TestValidateJournal(t *testing.T) {
 	const state = "/var/lib/pgtune/runs"
 	const run = "20261130T190000Z-a1b2c3"
 	managed := map[string]bool{
-		"hugepages sysctl vm.nr_hugepages":                     true,
-		"hugepages file /etc/sysctl.d/10-hugepages.conf":       true,
-		"overcommit sysctl vm.overcommit_memory":               true,
-		"pgconf file /etc/postgresql/15/main/conf.d/002.conf":  true,
-		"pgconf file /etc/postgresql/15/main/postgresql.conf":  true,
-		"overcommit file /etc/sysctl.d/99-overcommit.conf":     true,
-		"overcommit sysctl vm.overcommit_ratio":                true,
-		"hugepages file /etc/sysctl.d/../../etc/passwd":        true, // never asked: not clean
-		"pgconf file /etc/postgresql/15/main/conf.d/x\n.conf":  true, // never asked: control character
-		"overcommit sysctl vm.overcommit_kbytes":               true,
-		"hugepages file /etc/sysctl.d/10-hugepages.conf.extra": false,
+		"hugepages sysctl vm.nr_hugepages":                      true,
+		"hugepages file /etc/sysctl.d/10-hugepages.conf":        true,
+		"overcommit sysctl vm.overcommit_memory":                true,
+		"pgconf file /etc/postgresql/15/main/conf.d/002.conf":   true,
+		"pgconf file /etc/postgresql/15/main/postgresql.conf":   true,
+		"overcommit file /etc/sysctl.d/99-overcommit.conf":      true,
+		"overcommit sysctl vm.overcommit_ratio":                 true,
+		"hugepages file /etc/sysctl.d/../../etc/passwd":         true, // never asked: not clean
+		"pgconf file /etc/postgresql/15/main/conf.d/x\n.conf":   true, // never asked: control character
+		"overcommit sysctl vm.overcommit_kbytes":                true,
+		"hugepages file /etc/sysctl.d/10-hugepages.conf.extra":  false,
+		"thp sysfs /sys/kernel/mm/transparent_hugepage/enabled": true,
+		"thp sysfs /sys/../etc/passwd":                          true, // never asked: not clean
+		"oom service daemon-reload":                             true,
+		"oom service postgresql@15-main.service":                true,
 	}
 	manages := func(e JournalEntry) error {
 		target := e.Path + e.Key
+		if k := kindOf(e.Kind); k != nil {
+			target = k.target(e)
+		}
 		if !managed[e.Module+" "+e.Kind+" "+target] {
 			return errors.New("module " + e.Module + " does not manage it on this host")
 		}
@@ -41,7 +48,13 @@ func TestValidateJournal(t *testing.T) {
 		file("pgconf", "/etc/postgresql/15/main/conf.d/002.conf"),
 		sysctl("overcommit", "vm.overcommit_memory", "0"),
 	}
-	with := func(e JournalEntry) []JournalEntry { return append(append([]JournalEntry(nil), good...), e) }
+	sysfs := func(p, before string) JournalEntry {
+		return JournalEntry{Kind: "sysfs", Module: "thp", Path: p, Before: before}
+	}
+	service := func(unit, action string) JournalEntry {
+		return JournalEntry{Kind: "service", Module: "oom", Unit: unit, Action: action}
+	}
+	with := func(e ...JournalEntry) []JournalEntry { return append(append([]JournalEntry(nil), good...), e...) }
 
 	tests := []struct {
 		name    string
@@ -85,6 +98,28 @@ func TestValidateJournal(t *testing.T) {
 			want: "a kernel entry with a file"},
 		{name: "unknown kind", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "exec", Module: "pgconf", Path: "/bin/sh"})},
 			want: "entry 5 (exec  by module pgconf): unknown kind"},
+		{name: "sysfs value", dir: run, journal: JournalRecord{RunID: run, Entries: with(sysfs("/sys/kernel/mm/transparent_hugepage/enabled", "madvise"))}},
+		{name: "sysfs outside /sys", dir: run, journal: JournalRecord{RunID: run, Entries: with(sysfs("/sys/../etc/passwd", "x"))},
+			want: "not a clean absolute path under /sys/"},
+		{name: "sysfs not managed", dir: run, journal: JournalRecord{RunID: run, Entries: with(sysfs("/sys/kernel/mm/ksm/run", "1"))},
+			want: "module thp does not manage it"},
+		{name: "sysfs with a backup", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "sysfs", Module: "thp",
+			Path: "/sys/kernel/mm/transparent_hugepage/enabled", Backup: state + "/" + run + "/files/x"})},
+			want: "a sysfs entry with a file backup"},
+		{name: "sysfs multi-line value", dir: run, journal: JournalRecord{RunID: run, Entries: with(sysfs("/sys/kernel/mm/transparent_hugepage/enabled", "never\nx"))},
+			want: "the previous value is not a kernel value"},
+		{name: "service actions", dir: run, journal: JournalRecord{RunID: run, Entries: with(service("", "daemon-reload"), service("postgresql@15-main.service", "restart"))}},
+		{name: "service action pgtune never runs", dir: run, journal: JournalRecord{RunID: run, Entries: with(service("postgresql@15-main.service", "stop"))},
+			want: `service action "stop" is not one pgtune runs`},
+		{name: "service unit that is an option", dir: run, journal: JournalRecord{RunID: run, Entries: with(service("--root=/tmp/x.service", "restart"))},
+			want: "is not a systemd unit name"},
+		{name: "daemon-reload with a unit", dir: run, journal: JournalRecord{RunID: run, Entries: with(service("postgresql@15-main.service", "daemon-reload"))},
+			want: "daemon-reload names no unit"},
+		{name: "service with a file", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "service", Module: "oom", Action: "daemon-reload", Path: "/etc/passwd"})},
+			want: "a service entry with a file"},
+		{name: "file entry with a service action", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "file", Module: "hugepages",
+			Path: "/etc/sysctl.d/10-hugepages.conf", Backup: state + "/" + run + "/files/etc/sysctl.d/10-hugepages.conf", Action: "restart"})},
+			want: "a file entry with a service action"},
 		{name: "first bad entry is named", dir: run, journal: JournalRecord{RunID: run, Entries: []JournalEntry{
 			sysctl("overcommit", "kernel.core_pattern", "core"), file("pgconf", "/etc/passwd")}},
 			want: "entry 1 (sysctl kernel.core_pattern = core by module overcommit)"},

@@ -122,18 +122,9 @@ func startIfLeftStopped(ctx context.Context, t *engine.Target, pg *facts.Postgre
 	if t.Log != nil {
 		t.Log.Warn("postgres is stopped after an unfinished pgtune restart; starting it", "marker", marker, "restart", what)
 	}
-	res, err := restartPostgres(ctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
-		res, err = restartPostgres(ctx, t, pg, false)
-	}
-	if err == nil && res.ok() {
+	why := restartFailure(startAgain(ctx, t, pg))
+	if why == "" {
 		return true, nil
-	}
-	why := ""
-	if err != nil {
-		why = err.Error()
-	} else {
-		why = res.failure()
 	}
 	return false, fmt.Errorf("postgres (%s) is stopped: a restart pgtune began (%s) never brought it back, and starting it failed: %s; start it by hand (backups are under %s)",
 		pg.DataDir, what, why, t.StateDir)
@@ -158,19 +149,8 @@ func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, mar
 		return fmt.Errorf("%s; previous configuration restored, postgres still running on it (pid %d)",
 			failedStart(cause), now.NewPID)
 	}
-	// Start it again: with pg_restart if that is how it is run, then with
-	// the built-in method if that did not bring it up.
-	res, err := restartPostgres(rctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
-		res, err = restartPostgres(rctx, t, pg, false)
-	}
-	if err != nil || !res.ok() {
-		why := ""
-		if err != nil {
-			why = err.Error()
-		} else {
-			why = res.failure()
-		}
+	res, err := startAgain(rctx, t, pg)
+	if why := restartFailure(res, err); why != "" {
 		return fmt.Errorf("%s; the previous configuration was restored but postgres did NOT start again: %s; start it by hand",
 			failedStart(cause), why)
 	}

@@ -162,6 +162,29 @@ func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	return runRestartScript(ctx, t, pg, cmd, "restart")
 }
 
+// startAgain (re)starts the server as pgtune does when it must come back:
+// with pg_restart when the inventory sets one, then with the built-in
+// method if that did not bring it up.
+func startAgain(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
+	res, err := restartPostgres(ctx, t, pg, true)
+	if t.PGRestart != "" && (err != nil || !res.ok()) {
+		res, err = restartPostgres(ctx, t, pg, false)
+	}
+	return res, err
+}
+
+// restartFailure says why a restart did not bring the server up; "" when
+// it did.
+func restartFailure(res *restartResult, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case !res.ok():
+		return res.failure()
+	}
+	return ""
+}
+
 // postgresStatus tells whether the server is up, without touching it.
 func postgresStatus(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
 	return runRestartScript(ctx, t, pg, "", "status")

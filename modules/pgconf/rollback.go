@@ -18,10 +18,7 @@ func (m *Module) AfterRollback(ctx context.Context, t *engine.Target) error {
 	if pg == nil || !pg.Running {
 		return nil
 	}
-	res, err := restartPostgres(ctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
-		res, err = restartPostgres(ctx, t, pg, false)
-	}
+	res, err := startAgain(ctx, t, pg)
 	if err != nil {
 		return fmt.Errorf("restart on the restored configuration: %w", err)
 	}

@@ -44,17 +44,14 @@ func (fileSetter) Apply(ctx context.Context, t *Target, _ *plan.ModulePlan) erro
 
 func (fileSetter) Verify(context.Context, *Target, *plan.ModulePlan) error { return nil }
 
-// healthyHost answers what the runner asks a host besides the typed
-// operations: the facts gather (a recorded VM's output), the state
-// directory check and the host lock, as cannedHost does.
+// healthyHost answers the facts gather with a recorded VM's output; the
+// fake answers the state directory and the lock as a healthy host.
 func healthyHost(t *testing.T, h *fakehost.Host) {
 	gather, err := os.ReadFile("facts/testdata/gather-debian-vm.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Other = func(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-		return cannedHost{gather: gather}.Run(ctx, cmd)
-	}
+	h.Other = cannedHost(gather).Other
 }
 
 func TestApplyRefusesDrift(t *testing.T) {

@@ -70,7 +70,7 @@ func checkStateDir(ctx context.Context, t transport.Transport, dir string, becom
 	if create {
 		flag = "1"
 	}
-	res, err := t.Run(ctx, transport.Command{Args: append([]string{"sh", "-c", stateDirScript, "sh", flag}, levels...), Become: become})
+	res, err := t.Run(ctx, transport.Command{Op: OpStateDir, Args: append([]string{"sh", "-c", stateDirScript, "sh", flag}, levels...), Become: become})
 	out := strings.TrimSpace(string(res.Stdout))
 	var exitErr *transport.ExitError
 	switch {
@@ -221,7 +221,7 @@ type hostLock struct {
 func acquireHostLock(ctx context.Context, t transport.Transport, dir, runID string, become bool) (*hostLock, error) {
 	lockFile := path.Join(dir, "lock")
 	fifo := path.Join(dir, "lock-"+runID+".fifo")
-	if _, err := t.Run(ctx, transport.Command{Args: []string{"sh", "-c", lockAnswerScript, "sh", fifo, "1"}, Become: become}); err != nil {
+	if _, err := t.Run(ctx, transport.Command{Op: OpLockFifo, Args: []string{"sh", "-c", lockAnswerScript, "sh", fifo, "1"}, Become: become}); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	host, _ := os.Hostname()
@@ -232,6 +232,7 @@ func acquireHostLock(ctx context.Context, t transport.Transport, dir, runID stri
 	go func() {
 		defer close(l.done)
 		l.res, l.err = t.Run(hctx, transport.Command{
+			Op:     OpLockHold,
 			Args:   []string{"sh", "-c", lockHolderScript, "sh", lockFile, fifo, string(info), lockWait, lockHeartbeat},
 			Become: become,
 		})
@@ -247,7 +248,7 @@ func acquireHostLock(ctx context.Context, t transport.Transport, dir, runID stri
 	defer cancel()
 	got := make(chan answered, 1)
 	go func() {
-		res, err := t.Run(actx, transport.Command{Args: []string{"sh", "-c", lockAnswerScript, "sh", fifo, "0"}, Become: become})
+		res, err := t.Run(actx, transport.Command{Op: OpLockAnswer, Args: []string{"sh", "-c", lockAnswerScript, "sh", fifo, "0"}, Become: become})
 		got <- answered{res, err}
 	}()
 	var a answered
@@ -258,7 +259,7 @@ func acquireHostLock(ctx context.Context, t transport.Transport, dir, runID stri
 		a, ended = answered{l.res, l.err}, true
 		cancel()
 		<-got
-		_, _ = t.Run(ctx, transport.Command{Args: []string{"rm", "-f", "--", fifo}, Become: become})
+		_, _ = t.Run(ctx, transport.Command{Op: OpLockCleanup, Args: []string{"rm", "-f", "--", fifo}, Become: become})
 	}
 	answer, rest, _ := strings.Cut(string(a.res.Stdout), "\n")
 	switch {

@@ -15,37 +15,24 @@ import (
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
 // cannedHost answers the facts gather with a recorded VM's output, takes
 // the state directory and the host lock as a healthy host would (the lock
-// holder runs until released), and fails every other command, as a host
-// without PostgreSQL would.
-type cannedHost struct{ gather []byte }
-
-func (h cannedHost) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	script := ""
-	if len(cmd.Args) > 2 {
-		script = cmd.Args[2]
+// holder runs until released: internal/fakehost), and fails every other
+// command, as a host without PostgreSQL would.
+func cannedHost(gather []byte) *fakehost.Host {
+	h := fakehost.New()
+	h.Other = func(_ context.Context, cmd transport.Command) (transport.Result, error) {
+		if len(cmd.Args) > 2 && strings.Contains(cmd.Args[2], "/proc/meminfo") {
+			return transport.Result{Stdout: gather}, nil
+		}
+		res := transport.Result{ExitCode: 1}
+		return res, &transport.ExitError{Command: cmd.String(), Result: res}
 	}
-	switch {
-	case strings.Contains(script, "/proc/meminfo"):
-		return transport.Result{Stdout: h.gather}, nil
-	case script == stateDirScript:
-		return transport.Result{Stdout: []byte("ok\n")}, nil
-	case script == lockAnswerScript && cmd.Args[len(cmd.Args)-1] == "0":
-		return transport.Result{Stdout: []byte("locked\n")}, nil
-	case script == lockAnswerScript:
-		return transport.Result{}, nil
-	case script == lockHolderScript:
-		<-ctx.Done()
-		return transport.Result{}, ctx.Err()
-	}
-	res := transport.Result{ExitCode: 1}
-	return res, &transport.ExitError{Command: cmd.String(), Result: res}
+	return h
 }
-
-func (cannedHost) Close() error { return nil }
 
 // panicky is a module with a bug that some hosts trip: in check on one
 // host, in apply on another.
@@ -97,7 +84,7 @@ func TestPanicFailsOnlyItsHost(t *testing.T) {
 				var m map[string]int
 				m["connect"]++ // assignment to a nil map
 			}
-			return cannedHost{gather: gather}, nil
+			return cannedHost(gather), nil
 		},
 	}
 	hosts, err := Targets(inv, book, "")

@@ -54,6 +54,13 @@ const (
 	OpWriteSysfs   transport.Op = "write-sysfs"         // Args[4..5]: path, value
 	OpStat         transport.Op = "stat"                // Args[3]: path; prints "mode user:group"
 	OpService      transport.Op = "service"             // Args: systemctl ACTION [UNIT]
+
+	// The state directory and the host lock (hostlock.go).
+	OpStateDir    transport.Op = "state-dir"    // prints ok, absent, or the reason (exit 3)
+	OpLockFifo    transport.Op = "lock-fifo"    // makes the FIFO the holder answers through
+	OpLockHold    transport.Op = "lock-hold"    // takes and holds the lock until cancelled
+	OpLockAnswer  transport.Op = "lock-answer"  // prints the holder's answer: locked, or busy and who
+	OpLockCleanup transport.Op = "lock-cleanup" // removes the FIFO of a holder that ended
 )
 
 // RunID is the id of the run changing the host; "" in check mode.

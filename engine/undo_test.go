@@ -223,6 +223,8 @@ func TestFakeKnowsEngineOps(t *testing.T) {
 	pairs := [][2]transport.Op{
 		{OpRecordFile, fakehost.OpRecordFile}, {OpRunDir, fakehost.OpRunDir}, {OpReadJournals, fakehost.OpReadJournals},
 		{OpSetSysctl, fakehost.OpSetSysctl}, {OpWriteSysfs, fakehost.OpWriteSysfs}, {OpStat, fakehost.OpStat}, {OpService, fakehost.OpService},
+		{OpStateDir, fakehost.OpStateDir}, {OpLockFifo, fakehost.OpLockFifo}, {OpLockHold, fakehost.OpLockHold},
+		{OpLockAnswer, fakehost.OpLockAnswer}, {OpLockCleanup, fakehost.OpLockCleanup},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {
@@ -245,7 +247,6 @@ func TestRollbackCheck(t *testing.T) {
 	const run1, run2 = "20261101T000000Z-aaaaaa", "20261102T000000Z-bbbbbb"
 	backup := func(run, p string) string { return testState + "/" + run + "/files" + p }
 	h := newFakeHost()
-	h.Other = stateDirOK
 	// Run 1 wrote a.conf and created new.conf, set the pair and THP; run 2
 	// changed a.conf again.
 	writeJournal(t, h, JournalRecord{RunID: run1, Entries: []JournalEntry{
@@ -328,13 +329,4 @@ func TestRollbackCheck(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
-}
-
-// stateDirOK answers the state directory check as a healthy host does.
-func stateDirOK(_ context.Context, cmd transport.Command) (transport.Result, error) {
-	if len(cmd.Args) > 2 && cmd.Args[2] == stateDirScript {
-		return transport.Result{Stdout: []byte("ok\n")}, nil
-	}
-	res := transport.Result{ExitCode: 127}
-	return res, &transport.ExitError{Command: cmd.String(), Result: res}
 }

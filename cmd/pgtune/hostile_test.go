@@ -15,6 +15,7 @@ import (
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -33,30 +34,16 @@ const hostileGather = "M MemTotal: 8388608 kB\nM MemAvailable: 4194304 kB\nM Hug
 	"F /etc/sysctl.d/99-\x1b[8mhidden\r.conf\nL vm.overcommit_memory = 0\n"
 
 // hostileHost answers every command with hostileGather: the facts parse
-// it, discovery finds no cluster in it.
-type hostileHost struct{}
-
-func (hostileHost) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	script := ""
-	if len(cmd.Args) > 2 {
-		script = cmd.Args[2]
+// it, discovery finds no cluster in it. The state directory and the host
+// lock are answered as a healthy host answers them (internal/fakehost):
+// the hostility under test is in the facts and the module.
+func hostileHost() transport.Transport {
+	h := fakehost.New()
+	h.Other = func(context.Context, transport.Command) (transport.Result, error) {
+		return transport.Result{Stdout: []byte(hostileGather)}, nil
 	}
-	// The state directory and the host lock, as a healthy host answers
-	// them: the hostility under test is in the facts and the module.
-	switch {
-	case strings.HasPrefix(script, "set -u\ncreate=$1"):
-		return transport.Result{Stdout: []byte("ok\n")}, nil
-	case strings.Contains(script, "mkfifo") && cmd.Args[len(cmd.Args)-1] == "0":
-		return transport.Result{Stdout: []byte("locked\n")}, nil
-	case strings.Contains(script, "mkfifo"):
-		return transport.Result{}, nil
-	case strings.Contains(script, "flock -E 75"):
-		<-ctx.Done()
-		return transport.Result{}, ctx.Err()
-	}
-	return transport.Result{Stdout: []byte(hostileGather)}, nil
+	return h
 }
-func (hostileHost) Close() error { return nil }
 
 // hostileModule stands in for pgconf on that host: it plans a rewrite of
 // a postgresql.auto.conf under the host's data directory that holds a
@@ -103,7 +90,7 @@ func hostileApp(t *testing.T, stdin string, terminal bool) (*App, *bytes.Buffer,
 	app.Stdin, app.Stdout, app.Stderr = strings.NewReader(stdin), &out, &errOut
 	app.IsTerminal = func() bool { return terminal }
 	app.Modules = []engine.Module{hostileModule{}}
-	app.Dial = func(context.Context, *inventory.Host) (transport.Transport, error) { return hostileHost{}, nil }
+	app.Dial = func(context.Context, *inventory.Host) (transport.Transport, error) { return hostileHost(), nil }
 	return app, &out, &errOut, []string{"-i", inv, book}
 }
 

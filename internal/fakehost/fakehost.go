@@ -29,6 +29,11 @@ const (
 	OpWriteSysfs   transport.Op = "write-sysfs"
 	OpStat         transport.Op = "stat"
 	OpService      transport.Op = "service"
+	OpStateDir     transport.Op = "state-dir"
+	OpLockFifo     transport.Op = "lock-fifo"
+	OpLockHold     transport.Op = "lock-hold"
+	OpLockAnswer   transport.Op = "lock-answer"
+	OpLockCleanup  transport.Op = "lock-cleanup"
 )
 
 // missingExit is how transport.ReadFile's script says a file is absent.
@@ -68,6 +73,14 @@ type Host struct {
 	// Other answers commands without a known Op (a module's own
 	// scripts, the facts gather); nil fails them with status 127.
 	Other func(ctx context.Context, cmd transport.Command) (transport.Result, error)
+
+	// StateDirAnswer is what the state directory check prints: "ok"
+	// (the default), "absent", or a reason it is refused.
+	StateDirAnswer string
+	// LockedBy, when set, is the content of a lock another run holds:
+	// taking the lock answers busy. Unset, the lock is free and held
+	// until the run releases it (its context ends).
+	LockedBy string
 
 	// StateDir is where journals live: file operations under it are
 	// logged with "journal " in front, so tests of a module's commands
@@ -128,6 +141,9 @@ func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result
 	if err := ctx.Err(); err != nil {
 		return transport.Result{}, err
 	}
+	if cmd.Op == OpLockHold {
+		return h.holdLock(ctx, cmd)
+	}
 	h.mu.Lock()
 	op, ok := ops[cmd.Op]
 	if !ok {
@@ -186,6 +202,12 @@ var ops = map[transport.Op]opFunc{
 	OpWriteSysfs:   (*Host).writeSysfs,
 	OpStat:         (*Host).stat,
 	OpService:      (*Host).service,
+	OpStateDir:     (*Host).stateDir,
+	OpLockFifo:     func(h *Host, _ transport.Command, _ []string) (transport.Result, error) { return h.logOK("lock fifo") },
+	OpLockAnswer:   (*Host).lockAnswer,
+	OpLockCleanup: func(h *Host, _ transport.Command, _ []string) (transport.Result, error) {
+		return h.logOK("lock cleanup")
+	},
 }
 
 func (h *Host) logPath(verb, p string) {
@@ -349,4 +371,45 @@ func (h *Host) service(_ transport.Command, a []string) (transport.Result, error
 	h.Log = append(h.Log, "service "+line)
 	h.Services = append(h.Services, line)
 	return ok("")
+}
+
+// stateDir answers the state directory check (exit 3 with a reason).
+func (h *Host) stateDir(cmd transport.Command, _ []string) (transport.Result, error) {
+	h.Log = append(h.Log, "state dir")
+	switch h.StateDirAnswer {
+	case "", "ok":
+		return ok("ok\n")
+	case "absent":
+		return ok("absent\n")
+	}
+	res := transport.Result{ExitCode: 3, Stdout: []byte(h.StateDirAnswer + "\n")}
+	return res, &transport.ExitError{Command: cmd.String(), Result: res}
+}
+
+// lockAnswer is the holder's answer: locked, or busy and the lock's
+// content.
+func (h *Host) lockAnswer(_ transport.Command, _ []string) (transport.Result, error) {
+	if h.LockedBy != "" {
+		h.Log = append(h.Log, "lock busy")
+		return ok("busy\n" + h.LockedBy + "\n")
+	}
+	h.Log = append(h.Log, "lock taken")
+	return ok("locked\n")
+}
+
+// holdLock is the lock holder: it ends at once when another run holds
+// the lock (exit 75), else when the run releases it.
+func (h *Host) holdLock(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	h.mu.Lock()
+	busy := h.LockedBy
+	h.mu.Unlock()
+	if busy != "" {
+		res := transport.Result{ExitCode: 75, Stdout: []byte("busy\n" + busy + "\n")}
+		return res, &transport.ExitError{Command: cmd.String(), Result: res}
+	}
+	<-ctx.Done()
+	h.mu.Lock()
+	h.Log = append(h.Log, "lock released")
+	h.mu.Unlock()
+	return transport.Result{}, ctx.Err()
 }

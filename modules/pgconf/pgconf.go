@@ -72,7 +72,7 @@ var managed = []string{"huge_pages", "huge_page_size", "shared_buffers"}
 type fileChange struct {
 	Path    string
 	Existed bool
-	Before  []byte // previous content, kept so a failed start can be undone without the journal
+	Before  []byte // previous content (the plan's diff; undo uses the journal's backup)
 	After   []byte
 	Mode    string // for a new file
 	Owner   string // for a new file
@@ -226,102 +226,163 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		return nil, fmt.Errorf("cannot tell the owner of %s", pg.DataDir)
 	}
 
-	confDir := path.Dir(pg.ConfigFile)
-	dropin := s.dropin
-	if !path.IsAbs(dropin) {
-		dropin = path.Join(confDir, dropin)
+	c := newCheckRun(pg, s)
+	if err := c.readConfiguration(ctx, t); err != nil {
+		return nil, err
 	}
-	dropin = path.Clean(dropin)
-	autoConf := path.Join(pg.DataDir, "postgresql.auto.conf")
-	optsFile := path.Join(pg.DataDir, "postmaster.opts")
+	if err := c.renderDropin(ctx, t); err != nil {
+		return nil, err
+	}
+	if err := c.findOverrides(); err != nil {
+		return nil, err
+	}
+	fit, err := c.size(ctx, t, hp)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.plan(ctx, t, p, fit); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	// Snapshot the configuration: the main file, auto.conf, the drop-in
-	// and its directory, then whatever the includes reach.
-	fs := newConfFS()
-	want := []string{"f:" + pg.ConfigFile, "f:" + autoConf, "f:" + dropin, "d:" + path.Dir(dropin), "f:" + optsFile}
-	var cur *walk
+// checkRun is one Check on one cluster, step by step: read the cluster's
+// configuration, render the drop-in into a planned copy of it, find the
+// settings that would override the drop-in, size shared_buffers against
+// the planned configuration, plan the changes.
+type checkRun struct {
+	pg *facts.Postgres
+	s  settings
+	// The configuration's files: the main file's directory, the drop-in,
+	// postgresql.auto.conf and postmaster.opts.
+	confDir, dropin, autoConf, optsFile string
+
+	fs          *confFS   // the configuration as it is
+	main        *confFile // its main file
+	planned     *confFS   // as it will be
+	pw          *walk     // the planned configuration, walked
+	includeLine string    // appended to the main file ("" when not needed)
+	overrides   []override
+}
+
+func newCheckRun(pg *facts.Postgres, s settings) *checkRun {
+	c := &checkRun{pg: pg, s: s, confDir: path.Dir(pg.ConfigFile)}
+	c.dropin = s.dropin
+	if !path.IsAbs(c.dropin) {
+		c.dropin = path.Join(c.confDir, c.dropin)
+	}
+	c.dropin = path.Clean(c.dropin)
+	c.autoConf = path.Join(pg.DataDir, "postgresql.auto.conf")
+	c.optsFile = path.Join(pg.DataDir, "postmaster.opts")
+	return c
+}
+
+// readConfiguration snapshots the configuration: the main file, auto.conf,
+// the drop-in and its directory, then whatever the includes reach.
+func (c *checkRun) readConfiguration(ctx context.Context, t *engine.Target) error {
+	pg := c.pg
+	c.fs = newConfFS()
+	want := []string{"f:" + pg.ConfigFile, "f:" + c.autoConf, "f:" + c.dropin, "d:" + path.Dir(c.dropin), "f:" + c.optsFile}
 	for round := 0; ; round++ {
-		if err := readInto(ctx, t, pg, fs, want); err != nil {
-			return nil, err
+		if err := readInto(ctx, t, pg, c.fs, want); err != nil {
+			return err
 		}
-		if cur, err = walkConfig(fs, pg.ConfigFile, autoConf); err != nil {
-			return nil, err
+		cur, err := walkConfig(c.fs, pg.ConfigFile, c.autoConf)
+		if err != nil {
+			return err
 		}
 		if len(cur.Missing) == 0 {
 			break
 		}
 		if round > maxDepth {
-			return nil, fmt.Errorf("configuration includes do not settle after %d rounds", round)
+			return fmt.Errorf("configuration includes do not settle after %d rounds", round)
 		}
 		want = cur.Missing
 	}
-	main := fs.Files[pg.ConfigFile]
-	if !main.Exists {
-		return nil, fmt.Errorf("config file %s does not exist", pg.ConfigFile)
+	c.main = c.fs.Files[pg.ConfigFile]
+	if !c.main.Exists {
+		return fmt.Errorf("config file %s does not exist", pg.ConfigFile)
 	}
+	return nil
+}
 
-	// The planned files, with a placeholder shared_buffers (valid, so the
-	// server accepts the file): sizing runs with shared_buffers on the
-	// command line, which beats every file.
-	planned := fs.clone()
+// renderDropin makes the planned files, with a placeholder shared_buffers
+// (valid, so the server accepts the file): sizing runs with
+// shared_buffers on the command line, which beats every file. When the
+// configuration does not read the drop-in, the main file includes it.
+func (c *checkRun) renderDropin(ctx context.Context, t *engine.Target) error {
+	pg, dropin := c.pg, c.dropin
+	planned := c.fs.clone()
 	planned.put(dropin, dropinContent(placeholder))
-	pw, err := walkConfig(planned, pg.ConfigFile, autoConf)
+	pw, err := walkConfig(planned, pg.ConfigFile, c.autoConf)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	includeLine := ""
 	if !pw.reads(dropin) {
-		includeLine = includeDirective(confDir, dropin)
-		planned.put(pg.ConfigFile, appendLine(main.Content, includeLine))
-		if pw, err = walkConfig(planned, pg.ConfigFile, autoConf); err != nil {
-			return nil, err
+		c.includeLine = includeDirective(c.confDir, dropin)
+		planned.put(pg.ConfigFile, appendLine(c.main.Content, c.includeLine))
+		if pw, err = walkConfig(planned, pg.ConfigFile, c.autoConf); err != nil {
+			return err
 		}
 		if len(pw.Missing) > 0 {
-			if err := readInto(ctx, t, pg, fs, pw.Missing); err != nil {
-				return nil, err
+			if err := readInto(ctx, t, pg, c.fs, pw.Missing); err != nil {
+				return err
 			}
 			for _, k := range pw.Missing {
 				if k[0] == 'd' {
-					planned.Dirs[k[2:]] = fs.Dirs[k[2:]]
+					planned.Dirs[k[2:]] = c.fs.Dirs[k[2:]]
 				} else {
-					planned.Files[k[2:]] = fs.Files[k[2:]]
+					planned.Files[k[2:]] = c.fs.Files[k[2:]]
 				}
 			}
 			planned.put(dropin, dropinContent(placeholder))
-			if pw, err = walkConfig(planned, pg.ConfigFile, autoConf); err != nil {
-				return nil, err
+			if pw, err = walkConfig(planned, pg.ConfigFile, c.autoConf); err != nil {
+				return err
 			}
 		}
 		if !pw.reads(dropin) {
-			return nil, fmt.Errorf("%s would not be read even with %q in %s", dropin, includeLine, pg.ConfigFile)
+			return fmt.Errorf("%s would not be read even with %q in %s", dropin, c.includeLine, pg.ConfigFile)
 		}
 	}
+	c.planned, c.pw = planned, pw
+	return nil
+}
 
-	// Settings after the drop-in that would win over it.
-	overrides := findOverrides(pw, dropin)
-	overrides = append(overrides, commandLineOverrides(fs.Files[optsFile], optsFile, pg.Running)...)
-	if s.onOverride == "fix" {
-		for _, o := range overrides {
-			if !o.Fixable {
-				continue
-			}
-			f := planned.Files[o.Entry.File]
-			c, err := commentOut(f.Content, o.Entry.Line, "disabled by pgtune: it overrode "+displayPath(confDir, dropin))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", o.Entry.where(), err)
-			}
-			planned.put(o.Entry.File, c)
+// findOverrides finds the settings after the drop-in that would win over
+// it, and with on_override: fix comments them out in the planned files.
+func (c *checkRun) findOverrides() error {
+	c.overrides = findOverrides(c.pw, c.dropin)
+	c.overrides = append(c.overrides, commandLineOverrides(c.fs.Files[c.optsFile], c.optsFile, c.pg.Running)...)
+	if c.s.onOverride != "fix" {
+		return nil
+	}
+	for _, o := range c.overrides {
+		if !o.Fixable {
+			continue
 		}
+		f := c.planned.Files[o.Entry.File]
+		content, err := commentOut(f.Content, o.Entry.Line, "disabled by pgtune: it overrode "+displayPath(c.confDir, c.dropin))
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Entry.where(), err)
+		}
+		c.planned.put(o.Entry.File, content)
 	}
+	return nil
+}
 
-	// Size against the planned configuration in a scratch data directory.
-	pw, err = walkConfig(planned, pg.ConfigFile, autoConf)
+// size fits shared_buffers to the pool against the planned configuration
+// in a scratch data directory, and checks that the planned files make the
+// server read the drop-in's values, as postgres itself says: they must be
+// ours unless a known override (not fixed) wins.
+func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing, error) {
+	pg, s := c.pg, c.s
+	pw, err := walkConfig(c.planned, pg.ConfigFile, c.autoConf)
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
-	sc, err := makeScratch(ctx, t, pg, planned, pw, autoConf)
+	sc, err := makeScratch(ctx, t, pg, c.planned, pw, c.autoConf)
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
 	defer removeScratch(t, pg, sc)
 	first, err := probe(ctx, t, pg, sc,
@@ -329,15 +390,15 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		query{Name: "block_size"},
 		query{Name: "shared_buffers"}, query{Name: "huge_pages"}, query{Name: "huge_page_size"})
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
 	segAtPool, err := facts.ParseInt("postgres -C shared_memory_size", first[0], 0, facts.MaxBytes/mib)
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
 	block, err := facts.ParseInt("postgres -C block_size", first[1], 1, maxBlockSize)
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
 	fit, err := fitPool(ctx, s.pool, hp, block, segAtPool, func(ctx context.Context, sb int64) (int64, int64, error) {
 		v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size", SharedBuffers: sb},
@@ -356,11 +417,8 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		return mb, pages, nil
 	})
 	if err != nil {
-		return nil, err
+		return sizing{}, err
 	}
-
-	// What the planned files make the server read, as postgres itself
-	// says: it must be ours unless a known override (not fixed) wins.
 	got := map[string]string{"shared_buffers": first[2], "huge_pages": first[3], "huge_page_size": first[4]}
 	for _, name := range managed {
 		var same bool
@@ -373,14 +431,21 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		case "huge_page_size":
 			same = sameSetting(name, got[name], "0")
 		}
-		if same || overridden(overrides, name, s.onOverride) {
+		if same || overridden(c.overrides, name, s.onOverride) {
 			continue
 		}
-		return nil, fmt.Errorf("postgres -C %s on the planned configuration answers %q, not the drop-in's value: something overrides %s that pgtune could not locate",
-			name, got[name], dropin)
+		return sizing{}, fmt.Errorf("postgres -C %s on the planned configuration answers %q, not the drop-in's value: something overrides %s that pgtune could not locate",
+			name, got[name], c.dropin)
 	}
+	return fit, nil
+}
 
-	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: overrides,
+// plan fills p: the state and outputs, the changes (files first, in the
+// order Apply writes them), and whether the running server needs a
+// restart to take the values.
+func (c *checkRun) plan(ctx context.Context, t *engine.Target, p *plan.ModulePlan, fit sizing) error {
+	pg, s, dropin := c.pg, c.s, c.dropin
+	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: c.overrides,
 		SharedBuffers: fit.SharedBuffers, SegmentMB: fit.SegmentMB, SegmentPages: fit.SegmentPages}
 	p.State = st
 	p.Outputs = map[string]any{
@@ -388,56 +453,67 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		"segment":        fit.SegmentMB * mib,
 		"segment_pages":  fit.SegmentPages,
 	}
-
-	// The changes, files first, in the order Apply writes them.
-	planned.put(dropin, dropinContent(fit.SharedBuffers))
-	owner := pg.Owner + ":"
-	for _, o := range overrides {
+	c.planned.put(dropin, dropinContent(fit.SharedBuffers))
+	for _, o := range c.overrides {
 		if s.onOverride == "fail" || !o.Fixable {
 			p.Add(plan.Change{Kind: plan.KindAction, Target: o.Entry.where(),
 				Before: fmt.Sprintf("%s = %s", o.Entry.Name, o.Entry.Value),
-				After:  overrideAfter(o, s.onOverride, displayPath(confDir, dropin))})
+				After:  overrideAfter(o, s.onOverride, displayPath(c.confDir, dropin))})
 		}
 	}
+	c.planFiles(p, st)
+	return c.planRestart(ctx, t, p, st, fit)
+}
+
+// planFiles adds the files to write: those whose overrides are commented
+// out, the main file when it must include the drop-in, the drop-in.
+func (c *checkRun) planFiles(p *plan.ModulePlan, st *State) {
 	var files []string
-	if s.onOverride == "fix" {
-		for _, o := range overrides {
+	if c.s.onOverride == "fix" {
+		for _, o := range c.overrides {
 			if o.Fixable && !slices.Contains(files, o.Entry.File) {
 				files = append(files, o.Entry.File)
 			}
 		}
 	}
-	if includeLine != "" && !slices.Contains(files, pg.ConfigFile) {
-		files = append(files, pg.ConfigFile)
+	if c.includeLine != "" && !slices.Contains(files, c.pg.ConfigFile) {
+		files = append(files, c.pg.ConfigFile)
 	}
-	files = append(files, dropin)
+	files = append(files, c.dropin)
+	owner := c.pg.Owner + ":"
 	for _, f := range files {
-		before := fs.Files[f]
-		after := planned.Files[f].Content
+		before := c.fs.Files[f]
+		after := c.planned.Files[f].Content
 		if before != nil && before.Exists && string(before.Content) == string(after) {
 			continue
 		}
-		fc := fileChange{Path: fs.target(f), After: after}
+		fc := fileChange{Path: c.fs.target(f), After: after}
 		if before != nil && before.Exists {
 			fc.Existed, fc.Before = true, before.Content
 		} else {
-			fc.Mode, fc.Owner = newFileMode(main.Mode), owner
+			fc.Mode, fc.Owner = newFileMode(c.main.Mode), owner
 		}
 		st.Files = append(st.Files, fc)
 		p.Add(plan.Change{Kind: plan.KindFile, Target: fc.Path, Before: string(fc.Before), After: string(after),
 			Diff: udiff.Unified(diffLabel(fc.Path, fc.Existed, "a"), diffLabel(fc.Path, true, "b"), string(fc.Before), string(after))})
 	}
+}
 
-	// The running server: does it need a restart to take the values?
+// planRestart decides whether the running server must restart to take
+// the values (or notes a pending restart), after checking the pool has
+// room for the new segment.
+func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.ModulePlan, st *State, fit sizing) error {
+	pg, s := c.pg, c.s
 	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=0", formatSize(fit.SharedBuffers))
 	var live map[string]string
 	if pg.Running {
+		var err error
 		if live, err = liveSettings(ctx, t, pg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
-		return nil, err
+		return err
 	}
 	if pg.Running {
 		before, differs := describeLive(live)
@@ -458,7 +534,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	}
 	p.Note(fmt.Sprintf("segment %d MB = %d huge pages of a %d-page pool (shared_buffers %s, %d probes)",
 		fit.SegmentMB, fit.SegmentPages, fit.PoolPages, formatSize(fit.SharedBuffers), fit.Probes+1))
-	return p, nil
+	return nil
 }
 
 // describeLive renders the running values and returns a test for whether

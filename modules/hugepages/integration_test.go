@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
 	"github.com/pgtune/pgtune/modules/internal/moduletest"
@@ -111,7 +112,7 @@ type shortKernel struct {
 
 func (s *shortKernel) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
 	a := cmd.Args
-	if len(a) == 6 && a[0] == "sh" && strings.Contains(a[2], "sysctl -q -w") && a[4] == "vm.nr_hugepages" {
+	if cmd.Op == engine.OpSetSysctl && len(a) == 6 && a[4] == "vm.nr_hugepages" {
 		s.writes = append(s.writes, a[5])
 		if n, err := strconv.ParseInt(a[5], 10, 64); err == nil && s.by > 0 && len(s.writes) <= 2 {
 			cmd.Args = append(append([]string(nil), a[:5]...), strconv.FormatInt(n-s.by, 10))

@@ -22,6 +22,7 @@ import (
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
 	base "github.com/pgtune/pgtune/internal/fakehost"
+	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
 
 // StateDir and RunID name the journal of the targets the host hands out.
@@ -221,7 +222,9 @@ func (h *Host) setSysctl(sysctl map[string]string, key, value string) (string, e
 	return value, nil
 }
 
-// runScript answers the modules' own scripts, which carry no Op.
+// runScript answers the modules' own scripts: sysctlconf's by its Op,
+// the hugepages and overcommit scripts (which carry none yet) by what
+// they do.
 func (h *Host) runScript(ctx context.Context, cmd transport.Command) (transport.Result, error) {
 	h.Lock()
 	defer h.Unlock()
@@ -246,7 +249,7 @@ func (h *Host) runScript(ctx context.Context, cmd transport.Command) (transport.
 			fmt.Fprintf(&b, "%d %d\n", i, h.pages()/int64(h.Nodes))
 		}
 		return ok(b.String())
-	case strings.Contains(script, "readlink -f"):
+	case cmd.Op == sysctlconf.OpResolve:
 		h.Log = append(h.Log, "resolve "+strings.Join(args, " "))
 		var b strings.Builder
 		for _, p := range args {

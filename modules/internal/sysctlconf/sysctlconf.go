@@ -211,8 +211,11 @@ func planEdits(ctx context.Context, t *engine.Target, p *plan.ModulePlan, pl *Pl
 // resolveScript prints the real path of each argument, one a line.
 const resolveScript = `for p in "$@"; do readlink -f -- "$p" || printf '%s\n' "$p"; done`
 
+// OpResolve names resolveScript for fake hosts (Args[4:]: the paths).
+const OpResolve transport.Op = "sysctlconf-resolve"
+
 func resolve(ctx context.Context, t *engine.Target, paths []string) (map[string]string, error) {
-	res, err := t.Run(ctx, append([]string{"sh", "-c", resolveScript, "sh"}, paths...)...)
+	res, err := t.Transport.Run(ctx, transport.Command{Op: OpResolve, Args: append([]string{"sh", "-c", resolveScript, "sh"}, paths...), Become: t.Become})
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", strings.Join(paths, " "), err)
 	}

@@ -26,8 +26,8 @@ type Target struct {
 	Vars  map[string]any
 	Scope *expr.Scope
 	Log   *slog.Logger
-	// Journal records every change made on the host for rollback; nil in
-	// check mode.
+	// Journal records every change made on the host, for rollback and
+	// for undoing a failed apply (Mark, UndoSince); nil in check mode.
 	Journal *Journal
 	// StateDir holds the host's run journals and backups.
 	StateDir string

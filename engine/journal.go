@@ -47,8 +47,8 @@ type JournalRecord struct {
 type JournalEntry struct {
 	Kind string `json:"kind"` // "file", "sysctl" or "sysfs"
 	// Module is the module that made the change; rollback undoes modules
-	// in reverse order (overcommit, then pgconf with a restart, then
-	// hugepages) so postgres never sits on a pool being taken away.
+	// in the reverse of the order they ran, so that what a module planned
+	// from (a pool under the cluster) goes last.
 	Module string `json:"module,omitempty"`
 	// Path is the file changed; Backup is where its previous content is
 	// copied before it is replaced. Existed says whether there was a file

@@ -17,8 +17,8 @@ import (
 )
 
 // RollbackHook is implemented by modules that must act after their files
-// are put back (pgconf restarts postgres on its old settings and checks it
-// is up).
+// are put back (restart a service on its old settings and check it is
+// up).
 type RollbackHook interface {
 	AfterRollback(ctx context.Context, t *Target) error
 }
@@ -45,8 +45,9 @@ type rollback struct {
 // kernel.core_pattern must not make rollback write them.
 type TargetManager interface {
 	// Manages reports whether the module changes target, a clean absolute
-	// path (kind "file"), a kernel key such as vm.nr_hugepages (kind
-	// "sysctl") or a clean path under /sys/ (kind "sysfs"), on t. Facts are gathered; params are not known.
+	// path (kind "file"), a kernel key such as vm.swappiness (kind
+	// "sysctl") or a clean path under /sys/ (kind "sysfs"), on t. Facts
+	// are gathered; params are not known.
 	Manages(t *Target, kind, target string) bool
 }
 
@@ -307,7 +308,7 @@ func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) erro
 			}
 		}
 		// Once the last entry of a module is back, let the module act
-		// (pgconf restarts postgres before the pool under it shrinks).
+		// (restart a service before what it sits on is taken away).
 		last := i == len(st.items)-1 || st.items[i+1].entry.Module != e.Module
 		if hook, ok := m.hooks[e.Module]; ok && last && moduleChanged(st.items, e.Module, changed) {
 			if err := hook.AfterRollback(ctx, t); err != nil {

@@ -20,8 +20,8 @@ const maxKernelValue = 256
 var sysfsSelected = regexp.MustCompile(`\[([^\[\]\s]+)\]`)
 
 // SysfsValue is the value a sysfs file's content says is in force: the
-// bracketed word of a choice file (transparent_hugepage/enabled prints
-// every choice and brackets the selected one), else the trimmed content.
+// bracketed word of a choice file (such files print every choice and
+// bracket the selected one), else the trimmed content.
 func SysfsValue(content string) string {
 	if m := sysfsSelected.FindStringSubmatch(content); m != nil {
 		return m[1]

@@ -124,7 +124,7 @@ func startIfLeftStopped(ctx context.Context, t *engine.Target, pg *facts.Postgre
 		t.Log.Warn("postgres is stopped after an unfinished pgtune restart; starting it", "marker", marker, "restart", what)
 	}
 	res, err := restartPostgres(ctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
+	if restartCommand(t) != "" && (err != nil || !res.ok()) {
 		res, err = restartPostgres(ctx, t, pg, false)
 	}
 	if err == nil && res.ok() {
@@ -162,7 +162,7 @@ func recoverStart(ctx context.Context, t *engine.Target, pg *facts.Postgres, wri
 	// Start it again: with pg_restart if that is how it is run, then with
 	// the built-in method if that did not bring it up.
 	res, err := restartPostgres(rctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
+	if restartCommand(t) != "" && (err != nil || !res.ok()) {
 		res, err = restartPostgres(rctx, t, pg, false)
 	}
 	if err != nil || !res.ok() {

@@ -159,7 +159,7 @@ type restartResult struct {
 func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres, custom bool) (*restartResult, error) {
 	cmd := ""
 	if custom {
-		cmd = t.PGRestart
+		cmd = restartCommand(t)
 	}
 	return runRestartScript(ctx, t, pg, cmd, "restart")
 }

@@ -19,7 +19,7 @@ func (m *Module) AfterRollback(ctx context.Context, t *engine.Target) error {
 		return nil
 	}
 	res, err := restartPostgres(ctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
+	if restartCommand(t) != "" && (err != nil || !res.ok()) {
 		res, err = restartPostgres(ctx, t, pg, false)
 	}
 	if err != nil {

@@ -158,6 +158,8 @@ func (p hostProfile) transcript() string {
 	}
 	fmt.Fprintf(&b, "S vm.overcommit_memory %s\nS vm.overcommit_kbytes %s\nS vm.overcommit_ratio 0\n", p.overcommit, p.overcommitKB)
 	b.WriteString("W 1\nN 0 0\n")
+	// The thp module's facts: transparent huge pages in madvise mode.
+	b.WriteString("X thp\nY v enabled always [madvise] never\nY w enabled\nY v defrag always defer defer+madvise [madvise] never\nY w defrag\n")
 	return b.String()
 }
 

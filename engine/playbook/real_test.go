@@ -18,7 +18,7 @@ func TestDefaultPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pb.Plays) == 0 || len(pb.Plays[0].Policy) != 3 {
+	if len(pb.Plays) == 0 || len(pb.Plays[0].Policy) != 4 {
 		t.Fatalf("default policy: %+v", pb.Plays)
 	}
 	bad := strings.Replace(string(playbooks.Default), "restart: true", "restartt: true", 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/pgtune/pgtune/modules/hugepages"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
+	"github.com/pgtune/pgtune/modules/thp"
 )
 
 // All returns a new instance of every module. Their order does not
@@ -17,5 +18,6 @@ func All() []engine.Module {
 		hugepages.New(),
 		pgconf.New(),
 		overcommit.New(),
+		thp.New(),
 	}
 }

@@ -272,6 +272,14 @@ func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result
 			return h.fail(cmd, 1, err.Error())
 		}
 		return ok("")
+	case strings.Contains(script, "no such kernel setting"): // Target.SetSysfs
+		h.Log = append(h.Log, "sysfs "+args[0]+"="+args[1])
+		next, err := h.selectChoice(args[0], args[1])
+		if err != nil {
+			return h.fail(cmd, 1, err.Error())
+		}
+		h.Files[args[0]] = next
+		return ok("")
 	case strings.Contains(script, "drop_caches"): // hugepages prepare
 		h.Log = append(h.Log, "prepare "+args[0])
 		if args[0] == "full" {
@@ -318,4 +326,31 @@ func (h *Host) Commands(prefix string) []string {
 		}
 	}
 	return out
+}
+
+// selectChoice is a sysfs choice file (Files[p], "always [madvise] never")
+// after writing value: the kernel brackets the chosen word and refuses a
+// word it does not offer.
+func (h *Host) selectChoice(p, value string) (string, error) {
+	cur, found := h.Files[p]
+	if !found {
+		return "", fmt.Errorf("%s: no such kernel setting", p)
+	}
+	if h.ReadOnly || h.NotRoot {
+		return "", fmt.Errorf("%s: Permission denied", p)
+	}
+	words := strings.Fields(cur)
+	offered := false
+	for i, w := range words {
+		w = strings.Trim(w, "[]")
+		offered = offered || w == value
+		if w == value {
+			w = "[" + w + "]"
+		}
+		words[i] = w
+	}
+	if !offered {
+		return "", fmt.Errorf("write error: Invalid argument")
+	}
+	return strings.Join(words, " ") + "\n", nil
 }

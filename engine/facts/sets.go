@@ -87,7 +87,8 @@ func setsScript(sets []Set) string {
 }
 
 // parseSets hands each set its output. A set whose section is missing
-// fails the gather: the output was cut short or forged.
+// (a host answering for other modules only, output cut short) has no
+// facts: that module's check fails on its own, the others' facts stand.
 func parseSets(sets []Set, outputs map[string][]byte) (map[string]any, error) {
 	var mods map[string]any
 	for _, s := range sets {
@@ -96,7 +97,7 @@ func parseSets(sets []Set, outputs map[string][]byte) (map[string]any, error) {
 		}
 		out, ok := outputs[s.Name]
 		if !ok {
-			return nil, fmt.Errorf("no facts of %s in output", s.Name)
+			continue
 		}
 		v, err := s.Parse(out)
 		if err != nil {

@@ -65,7 +65,6 @@ func TestParseSetsErrors(t *testing.T) {
 		set  Set
 		want string
 	}{
-		{"section missing", mem, linesSet("thing", "true"), "no facts of thing in output"},
 		{"parser refuses", mem + "X broken\nY x\n", broken, "facts of broken: bad line"},
 	}
 	for _, tc := range tests {
@@ -75,6 +74,18 @@ func TestParseSetsErrors(t *testing.T) {
 				t.Fatalf("err = %v, want %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseSetsMissing: a set whose section is missing has no facts; the
+// core facts and the other sets stand.
+func TestParseSetsMissing(t *testing.T) {
+	f, err := ParseGather([]byte("M MemTotal: 1048576 kB\nX there\nY a\n"), linesSet("missing", "true"), linesSet("there", "echo a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Modules["missing"]; ok || f.Module("there") == nil || f.MemTotal != 1<<30 {
+		t.Fatalf("facts %+v", f)
 	}
 }
 

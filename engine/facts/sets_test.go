@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,10 +49,13 @@ func TestGatherSets(t *testing.T) {
 	if f.MemTotal <= 1024 {
 		t.Errorf("MemTotal %d: a snippet's output was read as meminfo", f.MemTotal)
 	}
-	if _, ok := f.Sysctl["vm.overcommit_memory"]; !ok {
-		t.Errorf("declared key not gathered: %v", f.Sysctl)
+	// Where /proc/sys/vm is hidden (a container) the key is absent, not
+	// made up.
+	_, readable := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if _, ok := f.Sysctl["vm.overcommit_memory"]; ok != (readable == nil) {
+		t.Errorf("declared key gathered %v, readable here: %v", ok, readable)
 	}
-	if len(f.Sysctl) != 1 {
+	if len(f.Sysctl) > 1 {
 		t.Errorf("gathered keys nobody declared: %v", f.Sysctl)
 	}
 }

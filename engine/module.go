@@ -5,11 +5,15 @@ package engine
 
 import (
 	"context"
+	"sort"
 
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 )
 
-// Module is one piece of policy (hugepages, pgconf, overcommit).
+// Module is one piece of policy, known to the engine only through this
+// interface and the optional ones beside it (FactDeclarer, TargetManager,
+// RollbackHook).
 //
 // One code path serves the dry run and the real run: Check computes the
 // typed change set without touching the host; Apply does exactly those
@@ -37,4 +41,32 @@ type Module interface {
 	Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error
 	// Verify confirms the changes of p took effect.
 	Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error
+}
+
+// FactDeclarer is implemented by modules that read facts beyond the host's
+// core ones: the kernel keys they read, and a snippet with its parser
+// gathered in the engine's one gather round trip. Check finds them in
+// Target.Facts (Sysctl, SysctlFiles, Module(name)); expressions as
+// facts.<name>.
+type FactDeclarer interface {
+	FactSet() facts.Set
+}
+
+// FactSets collects the fact sets of every module, in name order: facts
+// are gathered for all the runner's modules, whichever the play runs, so
+// that a module may plan from another's keys (the live pool when the pool's
+// module is not in the play) and rollback sees every module's facts.
+func FactSets(mods map[string]Module) []facts.Set {
+	names := make([]string, 0, len(mods))
+	for n := range mods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var sets []facts.Set
+	for _, n := range names {
+		if d, ok := mods[n].(FactDeclarer); ok {
+			sets = append(sets, d.FactSet())
+		}
+	}
+	return sets
 }

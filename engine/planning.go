@@ -69,11 +69,12 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	}
 }
 
-// gather (re)reads the host's facts: one round trip for the kernel side,
-// one for the cluster.
+// gather (re)reads the host's facts: one round trip for the kernel side
+// and every module's declared facts, one for the cluster.
 func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 	c := hr.host.Conn
-	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile}
+	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile,
+		Sets: FactSets(s.runner.Modules)}
 	f, err := facts.Gather(ctx, hr.tr, opts)
 	if err != nil {
 		var exitErr *transport.ExitError
@@ -111,7 +112,6 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		Log:       s.log(hr),
 		Journal:   j,
 		StateDir:  stateDir(hr.host),
-		PGRestart: hr.host.Conn.PGRestart,
 		modules:   s.runner.Modules,
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // RollbackHook is implemented by modules that must act after their files
-// are put back (pgconf restarts postgres on its old settings and checks it
-// is up).
+// are put back (restart a service on its old settings and check it is
+// up).
 type RollbackHook interface {
 	AfterRollback(ctx context.Context, t *Target) error
 }
@@ -44,7 +44,7 @@ type rollback struct {
 type TargetManager interface {
 	// Manages reports whether the module changes target on t: a clean
 	// absolute path (kinds "file" and "sysfs"), a kernel key such as
-	// vm.nr_hugepages (kind "sysctl"), a systemd unit or "daemon-reload"
+	// vm.swappiness (kind "sysctl"), a systemd unit or "daemon-reload"
 	// (kind "service"). Facts are gathered; params are not known.
 	Manages(t *Target, kind, target string) bool
 }
@@ -198,8 +198,8 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 }
 
 // Apply undoes the planned steps and, once the last step of a module
-// that changed something is done, lets the module act (pgconf restarts
-// postgres before the pool under it shrinks).
+// that changed something is done, lets the module act (a module restarts
+// the service it configures before what it sits on is taken away).
 func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error {
 	st, _ := p.State.(*rollbackState)
 	if st == nil {

@@ -31,9 +31,6 @@ type Target struct {
 	Journal *Journal
 	// StateDir holds the host's run journals and backups.
 	StateDir string
-
-	// PGRestart is the inventory's pg_restart command, when set.
-	PGRestart string
 	// Module is the module now working on the host (journal entries are
 	// tagged with it).
 	Module string
@@ -71,7 +68,7 @@ func (t *Target) RunID() string {
 	return t.Journal.RunID
 }
 
-// Output returns a value an earlier module planned (hugepages.pool, ...).
+// Output returns a value an earlier module planned (module, key).
 func (t *Target) Output(module, key string) (any, bool) {
 	v, ok := t.outputs[module][key]
 	return v, ok

@@ -168,14 +168,8 @@ func (sysctlKind) undo(ctx context.Context, t *Target, s undoStep) error {
 type sysfsKind struct{}
 
 func (sysfsKind) check(e JournalEntry, _ string) error {
-	if !cleanAbs(e.Path) || !strings.HasPrefix(e.Path, "/sys/") {
-		return errors.New("not a clean absolute path under /sys/")
-	}
-	if !kernelValue(e.Before) {
-		return errors.New("the previous value is not a kernel value")
-	}
-	if e.Backup != "" || e.Existed || e.Key != "" {
-		return errors.New("a sysfs entry with a file backup or kernel key")
+	if err := validSysfsEntry(e); err != nil {
+		return err
 	}
 	if e.Unit != "" || e.Action != "" {
 		return errors.New("a sysfs entry with a service action")
@@ -190,38 +184,21 @@ func (sysfsKind) describe(e JournalEntry) string {
 
 func (sysfsKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet) (undoStep, error) {
 	s := undoStep{entry: e}
-	b, err := transport.ReadFile(ctx, t.Transport, e.Path, t.Become)
+	current, err := t.ReadSysfs(ctx, e.Path)
 	if err != nil {
 		return s, err
 	}
-	current := strings.TrimSpace(string(b))
-	if sysfsSelected(current) == sysfsSelected(e.Before) {
+	if current == SysfsValue(e.Before) {
 		return s, nil
 	}
-	s.change = &plan.Change{Kind: plan.KindSysctl, Target: e.Path, Before: current, After: e.Before}
+	s.change = &plan.Change{Kind: plan.KindSysfs, Target: e.Path, Before: current, After: e.Before}
 	return s, nil
 }
 
+// undo writes the value back without journaling it again (the entry is
+// the record).
 func (sysfsKind) undo(ctx context.Context, t *Target, s undoStep) error {
-	if _, err := t.Transport.Run(ctx, transport.Command{Op: OpWriteSysfs,
-		Args: []string{"sh", "-c", writeSysfsScript, "sh", s.entry.Path, sysfsSelected(s.entry.Before)}, Become: t.Become}); err != nil {
-		return fmt.Errorf("write %s: %w", s.entry.Path, err)
-	}
-	return nil
-}
-
-// writeSysfsScript writes $2 to the sysfs file $1.
-const writeSysfsScript = `printf '%s\n' "$2" > "$1"`
-
-// sysfsSelected is the value a sysfs choice file has selected: "never"
-// in "always madvise [never]"; other values as they are.
-func sysfsSelected(v string) string {
-	if _, rest, ok := strings.Cut(v, "["); ok {
-		if sel, _, ok := strings.Cut(rest, "]"); ok {
-			return sel
-		}
-	}
-	return strings.TrimSpace(v)
+	return t.writeSysfs(ctx, s.entry.Path, SysfsValue(s.entry.Before))
 }
 
 // serviceKind: a systemd action run on the host. It changed nothing

@@ -284,7 +284,7 @@ func TestRollbackCheck(t *testing.T) {
 		want []string
 	}{
 		{to: "", want: []string{
-			"/sys/kernel/mm/transparent_hugepage/enabled always [madvise] never→never",
+			"/sys/kernel/mm/transparent_hugepage/enabled madvise→never",
 			"vm.overcommit_ratio 0→50", // kbytes comes back with it
 			"/etc/new.conf x→(removed)",
 			"/etc/a.conf run2 a→old a",

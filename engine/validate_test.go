@@ -8,22 +8,20 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/internal/badinput"
-	"github.com/pgtune/pgtune/modules/hugepages"
-	"github.com/pgtune/pgtune/modules/overcommit"
-	"github.com/pgtune/pgtune/modules/pgconf"
+	"github.com/pgtune/pgtune/modules/registry"
 	"github.com/pgtune/pgtune/playbooks"
 )
 
 var update = flag.Bool("update", false, "write testdata/policy/bad/*.err from the current messages")
 
-func registry() (map[string]engine.Module, playbook.Registry) {
-	return engine.Registry(hugepages.New(), pgconf.New(), overcommit.New())
+func allModules() (map[string]engine.Module, playbook.Registry) {
+	return engine.Registry(registry.All()...)
 }
 
 // TestValidatePolicyBad: every testdata/policy/bad/NAME.yml loads, and
 // ValidatePolicy refuses it, without a host, with exactly NAME.err.
 func TestValidatePolicyBad(t *testing.T) {
-	mods, reg := registry()
+	mods, reg := allModules()
 	badinput.Check(t, "testdata/policy/bad", *update, func(file string, data []byte) error {
 		book, err := playbook.Parse(file, data, reg)
 		if err != nil {
@@ -36,7 +34,7 @@ func TestValidatePolicyBad(t *testing.T) {
 // TestValidatePolicyGood: the built-in policy and the repository's
 // playbooks pass.
 func TestValidatePolicyGood(t *testing.T) {
-	mods, reg := registry()
+	mods, reg := allModules()
 	book, err := playbook.Parse(playbooks.DefaultName, playbooks.Default, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -23,9 +23,7 @@ import (
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/internal/mask"
 	"github.com/pgtune/pgtune/internal/termsafe"
-	"github.com/pgtune/pgtune/modules/hugepages"
-	"github.com/pgtune/pgtune/modules/overcommit"
-	"github.com/pgtune/pgtune/modules/pgconf"
+	"github.com/pgtune/pgtune/modules/registry"
 	"github.com/pgtune/pgtune/playbooks"
 )
 
@@ -48,7 +46,7 @@ func newApp() *App {
 		Stderr:     os.Stderr,
 		IsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 		Dial:       engine.Dial,
-		Modules:    []engine.Module{hugepages.New(), pgconf.New(), overcommit.New()},
+		Modules:    registry.All(),
 		Now:        time.Now,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/modules/registry"
 )
 
 // TestHostEnv names a facts transcript (the output format of the facts
@@ -74,14 +75,17 @@ func (h *fakeHost) Run(ctx context.Context, cmd transport.Command) (transport.Re
 
 func (h *fakeHost) Close() error { return nil }
 
-// isGather recognises facts.Gather's round trip by its shape: an inline
-// script given the managed sysctl keys as arguments. Should Gather ever
-// call differently, the fake host refuses it and the scripts fail on the
-// "refused" line rather than pass on made-up facts.
+// isGather recognises facts.Gather's round trip for the registry's modules:
+// their gather script given their sysctl keys as arguments. Should Gather
+// ever call differently, the fake host refuses it and the scripts fail on
+// the "refused" line rather than pass on made-up facts.
 func isGather(cmd transport.Command) bool {
+	mods, _ := engine.Registry(registry.All()...)
+	sets := engine.FactSets(mods)
 	a := cmd.Args
-	return len(a) == 4+len(facts.ManagedSysctls) && a[0] == "sh" && a[1] == "-c" &&
-		strings.Contains(a[2], "/proc/meminfo") && slices.Equal(a[4:], facts.ManagedSysctls)
+	keys := facts.SysctlKeys(sets)
+	return len(a) == 4+len(keys) && a[0] == "sh" && a[1] == "-c" &&
+		a[2] == facts.GatherScript(sets) && slices.Equal(a[4:], keys)
 }
 
 // isDiscovery recognises facts.DiscoverPostgres's round trip: an inline
@@ -154,6 +158,8 @@ func (p hostProfile) transcript() string {
 	}
 	fmt.Fprintf(&b, "S vm.overcommit_memory %s\nS vm.overcommit_kbytes %s\nS vm.overcommit_ratio 0\n", p.overcommit, p.overcommitKB)
 	b.WriteString("W 1\nN 0 0\n")
+	// The thp module's facts: transparent huge pages in madvise mode.
+	b.WriteString("X thp\nY v enabled always [madvise] never\nY w enabled\nY v defrag always defer defer+madvise [madvise] never\nY w defrag\n")
 	return b.String()
 }
 

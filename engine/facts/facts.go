@@ -1,8 +1,13 @@
-// Package facts gathers, in one round trip per host, everything the modules
-// need to know about a host's memory and its PostgreSQL cluster.
+// Package facts gathers, in one round trip per host, what pgtune knows of a
+// host: its core memory facts, the kernel keys and module facts the modules
+// declare (Set), and its PostgreSQL cluster.
 package facts
 
 // Facts is what pgtune knows about one host. Sizes are in bytes.
+//
+// The core fields are every module's concern (memory, the kernel keys the
+// modules declare, the cluster they all size against); Modules holds the
+// facts each module declared for itself.
 type Facts struct {
 	Hostname string `json:"hostname"`
 	Kernel   string `json:"kernel"`
@@ -26,13 +31,13 @@ type Facts struct {
 	MinFree    int64 `json:"min_free"`
 	SUnreclaim int64 `json:"sunreclaim"`
 
-	// Sysctl holds the live value of each vm.* key pgtune manages
-	// (vm.nr_hugepages, vm.overcommit_memory, vm.overcommit_kbytes,
-	// vm.overcommit_ratio), as the kernel prints it.
+	// Sysctl holds the live value of each kernel key a module declares
+	// (Set.Sysctls), as the kernel prints it.
 	Sysctl map[string]string `json:"sysctl"`
-	// SysctlWritable is false where /proc/sys is read-only (containers).
+	// SysctlWritable is false where those keys cannot be written: a
+	// read-only /proc/sys (containers) or no privileges.
 	SysctlWritable bool `json:"sysctl_writable"`
-	// SysctlFiles lists every assignment of a managed key found in the
+	// SysctlFiles lists every assignment of a declared key found in the
 	// sysctl configuration directories, in the order systemd-sysctl applies
 	// them (the last one wins at boot).
 	SysctlFiles []SysctlSetting `json:"sysctl_files"`
@@ -43,12 +48,29 @@ type Facts struct {
 	NodeHugePages map[int]int64 `json:"node_hugepages,omitempty"`
 
 	// Postgres is the cluster pgtune manages on this host; nil when none
-	// was found (PostgresError says why).
+	// was found (PostgresError says why). It is a core fact, not one
+	// module's: every module sizes against the cluster (the pool under its
+	// shared memory, its configuration, the commit budget around it), and
+	// discovery decides which binaries pgtune will run as root, so it is
+	// done once, by the engine, with the inventory's overrides.
 	Postgres      *Postgres `json:"postgres"`
 	PostgresError string    `json:"postgres_error,omitempty"`
 	// PostgresIgnored has a note for each process named postgres that
 	// discovery ignored as not a postmaster (and did not run).
 	PostgresIgnored []string `json:"postgres_ignored,omitempty"`
+
+	// Modules holds each module's declared facts (Set) by module name.
+	// They encode beside the core fields, so that expressions read them
+	// as facts.<module>.<fact>.
+	Modules map[string]any `json:"-"`
+}
+
+// Module returns the facts module name declared, nil when none.
+func (f *Facts) Module(name string) any {
+	if f == nil {
+		return nil
+	}
+	return f.Modules[name]
 }
 
 // SysctlSetting is one `key = value` line in a sysctl configuration file.
@@ -93,4 +115,7 @@ type Options struct {
 	// PGData, PGBin and PGConfigFile override cluster discovery
 	// (inventory keys pg_data, pg_bin, pg_config_file).
 	PGData, PGBin, PGConfigFile string
+	// Sets are the modules' declared facts, gathered in the same round
+	// trip.
+	Sets []Set
 }

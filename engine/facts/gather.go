@@ -11,28 +11,31 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-// gatherScript prints everything Gather needs in one round trip. It is
-// fixed text: the managed keys arrive as positional parameters. Every
-// output line starts with a tag, and file contents are prefixed line by
-// line, so no file content can be mistaken for a section.
+// gatherScript prints the core facts in one round trip; the modules' fact
+// snippets follow it (setsScript). It is fixed text: the declared keys
+// arrive as positional parameters. Every output line starts with a tag,
+// and file contents are prefixed line by line, so no file content can be
+// mistaken for a section.
 //
 //	M meminfo line       H hostname        K kernel release
 //	U login user         I effective uid   S key value (live sysctl)
-//	W 1|0 /proc/sys/vm writable            N node nr_hugepages
+//	W 1|0 every declared key writable      N node nr_hugepages
 //	F path (a sysctl file starts)          L line of that file
 //	E path (that file could not be read)
-//	R vm.min_free_kbytes (read-only: not a managed key)
+//	R vm.min_free_kbytes (read-only: not a declared key)
+//	X module (its facts start)             Y line the module's snippet printed
 const gatherScript = `export LC_ALL=C
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
 printf 'H %s\n' "$(uname -n)"
 printf 'K %s\n' "$(uname -r)"
 printf 'U %s\n' "${SUDO_USER:-$(id -un)}"
 printf 'I %s\n' "$(id -u)"
+w=1
 for k in "$@"; do
   p=/proc/sys/$(printf %s "$k" | tr . /)
-  if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; fi
+  if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; [ -w "$p" ] || w=0; fi
 done
-if [ -w /proc/sys/vm/nr_hugepages ]; then echo 'W 1'; else echo 'W 0'; fi
+echo "W $w"
 if [ -r /proc/sys/vm/min_free_kbytes ]; then printf 'R %s\n' "$(cat /proc/sys/vm/min_free_kbytes)"; fi
 hp=
 while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
@@ -52,7 +55,6 @@ for d in /etc/sysctl.d /run/sysctl.d /usr/local/lib/sysctl.d /usr/lib/sysctl.d /
   done
 done
 if [ -e /etc/sysctl.conf ]; then emit /etc/sysctl.conf; fi
-exit 0
 `
 
 // Gather collects a host's memory and kernel facts in one remote round
@@ -62,21 +64,32 @@ exit 0
 // will have; User stays the login user and IsRoot says whether those
 // privileged steps run as root.
 func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, error) {
-	args := append([]string{"sh", "-c", gatherScript, "sh"}, ManagedSysctls...)
+	if err := CheckSets(opts.Sets); err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
 	res, err := t.Run(ctx, transport.Command{Args: args, Become: opts.Become})
 	if err != nil {
 		return nil, fmt.Errorf("gather facts: %w", err)
 	}
-	f, err := ParseGather(res.Stdout)
+	f, err := ParseGather(res.Stdout, opts.Sets...)
 	if err != nil {
 		return nil, fmt.Errorf("gather facts: %w", err)
 	}
 	return f, nil
 }
 
-// ParseGather parses the output of the gather script.
-func ParseGather(out []byte) (*Facts, error) {
+// GatherScript is the script Gather runs for sets: the core facts, then
+// each set's snippet.
+func GatherScript(sets []Set) string {
+	return gatherScript + setsScript(sets) + "exit 0\n"
+}
+
+// ParseGather parses the output of the gather script run for sets.
+func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 	f := &Facts{Sysctl: map[string]string{}}
+	setOut := map[string][]byte{}
+	var curSet string
 	meminfo := map[string]int64{}
 	nodes := map[int]int64{}
 	var files []SysctlFile
@@ -135,6 +148,13 @@ func ParseGather(out []byte) (*Facts, error) {
 			}
 		case "E":
 			// Unreadable file: it still masks its name, with no lines.
+		case "X":
+			curSet = rest
+			setOut[curSet] = []byte{}
+		case "Y":
+			if curSet != "" {
+				setOut[curSet] = append(append(setOut[curSet], rest...), '\n')
+			}
 		}
 	}
 	if !sawMeminfo {
@@ -167,7 +187,12 @@ func ParseGather(out []byte) (*Facts, error) {
 	if len(nodes) > 1 {
 		f.NodeHugePages = nodes
 	}
-	f.SysctlFiles = SysctlSettings(OrderSysctlFiles(files), ManagedSysctls)
+	f.SysctlFiles = SysctlSettings(OrderSysctlFiles(files), SysctlKeys(sets))
+	mods, err := parseSets(sets, setOut)
+	if err != nil {
+		return nil, err
+	}
+	f.Modules = mods
 	return f, nil
 }
 

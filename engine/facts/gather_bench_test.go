@@ -18,7 +18,7 @@ func BenchmarkParseGather(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(out)))
 			for b.Loop() {
-				if _, err := ParseGather(out); err != nil {
+				if _, err := ParseGather(out, testSets...); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -31,7 +31,7 @@ func BenchmarkScopeVars(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := ParseGather(out)
+	f, err := ParseGather(out, testSets...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestParseGather(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			f, err := ParseGather(readTestdata(t, tt.file))
+			f, err := ParseGather(readTestdata(t, tt.file), testSets...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestParseGather(t *testing.T) {
 
 func TestParseGatherErrors(t *testing.T) {
 	for _, in := range []string{"", "H x\n", "M Foo: 1 kB\n"} {
-		if _, err := ParseGather([]byte(in)); err == nil {
+		if _, err := ParseGather([]byte(in), testSets...); err == nil {
 			t.Errorf("ParseGather(%q): no error", in)
 		}
 	}
@@ -123,15 +123,15 @@ func TestParseGatherKernelReserve(t *testing.T) {
 		mem + "M SUnreclaim: 1048577 kB\n",
 		mem + "M SUnreclaim: -4 kB\n",
 	} {
-		if _, err := ParseGather([]byte(in)); err == nil {
+		if _, err := ParseGather([]byte(in), testSets...); err == nil {
 			t.Errorf("ParseGather(%q): no error", in)
 		}
 	}
-	f, err := ParseGather([]byte(mem + "M SUnreclaim: 2048 kB\nR  4096 \n"))
+	f, err := ParseGather([]byte(mem+"M SUnreclaim: 2048 kB\nR  4096 \n"), testSets...)
 	if err != nil || f.MinFree != 4096<<10 || f.SUnreclaim != 2048<<10 {
 		t.Errorf("got %+v, %v", f, err)
 	}
-	if f, err := ParseGather([]byte(mem)); err != nil || f.MinFree != 0 || f.SUnreclaim != 0 {
+	if f, err := ParseGather([]byte(mem), testSets...); err != nil || f.MinFree != 0 || f.SUnreclaim != 0 {
 		t.Errorf("absent: %+v, %v", f, err)
 	}
 }
@@ -139,7 +139,7 @@ func TestParseGatherKernelReserve(t *testing.T) {
 // A file line that looks like a tag stays a file line.
 func TestParseGatherNoInjection(t *testing.T) {
 	out := "M MemTotal: 1000 kB\nF /etc/sysctl.d/x.conf\nL S vm.nr_hugepages 5\nL W 0\nL vm.nr_hugepages = 3\n"
-	f, err := ParseGather([]byte(out))
+	f, err := ParseGather([]byte(out), testSets...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGatherLocal(t *testing.T) {
 	// A hang guard, not a speed check.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := Gather(ctx, transport.NewLocal(), Options{})
+	f, err := Gather(ctx, transport.NewLocal(), Options{Sets: testSets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestGatherLocal(t *testing.T) {
 	if f.IsRoot != (os.Geteuid() == 0) {
 		t.Errorf("IsRoot %v", f.IsRoot)
 	}
-	for _, k := range ManagedSysctls {
+	for _, k := range testKeys {
 		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
 		got, gathered := f.Sysctl[k]
 		if err != nil {
@@ -278,7 +278,7 @@ func TestGatherLocalSysctlFiles(t *testing.T) {
 			os.Remove(dir)
 		}
 	})
-	f, err := Gather(context.Background(), transport.NewLocal(), Options{})
+	f, err := Gather(context.Background(), transport.NewLocal(), Options{Sets: testSets})
 	if err != nil {
 		t.Fatal(err)
 	}

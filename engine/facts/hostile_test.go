@@ -28,7 +28,7 @@ func TestParseGatherHostileNumbers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := ParseGather([]byte(tc.out))
+			f, err := ParseGather([]byte(tc.out), testSets...)
 			var re *RangeError
 			if !errors.As(err, &re) || err.Error() != tc.wantErr {
 				t.Fatalf("ParseGather = %+v, %v\nwant error %q", f, err, tc.wantErr)
@@ -37,7 +37,7 @@ func TestParseGatherHostileNumbers(t *testing.T) {
 	}
 
 	// In range, a node without a pool of the default size reads as 0.
-	f, err := ParseGather([]byte(base + "N 0 \nN 1 7\n"))
+	f, err := ParseGather([]byte(base+"N 0 \nN 1 7\n"), testSets...)
 	if err != nil || f.NodeHugePages[0] != 0 || f.NodeHugePages[1] != 7 || f.MemTotal != 1000*1024 {
 		t.Fatalf("ParseGather = %+v, %v", f, err)
 	}
@@ -71,7 +71,7 @@ func TestParseGatherPoolOverflow(t *testing.T) {
 		"M MemTotal: 1000 kB\nM Hugepagesize: 1073741824 kB\nM HugePages_Total: 1048577\n": "meminfo HugePages_Total 1048577 out of range [0, 1048576]",
 		"M MemTotal: 1000 kB\nM Hugepagesize: 2048 kB\nM HugePages_Rsvd: 1099511627776\n":  "meminfo HugePages_Rsvd 1099511627776 out of range [0, 549755813888]",
 	} {
-		if f, err := ParseGather([]byte(out)); err == nil || err.Error() != wantErr {
+		if f, err := ParseGather([]byte(out), testSets...); err == nil || err.Error() != wantErr {
 			t.Errorf("ParseGather(%q) = %+v, %v\nwant %s", out, f, err, wantErr)
 		}
 	}

@@ -30,15 +30,6 @@ var SysctlDirs = []string{
 // SysctlConf is applied after every sysctl.d file by `sysctl --system`.
 const SysctlConf = "/etc/sysctl.conf"
 
-// ManagedSysctls are the kernel values pgtune manages; Gather reads their
-// live values and every assignment of them in the configuration files.
-var ManagedSysctls = []string{
-	"vm.nr_hugepages",
-	"vm.overcommit_memory",
-	"vm.overcommit_kbytes",
-	"vm.overcommit_ratio",
-}
-
 // SysctlFile is one configuration file as read from the host.
 type SysctlFile struct {
 	Path  string

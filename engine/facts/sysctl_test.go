@@ -75,7 +75,7 @@ func TestOrderSysctlFiles(t *testing.T) {
 
 func numaFacts(t *testing.T) *Facts {
 	t.Helper()
-	f, err := ParseGather(readTestdata(t, "gather-numa.txt"))
+	f, err := ParseGather(readTestdata(t, "gather-numa.txt"), testSets...)
 	if err != nil {
 		t.Fatal(err)
 	}

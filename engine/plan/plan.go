@@ -8,6 +8,7 @@ type Kind string
 
 const (
 	KindSysctl  Kind = "sysctl"  // a live kernel value
+	KindSysfs   Kind = "sysfs"   // a live kernel value under /sys/
 	KindFile    Kind = "file"    // a file, rewritten whole
 	KindRestart Kind = "restart" // a service restart
 	KindAction  Kind = "action"  // anything else worth showing
@@ -33,7 +34,7 @@ type ModulePlan struct {
 	Module  string
 	Changes []Change
 	// Outputs are values later modules (and expressions in the policy)
-	// plan from, e.g. hugepages.pool. In check mode they are the planned
+	// plan from, e.g. a pool's size. In check mode they are the planned
 	// values, so a dry run predicts exactly what apply will do.
 	Outputs map[string]any
 	// Notes are things worth telling that are not changes (pending

@@ -10,6 +10,7 @@ package fakehost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -350,11 +351,43 @@ func (h *Host) setSysctl(cmd transport.Command, a []string) (transport.Result, e
 func (h *Host) writeSysfs(cmd transport.Command, a []string) (transport.Result, error) {
 	p, value := a[0], a[1]
 	h.Log = append(h.Log, "sysfs "+p+"="+value)
-	if _, found := h.Sysfs[p]; !found {
+	values := h.Sysfs
+	if _, found := values[p]; !found {
+		values = h.Files // a test may keep a sysfs file's content among the files
+	}
+	cur, found := values[p]
+	if !found {
 		return fail(cmd, 1, p+": No such file or directory")
 	}
-	h.Sysfs[p] = value
+	next, err := selectChoice(cur, value)
+	if err != nil {
+		return fail(cmd, 1, p+": "+err.Error())
+	}
+	values[p] = next
 	return ok("")
+}
+
+// selectChoice is a sysfs file's content after value is written: in a
+// choice file ("always [madvise] never") the kernel brackets the chosen
+// word and refuses one it does not offer; any other file takes the value.
+func selectChoice(cur, value string) (string, error) {
+	if !strings.Contains(cur, "[") {
+		return value, nil
+	}
+	words := strings.Fields(cur)
+	offered := false
+	for i, w := range words {
+		w = strings.Trim(w, "[]")
+		if w == value {
+			offered = true
+			w = "[" + w + "]"
+		}
+		words[i] = w
+	}
+	if !offered {
+		return "", errors.New("Invalid argument")
+	}
+	return strings.Join(words, " ") + "\n", nil
 }
 
 func (h *Host) stat(cmd transport.Command, a []string) (transport.Result, error) {

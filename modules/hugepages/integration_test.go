@@ -44,7 +44,7 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	// Grow by 256 MiB: small enough never to squeeze the machine, a real
 	// allocation all the same.
 	m := New()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 	want := before + 256*MiB/tg.Facts.HugePageSize
 	prm, file := integrationParams(t, strconv.FormatInt(want*tg.Facts.HugePageSize, 10))
 
@@ -76,7 +76,7 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), "vm.nr_hugepages = "+strconv.FormatInt(want, 10)+"\n") {
 		t.Errorf("file: %q %v", data, err)
 	}
-	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), prm)
+	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr, New()), prm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 
 	// And back down through the module: shrinking free pages works.
 	prm.Pool = val(t, strconv.FormatInt(before*tg.Facts.HugePageSize, 10))
-	tg = moduletest.LocalTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr, New())
 	p, err = m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestIntegrationShortfallBacksOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 
 	m := New()
 	tr := transport.NewLocal()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
 	prm, _ := integrationParams(t, strconv.FormatInt((before*tg.Facts.HugePageSize)+64*MiB, 10))
 	p, err := m.Check(ctx, tg, prm)
@@ -199,7 +199,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	}
 
 	prm.OnConflict = val(t, "comment")
-	tg = moduletest.LocalTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr, New())
 	p, err = m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(tg.Journal.Dir(), "files", other)); string(b) != content {
 		t.Errorf("backup: %q", b)
 	}
-	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), prm)
+	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr, New()), prm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	tg := moduletest.LocalTarget(t, transport.NewLocal())
+	tg := moduletest.LocalTarget(t, transport.NewLocal(), New())
 	f := tg.Facts
 	// Plan the limit from what hugepages would plan (check only), as the
 	// runner does.
@@ -121,7 +121,7 @@ func TestIntegrationStrictOvercommit(t *testing.T) {
 	if !strings.Contains(string(data), "vm.overcommit_kbytes = "+strconv.FormatInt(wantKb, 10)+"\nvm.overcommit_memory = 2\n") {
 		t.Errorf("file: %q", data)
 	}
-	again := moduletest.LocalTarget(t, transport.NewLocal())
+	again := moduletest.LocalTarget(t, transport.NewLocal(), New())
 	again.SetOutputs(hugepages.Name, hplan.Outputs)
 	p2, err := m.Check(ctx, again, prm)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestIntegrationPreflightRefuses(t *testing.T) {
 		t.Skip("reads every process")
 	}
 	st := testhost.LockKernel(t)
-	tg := moduletest.LocalTarget(t, transport.NewLocal())
+	tg := moduletest.LocalTarget(t, transport.NewLocal(), New())
 	prm := DefaultParams()
 	prm.SysctlFile = val(t, filepath.Join(t.TempDir(), "99-overcommit.conf"))
 	prm.Kbytes = val(t, "${floor(facts.committed_as / KiB / 2)}")

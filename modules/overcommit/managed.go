@@ -2,13 +2,25 @@ package overcommit
 
 import (
 	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
 
 var (
 	_ engine.TargetManager = (*Module)(nil)
 	_ engine.LinkedSysctls = (*Module)(nil)
+	_ engine.FactDeclarer  = (*Module)(nil)
 )
+
+// keyPool is the huge page pool's size in pages: without the hugepages
+// module in the play, the limit is computed against the live pool.
+const keyPool = "vm.nr_hugepages"
+
+// FactSet declares the kernel keys Check reads: the three overcommit keys
+// it sets (ratio because writing kbytes zeroes it) and the live pool.
+func (*Module) FactSet() facts.Set {
+	return facts.Set{Name: Name, Sysctls: []string{keyMemory, keyKbytes, keyRatio, keyPool}}
+}
 
 // keyRatio is written by the kernel when kbytes is (they zero each other),
 // so the engine journals it with the module's changes.

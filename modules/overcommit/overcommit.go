@@ -135,7 +135,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 
 	pool, planned := t.Int64Output(hugepages.Name, "pool")
 	if !planned {
-		n, err := facts.ParseInt("vm.nr_hugepages", f.Sysctl["vm.nr_hugepages"], 0, facts.MaxBytes/max(f.HugePageSize, 1))
+		n, err := facts.ParseInt(keyPool, f.Sysctl[keyPool], 0, facts.MaxBytes/max(f.HugePageSize, 1))
 		if err != nil {
 			return nil, err
 		}

@@ -117,7 +117,7 @@ func TestRestartLogReadAsOwner(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(log)
 			tg := &engine.Target{Name: "testhost", Transport: tr, Facts: &facts.Facts{Postgres: pg},
-				Scope: expr.NewScope("t.yml"), StateDir: t.TempDir(), PGRestart: tc.restart}
+				Scope: expr.NewScope("t.yml"), StateDir: t.TempDir(), Vars: map[string]any{restartVar: tc.restart}}
 			res, err := restartPostgres(ctx, tg, pg, true)
 			if err != nil {
 				t.Fatal(err)

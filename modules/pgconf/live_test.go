@@ -402,8 +402,8 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 	ctx := context.Background()
 	tg := liveTarget(t, c)
 	journal(t, tg)
-	tg.PGRestart = "runuser -u postgres -- " + filepath.Join(c.BinDir, "pg_ctl") + " -D " + c.DataDir +
-		" -w -m fast stop; echo 'restart script broke' >&2; exit 3"
+	tg.Vars = map[string]any{restartVar: "runuser -u postgres -- " + filepath.Join(c.BinDir, "pg_ctl") + " -D " + c.DataDir +
+		" -w -m fast stop; echo 'restart script broke' >&2; exit 3"}
 	m := New()
 	p, err := m.Check(ctx, tg, params(64*hp, nil))
 	if err != nil {

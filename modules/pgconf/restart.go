@@ -157,7 +157,7 @@ type restartResult struct {
 func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres, custom bool) (*restartResult, error) {
 	cmd := ""
 	if custom {
-		cmd = t.PGRestart
+		cmd = restartCommand(t)
 	}
 	return runRestartScript(ctx, t, pg, cmd, "restart")
 }
@@ -167,7 +167,7 @@ func restartPostgres(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 // method if that did not bring it up.
 func startAgain(ctx context.Context, t *engine.Target, pg *facts.Postgres) (*restartResult, error) {
 	res, err := restartPostgres(ctx, t, pg, true)
-	if t.PGRestart != "" && (err != nil || !res.ok()) {
+	if restartCommand(t) != "" && (err != nil || !res.ok()) {
 		res, err = restartPostgres(ctx, t, pg, false)
 	}
 	return res, err

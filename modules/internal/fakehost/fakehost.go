@@ -149,9 +149,12 @@ func (h *Host) Facts() *facts.Facts {
 		files = append(files, facts.SysctlFile{Path: p, Lines: strings.Split(strings.TrimSuffix(data, "\n"), "\n")})
 	}
 	sysctl := map[string]string{}
+	var keys []string // the keys the modules declare are the fake's keys
 	for k, v := range h.Sysctl {
 		sysctl[k] = v
+		keys = append(keys, k)
 	}
+	sort.Strings(keys)
 	f := &facts.Facts{
 		Hostname: "fake", Kernel: "6.1.0-fake", User: "root", IsRoot: !h.NotRoot,
 		MemTotal: mi["MemTotal"], MemAvailable: mi["MemAvailable"], HugePageSize: mi["Hugepagesize"],
@@ -160,7 +163,7 @@ func (h *Host) Facts() *facts.Facts {
 		CommittedAS: mi["Committed_AS"], PageTables: mi["PageTables"],
 		MinFree: h.MinFreeKB << 10, SUnreclaim: mi["SUnreclaim"],
 		Sysctl: sysctl, SysctlWritable: !h.ReadOnly && !h.NotRoot, NUMANodes: h.Nodes,
-		SysctlFiles: facts.SysctlSettings(facts.OrderSysctlFiles(files), facts.ManagedSysctls),
+		SysctlFiles: facts.SysctlSettings(facts.OrderSysctlFiles(files), keys),
 	}
 	if h.Nodes > 1 {
 		f.NodeHugePages = map[int]int64{}

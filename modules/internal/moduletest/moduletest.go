@@ -15,13 +15,14 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-// LocalTarget gathers this machine's facts through tr and binds them for
-// expressions (file "policy.yml"), as the runner does for a host. Its
-// journal (and the backups of what it changes) is in a directory the test
-// removes.
-func LocalTarget(t *testing.T, tr transport.Transport) *engine.Target {
+// LocalTarget gathers this machine's facts through tr, with the facts mods
+// declare, and binds them for expressions (file "policy.yml"), as the
+// runner does for a host. Its journal (and the backups of what it
+// changes) is in a directory the test removes.
+func LocalTarget(t *testing.T, tr transport.Transport, mods ...engine.Module) *engine.Target {
 	t.Helper()
-	f, err := facts.Gather(context.Background(), tr, facts.Options{})
+	byName, _ := engine.Registry(mods...)
+	f, err := facts.Gather(context.Background(), tr, facts.Options{Sets: engine.FactSets(byName)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,180 @@
+package facts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Set is the knowledge one module declares about hosts: the kernel keys it
+// reads, and facts of its own gathered by a shell snippet inside the one
+// gather round trip. The engine knows no module: it runs every declared
+// snippet and hands each module's output to that module's parser.
+type Set struct {
+	// Name is the module's name. Its facts are facts.<Name> in policy
+	// expressions and in `pgtune facts`, beside the core facts.
+	Name string
+	// Sysctls are the kernel keys whose live values (Facts.Sysctl) and
+	// boot-time assignments (Facts.SysctlFiles) the module reads.
+	Sysctls []string
+	// Script is a POSIX sh snippet run inside the gather round trip, with
+	// its privileges; its standard output goes to Parse. It is fixed
+	// text: never built from inventory or host data.
+	Script string
+	// Parse turns what Script printed into the module's facts: a value
+	// that encodes as a JSON object. Output comes from the host: bound
+	// every number, refuse what is malformed.
+	Parse func(out []byte) (any, error)
+}
+
+// setName is what a set may be called: a word usable in expressions.
+var setName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// CheckSets refuses sets that cannot be gathered side by side: bad or
+// duplicate names, names of core facts, a script without a parser.
+func CheckSets(sets []Set) error {
+	seen := map[string]bool{}
+	for _, s := range sets {
+		switch {
+		case !setName.MatchString(s.Name):
+			return fmt.Errorf("fact set %q: not a name (%s)", s.Name, setName)
+		case seen[s.Name]:
+			return fmt.Errorf("fact set %s declared twice", s.Name)
+		case coreFields()[s.Name]:
+			return fmt.Errorf("fact set %s: the name of a core fact", s.Name)
+		case s.Script != "" && s.Parse == nil:
+			return fmt.Errorf("fact set %s: a script without a parser", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// SysctlKeys is every kernel key the sets read, sorted, once each.
+func SysctlKeys(sets []Set) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, s := range sets {
+		for _, k := range s.Sysctls {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// setsScript runs every set's snippet after the core gather: "X name"
+// opens a set's output and each line it prints follows as "Y line", so
+// nothing a snippet prints can pass for a core fact or another set.
+func setsScript(sets []Set) string {
+	var b strings.Builder
+	b.WriteString("tagged() { while IFS= read -r l || [ -n \"$l\" ]; do printf 'Y %s\\n' \"$l\"; done; }\n")
+	for _, s := range sets {
+		if s.Script == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "printf 'X %%s\\n' %s\n( %s\n) 2>/dev/null | tagged\n", s.Name, s.Script)
+	}
+	return b.String()
+}
+
+// parseSets hands each set its output. A set whose section is missing
+// (a host answering for other modules only, output cut short) has no
+// facts: that module's check fails on its own, the others' facts stand.
+func parseSets(sets []Set, outputs map[string][]byte) (map[string]any, error) {
+	var mods map[string]any
+	for _, s := range sets {
+		if s.Script == "" {
+			continue
+		}
+		out, ok := outputs[s.Name]
+		if !ok {
+			continue
+		}
+		v, err := s.Parse(out)
+		if err != nil {
+			return nil, fmt.Errorf("facts of %s: %w", s.Name, err)
+		}
+		if mods == nil {
+			mods = map[string]any{}
+		}
+		mods[s.Name] = v
+	}
+	return mods, nil
+}
+
+// coreFields are the JSON names of Facts' own fields.
+var coreFields = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	rt := reflect.TypeFor[Facts]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	return names
+})
+
+// coreFacts is Facts without its methods, for encoding the core fields.
+type coreFacts Facts
+
+// MarshalJSON writes the core facts, then each module's facts under its
+// name, in name order.
+func (f Facts) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(coreFacts(f))
+	if err != nil || len(f.Modules) == 0 {
+		return b, err
+	}
+	names := make([]string, 0, len(f.Modules))
+	for n := range f.Modules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := bytes.TrimSuffix(b, []byte("}"))
+	for _, n := range names {
+		v, err := json.Marshal(f.Modules[n])
+		if err != nil {
+			return nil, fmt.Errorf("facts of %s: %w", n, err)
+		}
+		k, _ := json.Marshal(n)
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, k...), ':'), v...)
+	}
+	return append(out, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote: fields that are not core
+// facts are module facts, kept as decoded JSON (numbers exact).
+func (f *Facts) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, (*coreFacts)(f)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var all map[string]any
+	if err := dec.Decode(&all); err != nil {
+		return err
+	}
+	f.Modules = nil
+	for k, v := range all {
+		if coreFields()[k] {
+			continue
+		}
+		if f.Modules == nil {
+			f.Modules = map[string]any{}
+		}
+		f.Modules[k] = v
+	}
+	return nil
+}

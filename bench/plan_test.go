@@ -24,6 +24,7 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/playbooks"
@@ -60,7 +61,7 @@ func fleet(tb testing.TB, n int, rec *recording) *inventory.Inventory {
 
 func defaultBook(tb testing.TB) (map[string]engine.Module, *playbook.Playbook) {
 	tb.Helper()
-	mods, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New())
+	mods, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New(), oom.New())
 	book, err := playbook.Parse(playbooks.DefaultName, playbooks.Default, reg)
 	if err != nil {
 		tb.Fatal(err)

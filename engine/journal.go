@@ -45,7 +45,7 @@ type JournalRecord struct {
 
 // JournalEntry is one recorded change.
 type JournalEntry struct {
-	Kind string `json:"kind"` // "file" or "sysctl"
+	Kind string `json:"kind"` // "file", "sysctl" or "live" (live.go)
 	// Module is the module that made the change; rollback undoes modules
 	// in reverse order (overcommit, then pgconf with a restart, then
 	// hugepages) so postgres never sits on a pool being taken away.
@@ -205,6 +205,8 @@ func validEntry(e JournalEntry, runDir string) error {
 		if e.Path != "" || e.Backup != "" || e.Existed {
 			return errors.New("a kernel entry with a file")
 		}
+	case "live":
+		return validLive(e)
 	default:
 		return errors.New("unknown kind")
 	}

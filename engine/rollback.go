@@ -58,7 +58,7 @@ func (m rollback) manages(t *Target) func(JournalEntry) error {
 			return fmt.Errorf("no module %s changes files or kernel values", printable(e.Module))
 		}
 		target := e.Path
-		if e.Kind == "sysctl" {
+		if e.Kind != "file" {
 			target = e.Key
 		}
 		if !mgr.Manages(t, e.Kind, target) {
@@ -237,6 +237,10 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 				continue
 			}
 			p.Add(plan.Change{Kind: plan.KindSysctl, Target: e.Key, Before: current, After: e.Before})
+		case "live":
+			if item.skip, err = m.checkLive(ctx, t, e, p); err != nil {
+				return nil, err
+			}
 		}
 		st.items = append(st.items, item)
 	}
@@ -290,6 +294,10 @@ func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) erro
 			}
 		case e.Kind == "sysctl" && changed[e.Key]:
 			if err := t.SetSysctl(ctx, e.Key, e.Before); err != nil {
+				return err
+			}
+		case e.Kind == "live" && changed[e.Key]:
+			if err := m.applyLive(ctx, t, e); err != nil {
 				return err
 			}
 		}

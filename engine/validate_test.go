@@ -9,6 +9,7 @@ import (
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/internal/badinput"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/playbooks"
@@ -17,7 +18,7 @@ import (
 var update = flag.Bool("update", false, "write testdata/policy/bad/*.err from the current messages")
 
 func registry() (map[string]engine.Module, playbook.Registry) {
-	return engine.Registry(hugepages.New(), pgconf.New(), overcommit.New())
+	return engine.Registry(hugepages.New(), pgconf.New(), overcommit.New(), oom.New())
 }
 
 // TestValidatePolicyBad: every testdata/policy/bad/NAME.yml loads, and

@@ -24,6 +24,7 @@ import (
 	"github.com/pgtune/pgtune/internal/mask"
 	"github.com/pgtune/pgtune/internal/termsafe"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/playbooks"
@@ -48,7 +49,7 @@ func newApp() *App {
 		Stderr:     os.Stderr,
 		IsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 		Dial:       engine.Dial,
-		Modules:    []engine.Module{hugepages.New(), pgconf.New(), overcommit.New()},
+		Modules:    []engine.Module{hugepages.New(), pgconf.New(), overcommit.New(), oom.New()},
 		Now:        time.Now,
 	}
 }

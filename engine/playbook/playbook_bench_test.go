@@ -8,6 +8,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/playbooks"
@@ -17,7 +18,7 @@ import (
 // types: the embedded default policy, and a fleet playbook with one play
 // per group, each with its own expressions.
 func BenchmarkParse(b *testing.B) {
-	_, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New())
+	_, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New(), oom.New())
 	var fleet strings.Builder
 	for i := 0; i < 100; i++ {
 		fmt.Fprintf(&fleet, `- name: memory policy for group %d

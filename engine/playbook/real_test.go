@@ -7,6 +7,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/playbooks"
@@ -15,12 +16,12 @@ import (
 // The embedded default policy loads with the real modules, and a typo in
 // it is caught with its position, as `pgtune validate` shows it.
 func TestDefaultPolicy(t *testing.T) {
-	_, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New())
+	_, reg := engine.Registry(hugepages.New(), pgconf.New(), overcommit.New(), oom.New())
 	pb, err := playbook.Parse("memory.yml", playbooks.Default, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pb.Plays) == 0 || len(pb.Plays[0].Policy) != 3 {
+	if len(pb.Plays) == 0 || len(pb.Plays[0].Policy) != 4 {
 		t.Fatalf("default policy: %+v", pb.Plays)
 	}
 	bad := strings.Replace(string(playbooks.Default), "restart: true", "restartt: true", 1)

@@ -137,7 +137,7 @@ func planPostmaster(p *plan.ModulePlan, st *State, h *hostState, pg *facts.Postg
 	want := st.PostmasterAdj
 	resets := h.resets()
 	inherit := h.inheriting()
-	if h.Adj < 0 && h.Adj <= want && (!resets || inherit > 0) {
+	if h.Adj < 0 && (!resets || inherit > 0) {
 		p.Note(fmt.Sprintf("WARNING: postmaster pid %d runs with oom_score_adj %d and its children do not reset it (%s): every backend is shielded too, which is worse than no shield — the OOM killer must then kill something else",
 			pg.PID, h.Adj, describeChildren(h)))
 	}

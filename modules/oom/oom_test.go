@@ -296,3 +296,32 @@ func verifyUnit(t *testing.T, dropin []byte) string {
 	out, _ := cmd.CombinedOutput()
 	return string(out)
 }
+
+func TestApplyWritesDropinAndReloads(t *testing.T) {
+	unit := "unit=postgresql@15-main.service\nunit_LoadState=loaded\nunit_MainPID=4242\nunit_OOMPolicy=stop\n"
+	h := &fakeHost{report: "systemd=1\ncapeff=" + fullCaps + "\npm_start=777\npm_adj=-900\npm_env_PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj\nchild=4243 0\n" + unit}
+	tg := target(h, running())
+	p, err := New().Check(context.Background(), tg, New().NewParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := New().Apply(context.Background(), tg, p); err != nil {
+		t.Fatal(err)
+	}
+	dropin := "/etc/systemd/system/postgresql@15-main.service.d/pgtune-oom.conf"
+	var steps []string
+	for _, r := range h.ran {
+		switch {
+		case strings.Contains(r, " "+dropin+" "):
+			steps = append(steps, "write drop-in")
+		case strings.Contains(r, " /etc/systemd/system/postgresql@15-main.service.d "):
+			steps = append(steps, "mkdir")
+		default:
+			steps = append(steps, r)
+		}
+	}
+	want := []string{"mkdir", "write drop-in", "systemctl daemon-reload", "write 4242 777 -1000"}
+	if strings.Join(steps, "|") != strings.Join(want, "|") {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+}

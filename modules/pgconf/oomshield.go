@@ -47,3 +47,12 @@ func verifyOOMShield(ctx context.Context, t *engine.Target, st *State, pg *facts
 	}
 	return oom.VerifyStarted(ctx, t, pg)
 }
+
+// withOOMShield adds the OOM shield to what a restart brings when the oom
+// module asked for it.
+func withOOMShield(t *engine.Target, after string) string {
+	if !oom.NeedsRestart(t) {
+		return after
+	}
+	return after + " + OOM shield (oom)"
+}

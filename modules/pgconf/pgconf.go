@@ -443,6 +443,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if pg.Running {
 		before, differs := describeLive(live)
 		if differs(fit.SharedBuffers) || oom.NeedsRestart(t) {
+			after = withOOMShield(t, after) // oomshield.go
 			if s.restart {
 				st.Restart = true
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})

@@ -94,6 +94,9 @@ func VerifyStarted(ctx context.Context, t *engine.Target, pg *facts.Postgres) er
 	if want < h.Adj && !h.CanLower {
 		want = h.Adj // check said so: the host cannot be shielded from inside
 	}
+	if want != backendScoreAdj && !h.resets() {
+		return fmt.Errorf("oom: the restart started postmaster pid %d without its children's reset (%s; a pg_restart command that does not pass PG_OOM_ADJUST_FILE?): pgtune does not shield a postmaster whose backends would inherit the shield", pg.PID, describeEnv(h))
+	}
 	if err := checkShield(pg.PID, h, want); err != nil {
 		return fmt.Errorf("oom: %w", err)
 	}

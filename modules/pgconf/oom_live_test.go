@@ -97,7 +97,7 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if got := backendAdj(t, c); got != "300" {
 		t.Fatalf("a backend of a postmaster at 300 without PG_OOM_ADJUST_FILE runs at %s, want 300 (inherited)", got)
 	}
-	if err := oom.VerifyStarted(ctx, tg, pg); err == nil || !strings.Contains(err.Error(), "do not reset") {
+	if err := oom.VerifyStarted(ctx, tg, pg); err == nil || !strings.Contains(err.Error(), "without its children's reset") {
 		t.Errorf("verify of an inherited score: %v", err)
 	}
 	setProcAdj(t, pg.PID, 0)

@@ -141,6 +141,9 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		if h.UnitOOMPolicy != oomPolicy {
 			return fmt.Errorf("systemctl show -p OOMPolicy %s says %s, not %s: another drop-in overrides it?", st.Unit, orUnknown(h.UnitOOMPolicy), oomPolicy)
 		}
+		if want := strconv.Itoa(st.PostmasterAdj); h.UnitScoreAdj != want {
+			return fmt.Errorf("systemctl show -p OOMScoreAdjust %s says %s, not %s: another drop-in overrides it?", st.Unit, orUnknown(h.UnitScoreAdj), want)
+		}
 	}
 	if !st.PG.Running || st.Restart || st.Unshieldable {
 		return nil

@@ -325,3 +325,29 @@ func TestApplyWritesDropinAndReloads(t *testing.T) {
 		t.Errorf("steps %q, want %q", steps, want)
 	}
 }
+
+// TestVerifyUnit: verify reads the unit's properties back and names the
+// one another drop-in overrides.
+func TestVerifyUnit(t *testing.T) {
+	env := "pm_env_PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj\nchild=4243 0\n"
+	base := "systemd=1\ncapeff=" + fullCaps + "\npm_start=777\npm_adj=-1000\n" + env + "unit=postgresql@15-main.service\nunit_LoadState=loaded\nunit_MainPID=4242\n"
+	h := &fakeHost{report: base + "unit_OOMPolicy=stop\nunit_OOMScoreAdjust=-900\n"}
+	tg := target(h, running())
+	p, err := New().Check(context.Background(), tg, New().NewParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropin := "--- dropin\n" + string(dropinContent(-1000))
+	for report, want := range map[string]string{
+		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-1000\n" + dropin: "",
+		base + "unit_OOMPolicy=stop\nunit_OOMScoreAdjust=-1000\n" + dropin:     "OOMPolicy postgresql@15-main.service says stop",
+		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-900\n" + dropin:   "OOMScoreAdjust postgresql@15-main.service says -900",
+		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-1000\n":            "does not hold the planned content",
+	} {
+		h.report = report
+		err := New().Verify(context.Background(), tg, p)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("verify: %v, want %q", err, want)
+		}
+	}
+}

@@ -341,8 +341,8 @@ func TestVerifyUnit(t *testing.T) {
 	for report, want := range map[string]string{
 		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-1000\n" + dropin: "",
 		base + "unit_OOMPolicy=stop\nunit_OOMScoreAdjust=-1000\n" + dropin:     "OOMPolicy postgresql@15-main.service says stop",
-		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-900\n" + dropin:   "OOMScoreAdjust postgresql@15-main.service says -900",
-		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-1000\n":            "does not hold the planned content",
+		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-900\n" + dropin:  "OOMScoreAdjust postgresql@15-main.service says -900",
+		base + "unit_OOMPolicy=continue\nunit_OOMScoreAdjust=-1000\n":          "does not hold the planned content",
 	} {
 		h.report = report
 		err := New().Verify(context.Background(), tg, p)

@@ -46,7 +46,7 @@ type JournalRecord struct {
 // JournalEntry is one recorded change. Its Kind says which fields it
 // uses and how it is undone (see kindOf).
 type JournalEntry struct {
-	Kind string `json:"kind"` // "file", "sysctl", "sysfs" or "service"
+	Kind string `json:"kind"` // "file", "sysctl", "sysfs", "service" or "live" (live.go)
 	// Module is the module that made the change; rollback undoes modules
 	// in the reverse of the order they ran.
 	Module string `json:"module,omitempty"`

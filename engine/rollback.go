@@ -184,6 +184,9 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 		if s.change != nil {
 			p.Add(*s.change)
 		}
+		if s.note != "" {
+			p.Note(s.note)
+		}
 	}
 	st := &rollbackState{to: to, steps: steps}
 	p.State = st

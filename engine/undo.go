@@ -26,6 +26,9 @@ type undoStep struct {
 	mode, owner string
 	// rerun marks an action run again after its module's other steps.
 	rerun bool
+	// note says why there is nothing to undo when that is worth telling
+	// (a live value whose process is gone).
+	note string
 }
 
 // undoSet is the entries being undone together, newest first, and what

@@ -45,6 +45,8 @@ func kindOf(kind string) entryKind {
 		return sysfsKind{}
 	case "service":
 		return serviceKind{}
+	case "live":
+		return liveKind{}
 	}
 	return nil
 }

@@ -232,5 +232,5 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 	if pg.Major >= 17 && live["huge_pages_status"] != "on" {
 		return fmt.Errorf("huge_pages_status is %q, not on", live["huge_pages_status"])
 	}
-	return nil
+	return verifyOOMShield(ctx, t, st, pg) // oomshield.go
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/modules/oom"
 )
 
 // Name is the module's key in a playbook.
@@ -49,7 +50,7 @@ type Module struct{}
 func New() *Module { return &Module{} }
 
 func (*Module) Name() string       { return Name }
-func (*Module) Requires() []string { return []string{"hugepages"} }
+func (*Module) Requires() []string { return []string{"hugepages", "oom"} }
 
 func (*Module) NewParams() any {
 	return &Params{
@@ -517,7 +518,8 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 	}
 	if pg.Running {
 		before, differs := describeLive(live)
-		if differs(fit.SharedBuffers) {
+		if differs(fit.SharedBuffers) || oom.NeedsRestart(t) {
+			after = withOOMShield(t, after) // oomshield.go
 			if s.restart {
 				st.Restart = true
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})

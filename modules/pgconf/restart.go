@@ -104,7 +104,7 @@ status) timeout=3 ;;
 pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 || rc=$? ;;
 systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 || rc=$? ;;
 pg_ctlcluster) pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 || rc=$? ;;
-pg_ctl) as_owner "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 || rc=$? ;;
+pg_ctl) as_owner ${PGTUNE_OOM_ENV:+env $PGTUNE_OOM_ENV} "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 || rc=$? ;;
 esac
 echo "rc=$rc"
 ready=0
@@ -207,13 +207,15 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 	if err := checkDebianNames(ver, pg.Cluster); err != nil {
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
-	res, err := t.Run(ctx, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
+	res, err := t.Run(ctx, withOOMEnv(t, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
 		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action,
-		restartMarker(t, pg), runID(t), restartInner)
+		restartMarker(t, pg), runID(t), restartInner)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
-	return parseRestart(string(res.Stdout)), nil
+	r := parseRestart(string(res.Stdout))
+	shieldStarted(ctx, t, pg, action, r) // the OOM shield at every start pgtune performs (oomshield.go)
+	return r, nil
 }
 
 // Debian's version and cluster names come from paths the cluster owner

@@ -6,6 +6,7 @@ package registry
 import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/modules/hugepages"
+	"github.com/pgtune/pgtune/modules/oom"
 	"github.com/pgtune/pgtune/modules/overcommit"
 	"github.com/pgtune/pgtune/modules/pgconf"
 	"github.com/pgtune/pgtune/modules/thp"
@@ -19,5 +20,6 @@ func All() []engine.Module {
 		pgconf.New(),
 		overcommit.New(),
 		thp.New(),
+		oom.New(),
 	}
 }

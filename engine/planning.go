@@ -87,6 +87,7 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 		f.PostgresError = err.Error()
 	}
 	f.Postgres, f.PostgresIgnored = pg, ignored
+	gatherTopology(ctx, hr.tr, c.Become, f)
 	hr.facts = f
 	return nil
 }

@@ -49,6 +49,11 @@ type Facts struct {
 	// PostgresIgnored has a note for each process named postgres that
 	// discovery ignored as not a postmaster (and did not run).
 	PostgresIgnored []string `json:"postgres_ignored,omitempty"`
+	// Topology is the running cluster's place in replication (role,
+	// upstream, standbys, Patroni); nil when no server runs or it could
+	// not be asked (TopologyError says why). See topology.go.
+	Topology      *Topology `json:"topology,omitempty"`
+	TopologyError string    `json:"topology_error,omitempty"`
 }
 
 // SysctlSetting is one `key = value` line in a sysctl configuration file.

@@ -232,6 +232,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		dropin = path.Join(confDir, dropin)
 	}
 	dropin = path.Clean(dropin)
+	if rp := patroniRefusal(pg, t.Facts.Topology, dropin); rp != nil {
+		return rp, nil
+	}
 	autoConf := path.Join(pg.DataDir, "postgresql.auto.conf")
 	optsFile := path.Join(pg.DataDir, "postmaster.opts")
 

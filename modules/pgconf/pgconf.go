@@ -40,6 +40,11 @@ type Params struct {
 	// Dropin is the drop-in file, relative to the directory of the active
 	// postgresql.conf (or absolute).
 	Dropin expr.Value `yaml:"dropin"`
+	// Primary says how the primary of a replicated cluster (one with
+	// standbys) takes the new values: restart (in place, after its
+	// standbys), switchover or skip (left pending, and said so). See
+	// primary.go.
+	Primary expr.Value `yaml:"primary"`
 }
 
 // Module is the pgconf module.
@@ -56,6 +61,7 @@ func (*Module) NewParams() any {
 		Restart:    expr.Literal(true),
 		OnOverride: expr.Literal("fail"),
 		Dropin:     expr.Literal("conf.d/002-hugepages.conf"),
+		Primary:    expr.Literal(primaryRestart),
 	}
 }
 
@@ -110,6 +116,10 @@ type settings struct {
 	restart    bool
 	onOverride string
 	dropin     string
+	primary    string
+	// skipPrimary: restart would be planned but this is a replicated
+	// primary and the play says primary: skip.
+	skipPrimary bool
 }
 
 func (m *Module) params(t *engine.Target, raw any) (settings, error) {
@@ -165,6 +175,11 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 		}
 		if err := checkDropin(s.dropin); err != nil {
 			return s, sc.Errorf(p.Dropin, "%v", err)
+		}
+	}
+	if !skip(p.Primary) {
+		if s.primary, err = evalPrimary(sc, p.Primary); err != nil {
+			return s, err
 		}
 	}
 	if p.Pool.IsSet() && !skip(p.Pool) {
@@ -442,6 +457,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
 		return nil, err
 	}
+	if err := primaryPolicy(t.Facts.Topology, &s, p); err != nil {
+		return nil, err
+	}
 	if pg.Running {
 		before, differs := describeLive(live)
 		if differs(fit.SharedBuffers) {
@@ -450,7 +468,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})
 			} else {
 				st.Pending = true
-				p.Note(fmt.Sprintf("pending restart: the server runs with %s; %s takes effect at the next restart (restart: false)", before, after))
+				p.Note(fmt.Sprintf("pending restart: the server runs with %s; %s takes effect at the next restart (%s)", before, after, s.pendingReason()))
 			}
 		}
 	} else {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
 )
 
 // Member is one host of the run and its replication facts (nil when no
@@ -263,3 +264,16 @@ func Sort[T any](l *Layout, items []T, name func(T) string) []T {
 	sort.SliceStable(out, func(i, j int) bool { return class(out[i]) < class(out[j]) })
 	return out
 }
+
+// SortHosts and WavesHosts are Sort and Waves over inventory hosts, the
+// shape of rollout.Order's Sort and Waves.
+func (l *Layout) SortHosts(hosts []*inventory.Host) []*inventory.Host {
+	return Sort(l, hosts, inventoryName)
+}
+
+// WavesHosts: see SortHosts.
+func (l *Layout) WavesHosts(batch []*inventory.Host) [][]*inventory.Host {
+	return Waves(l, batch, inventoryName)
+}
+
+func inventoryName(h *inventory.Host) string { return h.Name }

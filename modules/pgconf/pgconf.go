@@ -117,6 +117,9 @@ type settings struct {
 	onOverride string
 	dropin     string
 	primary    string
+	// whole is the machine's whole pool when the play sets pool (which
+	// may then be this cluster's share of it, see share.go).
+	whole int64
 	// skipPrimary: restart would be planned but this is a replicated
 	// primary and the play says primary: skip.
 	skipPrimary bool
@@ -128,14 +131,20 @@ func (m *Module) params(t *engine.Target, raw any) (settings, error) {
 		return settings{}, fmt.Errorf("params: got %T", raw)
 	}
 	s, err := p.eval(t.Scope, false)
-	if err != nil || p.Pool.IsSet() {
+	if err != nil {
 		return s, err
 	}
+	whole := int64(0)
 	if n, ok := t.Int64Output("hugepages", "pool"); ok {
-		s.pool = n
+		whole = n
 	} else if t.Facts != nil {
-		s.pool = t.Facts.HugePagesTotal * t.Facts.HugePageSize
+		whole = t.Facts.HugePagesTotal * t.Facts.HugePageSize
 	}
+	if p.Pool.IsSet() {
+		s.whole = whole // share.go
+		return s, nil
+	}
+	s.pool = whole
 	return s, nil
 }
 
@@ -454,7 +463,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 			return nil, err
 		}
 	}
-	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
+	if err := roomForShare(t.Facts, pg, live, s.pool, s.whole, fit.SegmentPages); err != nil {
 		return nil, err
 	}
 	if err := primaryPolicy(t.Facts.Topology, &s, p); err != nil {

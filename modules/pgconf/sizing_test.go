@@ -281,7 +281,7 @@ func TestParams(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults: pool from the kernel", nil, settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart"}, ""},
-		{"expression pool", func(p *Params) { p.Pool = mustParse("${2 * GiB}") }, settings{pool: 2 << 30, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart"}, ""},
+		{"expression pool", func(p *Params) { p.Pool = mustParse("${2 * GiB}") }, settings{pool: 2 << 30, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart", whole: 64 * 2 << 20}, ""},
 		{"fix, no restart", func(p *Params) { p.OnOverride = expr.Literal("fix"); p.Restart = expr.Literal(false) },
 			settings{pool: 64 * 2 << 20, restart: false, onOverride: "fix", dropin: "conf.d/002-hugepages.conf", primary: "restart"}, ""},
 		{"primary: skip", func(p *Params) { p.Primary = expr.Literal("skip") },

@@ -118,6 +118,12 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 	}
 	stopped := map[*topology.Cluster]error{}
 	for _, hr := range s.hosts {
+		// Every refusal is told on its own host, before any member moves.
+		if hr.err == nil && hr.tr != nil {
+			hr.err = refusal(hr)
+		}
+	}
+	for _, hr := range s.hosts {
 		// A member that already failed (its facts or its check) stops its
 		// cluster before any member is touched.
 		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.err != nil && stopped[c] == nil {

@@ -197,3 +197,30 @@ func TestApplyRefusesPrimaryOfPartialCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyInClusterOrderTellsEveryRefusal(t *testing.T) {
+	m := &restarter{}
+	s := clusterSession(t, m, replicated(), nil)
+	for _, hr := range s.hosts {
+		if hr.host.Name == "s1" || hr.host.Name == "p" {
+			hr.steps[0].plan.Refuse = errors.New("managed by Patroni")
+		}
+	}
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		e := errOf(hr)
+		switch hr.host.Name {
+		case "s1", "p":
+			if !strings.Contains(e, "managed by Patroni") {
+				t.Errorf("%s: %q, want its own refusal", hr.host.Name, e)
+			}
+		case "s2":
+			if !strings.Contains(e, "not touched") {
+				t.Errorf("s2: %q", e)
+			}
+		}
+	}
+	if len(m.order) != 3 { // lone, q1, q
+		t.Errorf("applied %v", m.order)
+	}
+}

@@ -157,7 +157,11 @@ func outside(c *Cluster, members []Member) []string {
 	if c.Patroni && len(patroniList) > 0 {
 		for _, pm := range patroniList {
 			if !inRun[pm.Name] {
-				out = append(out, fmt.Sprintf("Patroni member %q (%s)", pm.Name, pm.Role))
+				d := fmt.Sprintf("Patroni member %q", pm.Name)
+				if pm.Role != "" {
+					d += " (" + pm.Role + ")"
+				}
+				out = append(out, d)
 			}
 		}
 		return out

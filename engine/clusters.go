@@ -67,6 +67,9 @@ func (s *Session) layout() *topology.Layout {
 func (s *Session) placeInClusters() {
 	l := s.layout()
 	for _, hr := range s.hosts {
+		if hr.facts != nil && hr.facts.TopologyError != "" {
+			hr.notes = append(hr.notes, "replication unknown ("+hr.facts.TopologyError+"): this host is applied outside any cluster order")
+		}
 		c := l.ClusterOf(hr.host.Name)
 		if c == nil || !c.Replicated() {
 			continue

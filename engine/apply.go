@@ -14,6 +14,9 @@ import (
 // the plan that was shown, applies, verifies, and re-reads the facts before
 // the next module.
 func (s *Session) Apply(ctx context.Context) {
+	if s.applyInClusterOrder(ctx) { // clusters.go
+		return
+	}
 	s.each(ctx, s.applyHost)
 }
 

@@ -30,6 +30,7 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
 	}
 	s.each(ctx, s.planHost)
+	s.placeInClusters() // clusters.go
 	return s, nil
 }
 
@@ -88,6 +89,7 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 		f.PostgresError = err.Error()
 	}
 	f.Postgres, f.PostgresIgnored = pg, ignored
+	gatherTopology(ctx, hr.tr, c.Become, f)
 	hr.facts = f
 	return nil
 }

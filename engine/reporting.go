@@ -33,6 +33,7 @@ func (s *Session) Report(mode string) *report.Report {
 		if hr.facts != nil {
 			h.Notes = append(h.Notes, hr.facts.PostgresIgnored...)
 		}
+		h.Notes = append(h.Notes, hr.notes...)
 		switch mode {
 		case "apply":
 			h.Changes = report.FromPlan(hr.applied)

@@ -12,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/topology"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -33,6 +34,16 @@ type Runner struct {
 	// PlanOnly says no Apply follows Plan (check): each host's connection
 	// is closed as soon as its plan is done.
 	PlanOnly bool
+	// MaxLagBytes and StreamTimeout bound the wait for a restarted
+	// standby before the next member of its cluster (clusters.go); zero
+	// means the defaults.
+	MaxLagBytes   int64
+	StreamTimeout time.Duration
+	// Layout, when set, is the whole run's replication clusters (from
+	// facts gathered before the run, see ClusterLayout): a rollout that
+	// plans and applies a few hosts at a time then still knows every
+	// member of their clusters. Unset, each session groups its own hosts.
+	Layout *topology.Layout
 }
 
 // Registry returns the module registry in the form the playbook loader
@@ -66,6 +77,9 @@ type hostRun struct {
 	applied []plan.Change
 	// secrets are the host's sensitive var values, masked in every output.
 	secrets []string
+	// notes are the engine's own notes on the host (its replication
+	// cluster, see clusters.go), reported after the modules' notes.
+	notes []string
 }
 
 type step struct {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, what the integration tests need and this machine
 # lacks: an sshd to test against, sudo for become, PostgreSQL 15,
-# ansible-inventory to compare inventories with.
+# ansible-inventory to compare inventories with, Patroni and etcd.
 # `deps.sh testbed` also installs what the qemu testbed needs.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
@@ -24,6 +24,10 @@ command -v flock >/dev/null || need+=(util-linux)
 # The inventory corpus is compared with what Ansible itself resolves
 # (ansible-core alone: ansible-inventory, ~20 s to install).
 command -v ansible-inventory >/dev/null || need+=(ansible-core)
+# Replicated clusters under Patroni are tested against a real Patroni with
+# a real etcd (their services stay off: the tests start their own).
+[ -x /usr/bin/patroni ] || need+=(patroni)
+[ -x /usr/bin/etcd ] || need+=(etcd-server)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -31,7 +31,7 @@ func (a *App) runFacts(args []string) int {
 	if o.format == "json" {
 		// encoding/json escapes C0 controls; termsafe.JSON the C1 and
 		// bidi controls it leaves raw.
-		doc, err := json.MarshalIndent(map[string]any{"hosts": hosts}, "", "  ")
+		doc, err := json.MarshalIndent(map[string]any{"hosts": hosts, "clusters": engine.Clusters(hosts)}, "", "  ")
 		if err != nil {
 			return a.fail(err)
 		}
@@ -40,6 +40,7 @@ func (a *App) runFacts(args []string) int {
 		for _, h := range hosts {
 			writeFactsText(a.Stdout, h)
 		}
+		writeClusters(a.Stdout, engine.Clusters(hosts)) // facts_topology.go
 	}
 	for _, h := range hosts {
 		if h.Error != nil {
@@ -84,6 +85,7 @@ func writeFactsText(w io.Writer, h engine.HostFacts) {
 		row("sysctl file", "%s:%d %s = %s", s.File, s.Line, s.Key, s.Value)
 	}
 	writePostgres(w, f, row)
+	writeTopology(f, row) // facts_topology.go
 	for _, n := range f.PostgresIgnored {
 		row("ignored", "%s", n)
 	}

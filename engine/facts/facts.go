@@ -63,6 +63,12 @@ type Facts struct {
 	// They encode beside the core fields, so that expressions read them
 	// as facts.<module>.<fact>.
 	Modules map[string]any `json:"-"`
+
+	// Topology is the running cluster's place in replication (role,
+	// upstream, standbys, Patroni); nil when no server runs or it could
+	// not be asked (TopologyError says why). See topology.go.
+	Topology      *Topology `json:"topology,omitempty"`
+	TopologyError string    `json:"topology_error,omitempty"`
 }
 
 // Module returns the facts module name declared, nil when none.

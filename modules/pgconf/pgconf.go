@@ -41,6 +41,11 @@ type Params struct {
 	// Dropin is the drop-in file, relative to the directory of the active
 	// postgresql.conf (or absolute).
 	Dropin expr.Value `yaml:"dropin"`
+	// Primary says how the primary of a replicated cluster (one with
+	// standbys) takes the new values: restart (in place, after its
+	// standbys), switchover or skip (left pending, and said so). See
+	// primary.go.
+	Primary expr.Value `yaml:"primary"`
 }
 
 // Module is the pgconf module.
@@ -57,6 +62,7 @@ func (*Module) NewParams() any {
 		Restart:    expr.Literal(true),
 		OnOverride: expr.Literal("fail"),
 		Dropin:     expr.Literal("conf.d/002-hugepages.conf"),
+		Primary:    expr.Literal(primaryRestart),
 	}
 }
 
@@ -111,6 +117,13 @@ type settings struct {
 	restart    bool
 	onOverride string
 	dropin     string
+	primary    string
+	// whole is the machine's whole pool when the play sets pool (which
+	// may then be this cluster's share of it, see share.go).
+	whole int64
+	// skipPrimary: restart would be planned but this is a replicated
+	// primary and the play says primary: skip.
+	skipPrimary bool
 }
 
 func (m *Module) params(t *engine.Target, raw any) (settings, error) {
@@ -119,14 +132,20 @@ func (m *Module) params(t *engine.Target, raw any) (settings, error) {
 		return settings{}, fmt.Errorf("params: got %T", raw)
 	}
 	s, err := p.eval(t.Scope, false)
-	if err != nil || p.Pool.IsSet() {
+	if err != nil {
 		return s, err
 	}
+	whole := int64(0)
 	if n, ok := t.Int64Output("hugepages", "pool"); ok {
-		s.pool = n
+		whole = n
 	} else if t.Facts != nil {
-		s.pool = t.Facts.HugePagesTotal * t.Facts.HugePageSize
+		whole = t.Facts.HugePagesTotal * t.Facts.HugePageSize
 	}
+	if p.Pool.IsSet() {
+		s.whole = whole // share.go
+		return s, nil
+	}
+	s.pool = whole
 	return s, nil
 }
 
@@ -166,6 +185,11 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 		}
 		if err := checkDropin(s.dropin); err != nil {
 			return s, sc.Errorf(p.Dropin, "%v", err)
+		}
+	}
+	if !skip(p.Primary) {
+		if s.primary, err = evalPrimary(sc, p.Primary); err != nil {
+			return s, err
 		}
 	}
 	if p.Pool.IsSet() && !skip(p.Pool) {
@@ -228,6 +252,10 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	}
 
 	c := newCheckRun(pg, s)
+	// A Patroni-managed member is left alone before anything is read.
+	if rp := patroniRefusal(pg, t.Facts.Topology, c.dropin); rp != nil {
+		return rp, nil
+	}
 	if err := c.readConfiguration(ctx, t); err != nil {
 		return nil, err
 	}
@@ -513,7 +541,10 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 			return err
 		}
 	}
-	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
+	if err := roomForShare(t.Facts, pg, live, s.pool, s.whole, fit.SegmentPages); err != nil {
+		return err
+	}
+	if err := primaryPolicy(t.Facts.Topology, &s, p); err != nil {
 		return err
 	}
 	if pg.Running {
@@ -525,7 +556,7 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})
 			} else {
 				st.Pending = true
-				p.Note(fmt.Sprintf("pending restart: the server runs with %s; %s takes effect at the next restart (restart: false)", before, after))
+				p.Note(fmt.Sprintf("pending restart: the server runs with %s; %s takes effect at the next restart (%s)", before, after, s.pendingReason()))
 			}
 		}
 	} else {

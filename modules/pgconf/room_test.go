@@ -43,3 +43,33 @@ func TestRoomInPool(t *testing.T) {
 		})
 	}
 }
+
+func TestRoomForShare(t *testing.T) {
+	const hp = 2 << 20
+	tests := []struct {
+		name                 string
+		total, free          int64
+		share, whole, segmnt int64
+		wantErr              string
+	}{
+		{name: "no share: the whole pool, others count against it", total: 96, free: 72, share: 96 * hp, whole: 96 * hp, segmnt: 80,
+			wantErr: "only 72 of the 96-page pool"},
+		{name: "a third each: another member holds its third", total: 96, free: 72, share: 24 * hp, whole: 96 * hp, segmnt: 24},
+		{name: "a third each: the others hold too much", total: 96, free: 20, share: 24 * hp, whole: 96 * hp, segmnt: 24,
+			wantErr: "only 20 of the 96-page pool"},
+		{name: "the segment exceeds the share", total: 96, free: 96, share: 24 * hp, whole: 96 * hp, segmnt: 25,
+			wantErr: "this cluster's share (pool) is 24 pages"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &facts.Facts{HugePageSize: hp, HugePagesTotal: tt.total, HugePagesFree: tt.free}
+			err := roomForShare(f, &facts.Postgres{}, nil, tt.share, tt.whole, tt.segmnt)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/topology"
+)
+
+// Replication clusters: apply never has two members of one cluster down
+// at once. Hosts are grouped by their servers' system identifier
+// (engine/topology); the members of a replicated cluster are applied one
+// at a time, standbys first, each back, streaming and caught up before
+// the next, the primary last. Hosts in no replicated cluster are applied
+// together with the first standbys, Forks at a time, as before.
+
+// PartialClusterVar, set true on a primary's host in the inventory,
+// lets apply restart the primary of a cluster some of whose members the
+// run does not include (not in the inventory, or left out by --limit).
+const PartialClusterVar = "pgtune_restart_partial_cluster"
+
+// Defaults for the wait after a standby's apply.
+const (
+	// DefaultMaxLagBytes is how far a restarted standby's replay may lag
+	// the WAL it received before the next member is touched.
+	DefaultMaxLagBytes = 16 << 20
+	// DefaultStreamTimeout bounds the wait for a restarted standby to
+	// stream again: past it the cluster's rollout stops.
+	DefaultStreamTimeout = 2 * time.Minute
+)
+
+// streamPoll is how often a restarted standby is asked whether it
+// streams again.
+const streamPoll = 500 * time.Millisecond
+
+// members is the session's hosts with their replication facts.
+func (s *Session) members() []topology.Member {
+	out := make([]topology.Member, 0, len(s.hosts))
+	for _, hr := range s.hosts {
+		m := topology.Member{Host: hr.host.Name}
+		if hr.facts != nil {
+			m.Topo = hr.facts.Topology
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func hostName(hr *hostRun) string { return hr.host.Name }
+
+// layout is the run's clusters: the Runner's when set, else the
+// session's own hosts grouped.
+func (s *Session) layout() *topology.Layout {
+	if s.runner.Layout != nil {
+		return s.runner.Layout
+	}
+	return topology.Group(s.members())
+}
+
+// placeInClusters notes each member's cluster in the plan, and refuses a
+// restart of a primary whose cluster reaches outside the run.
+func (s *Session) placeInClusters() {
+	l := s.layout()
+	for _, hr := range s.hosts {
+		if hr.facts != nil && hr.facts.TopologyError != "" {
+			hr.notes = append(hr.notes, "replication unknown ("+hr.facts.TopologyError+"): this host is applied outside any cluster order")
+		}
+		c := l.ClusterOf(hr.host.Name)
+		if c == nil || !c.Replicated() {
+			continue
+		}
+		hr.notes = append(hr.notes, "replication "+c.String()+"; apply restarts standbys first, one at a time, the primary last")
+		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
+			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
+		}
+	}
+}
+
+// plansRestart reports whether a module plans a service restart.
+func plansRestart(hr *hostRun) bool {
+	for _, st := range hr.steps {
+		if st.plan == nil {
+			continue
+		}
+		for _, c := range st.plan.Changes {
+			if c.Kind == plan.KindRestart {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func partialAccepted(hr *hostRun) bool {
+	v, ok := hr.host.Vars[PartialClusterVar]
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(fmt.Sprint(v))
+	return err == nil && b
+}
+
+// applyInClusterOrder applies the session wave by wave when some of its
+// hosts are members of a replicated cluster, and reports whether it did
+// (false: nothing done, no host is).
+func (s *Session) applyInClusterOrder(ctx context.Context) bool {
+	l := s.layout()
+	replicated := false
+	for _, hr := range s.hosts {
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() {
+			replicated = true
+		}
+	}
+	if !replicated {
+		return false
+	}
+	stopped := map[*topology.Cluster]error{}
+	for _, hr := range s.hosts {
+		// Every refusal is told on its own host, before any member moves.
+		if hr.err == nil && hr.tr != nil {
+			hr.err = refusal(hr)
+		}
+	}
+	for _, hr := range s.hosts {
+		// A member that already failed (its facts or its check) stops its
+		// cluster before any member is touched.
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.err != nil && stopped[c] == nil {
+			stopped[c] = fmt.Errorf("%s of the same cluster failed before apply", hr.host.Name)
+		}
+	}
+	for _, wave := range topology.Waves(l, s.hosts, hostName) {
+		var run []*hostRun
+		for _, hr := range wave {
+			c := l.ClusterOf(hr.host.Name)
+			if err := stopped[c]; c != nil && err != nil && hr.err == nil && hr.tr != nil {
+				hr.err = fmt.Errorf("%s: not touched: %w; the cluster's rollout stopped there", hr.host.Name, err)
+				continue
+			}
+			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
+				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",
+					hr.host.Name, c, PartialClusterVar)
+				continue
+			}
+			run = append(run, hr)
+		}
+		sub := &Session{runner: s.runner, book: s.book, hosts: run}
+		sub.each(ctx, sub.applyHost)
+		for _, hr := range run {
+			c := l.ClusterOf(hr.host.Name)
+			if c == nil || !c.Replicated() {
+				continue
+			}
+			if hr.err == nil && len(hr.applied) > 0 && c.Primary != hr.host.Name {
+				hr.err = s.awaitStreaming(ctx, hr)
+			}
+			if hr.err != nil && stopped[c] == nil {
+				stopped[c] = fmt.Errorf("%s of the same cluster failed", hr.host.Name)
+			}
+		}
+	}
+	return true
+}
+
+// awaitStreaming waits until a standby that was just applied streams
+// again with its replay caught up to within the lag bound: only then may
+// the next member of its cluster go down.
+func (s *Session) awaitStreaming(ctx context.Context, hr *hostRun) error {
+	maxLag, timeout := s.runner.MaxLagBytes, s.runner.StreamTimeout
+	if maxLag <= 0 {
+		maxLag = DefaultMaxLagBytes
+	}
+	if timeout <= 0 {
+		timeout = DefaultStreamTimeout
+	}
+	if hr.tr == nil || hr.facts == nil || hr.facts.Postgres == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log := s.log(hr)
+	last := errors.New("not asked yet")
+	for {
+		topo, err := facts.GatherTopology(ctx, hr.tr, hr.host.Conn.Become, hr.facts.Postgres)
+		switch {
+		case err != nil:
+			last = err
+		case topo == nil || topo.Role != "standby":
+			last = errors.New("the server is not a standby any more")
+		case topo.Receiver != "streaming":
+			last = fmt.Errorf("its WAL receiver is %q, not streaming", topo.Receiver)
+		case topo.ReplayLagBytes > maxLag:
+			last = fmt.Errorf("its replay lags %d bytes behind (bound %d)", topo.ReplayLagBytes, maxLag)
+		default:
+			log.Info("standby streaming again", "replay_lag_bytes", topo.ReplayLagBytes)
+			hr.facts.Topology = topo
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: standby not back and streaming within %v (%v): the cluster's rollout stops before its next member", hr.host.Name, timeout, last)
+		case <-time.After(streamPoll):
+		}
+	}
+}
+
+// ClusterLayout groups hosts' facts (Runner.Facts) into replication
+// clusters: set it as Runner.Layout before a rollout that works on a few
+// hosts at a time, and use its order for the batches (topology.Sort and
+// topology.Waves, e.g. in rollout.Order).
+func ClusterLayout(hosts []HostFacts) *topology.Layout {
+	members := make([]topology.Member, 0, len(hosts))
+	for _, h := range hosts {
+		m := topology.Member{Host: h.Name}
+		if h.Facts != nil {
+			m.Topo = h.Facts.Topology
+		}
+		members = append(members, m)
+	}
+	return topology.Group(members)
+}
+
+// Clusters is ClusterLayout's clusters, never nil (for pgtune facts).
+func Clusters(hosts []HostFacts) []*topology.Cluster {
+	if cs := ClusterLayout(hosts).Clusters; cs != nil {
+		return cs
+	}
+	return []*topology.Cluster{}
+}

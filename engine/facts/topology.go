@@ -1,0 +1,564 @@
+package facts
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// Topology is a running cluster's place in replication: what the server
+// says about itself, and whether Patroni manages it.
+type Topology struct {
+	// Role is "primary" or "standby" (pg_is_in_recovery()).
+	Role string `json:"role"`
+	// SystemID is pg_control_system()'s system_identifier: every member
+	// of one replication cluster has the same.
+	SystemID string `json:"system_identifier"`
+	Timeline int64  `json:"timeline,omitempty"`
+	// ClusterName is the cluster_name setting (Patroni sets its scope).
+	ClusterName string `json:"cluster_name,omitempty"`
+	// Upstream is where a standby streams from: "host:port" from
+	// pg_stat_wal_receiver, else from primary_conninfo (only host and
+	// port are ever read out of it: it may hold a password).
+	Upstream string `json:"upstream,omitempty"`
+	// Receiver is pg_stat_wal_receiver's status ("streaming"), empty when
+	// no WAL receiver runs.
+	Receiver string `json:"receiver,omitempty"`
+	// ReplayLagBytes is, on a standby, the WAL received but not yet
+	// replayed.
+	ReplayLagBytes int64 `json:"replay_lag_bytes,omitempty"`
+	// Standbys are the primary's (or a cascading standby's) WAL senders.
+	Standbys []StandbyInfo `json:"standbys,omitempty"`
+	// Patroni is set when Patroni manages this server.
+	Patroni *Patroni `json:"patroni,omitempty"`
+}
+
+// StandbyInfo is one row of pg_stat_replication.
+type StandbyInfo struct {
+	Name  string `json:"name"` // application_name
+	Addr  string `json:"addr,omitempty"`
+	State string `json:"state"`
+	// LagBytes is how far its replay is behind this server's WAL.
+	LagBytes int64 `json:"lag_bytes"`
+}
+
+// Patroni is what says Patroni manages a server, and its view of it.
+type Patroni struct {
+	// Scope is Patroni's cluster name, Name this member's.
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+	// PID is the Patroni process: the postmaster's parent.
+	PID        int    `json:"pid"`
+	ConfigFile string `json:"config_file,omitempty"`
+	// APIURL is the member's REST API (restapi.connect_address).
+	APIURL string `json:"api_url,omitempty"`
+	// GeneratedConf says the server's postgresql.conf is the one Patroni
+	// writes (and overwrites).
+	GeneratedConf bool `json:"generated_conf"`
+	// From the REST API (empty when it did not answer: APIError says why).
+	Role           string          `json:"role,omitempty"`
+	State          string          `json:"state,omitempty"`
+	PendingRestart bool            `json:"pending_restart,omitempty"`
+	Paused         bool            `json:"paused,omitempty"`
+	Members        []PatroniMember `json:"members,omitempty"`
+	APIError       string          `json:"api_error,omitempty"`
+}
+
+// PatroniMember is one member as Patroni's GET /cluster lists it.
+type PatroniMember struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+	// Lag is the replica's lag in bytes as Patroni reports it (-1 unknown).
+	Lag int64 `json:"lag"`
+}
+
+// IsPrimary reports whether the server is its cluster's primary.
+func (t *Topology) IsPrimary() bool { return t != nil && t.Role == "primary" }
+
+// topologySQL prints key=value records (psql -0 ends each with a NUL).
+const topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END
+UNION ALL SELECT 'sysid=' || system_identifier FROM pg_control_system()
+UNION ALL SELECT 'timeline=' || timeline_id FROM pg_control_checkpoint()
+UNION ALL SELECT 'cluster_name=' || current_setting('cluster_name')
+UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
+UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
+UNION ALL SELECT 'replay_lag=' || coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0) WHERE pg_is_in_recovery()
+UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)::bigint, -1)
+  || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication`
+
+// topologyScript runs as the cluster owner (ownerRunScript). It prints
+// NUL-ended records: first the postmaster's parent (Patroni, when it
+// manages the server) and, when that parent looks like Patroni, the
+// config file its command line names, in base64; then the head of
+// postgresql.conf in base64; then the server's answers to topologySQL.
+//
+//	$1 psql  $2 socket dir  $3 port  $4 postmaster pid  $5 config file  $6 SQL
+const topologyScript = `export LC_ALL=C
+psql=$1 sock=$2 port=$3 pm=$4 conf=$5 sql=$6
+cd /
+rec() { printf '%s=%s\0' "$1" "$2"; }
+me=$(id -u)
+for st in /proc/[0-9]*/status; do
+  p=${st#/proc/}; p=${p%/status}
+  uid=
+  while read -r k r e rest; do if [ "$k" = Uid: ]; then uid=$r; break; fi; done 2>/dev/null < "$st"
+  [ "$uid" = "$me" ] || continue
+  c=
+  read -r c 2>/dev/null < "/proc/$p/comm" || continue
+  case $c in postgres|postmaster) continue;; esac
+  n=0 isp= last=
+  while IFS= read -r a; do
+    n=$((n+1))
+    if [ $n -le 2 ] && [ "${a##*/}" = patroni ]; then isp=1; fi
+    last=$a
+  done <<ARGS
+$(tr '\0' '\n' 2>/dev/null < "/proc/$p/cmdline")
+ARGS
+  [ -n "$isp" ] || continue
+  rec patroni_pid "$p"
+  rec pconf_path "$last"
+  case $last in /*) rec pconf "$(head -c 262144 -- "$last" 2>/dev/null | base64 -w0)";; esac
+done
+rec conf_head "$(head -c 512 -- "$conf" 2>/dev/null | base64 -w0)"
+set -- "$psql" -X -A -t -q -0 -v ON_ERROR_STOP=1 -d postgres -c "$sql"
+if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
+if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
+exec "$@"
+`
+
+// ownerRunScript runs the script $2 as the cluster owner $1 (we are the
+// owner, or root through runuser, or sudo -n -u), with the arguments after
+// it. Nothing found on the host runs as root.
+const ownerRunScript = `owner=$1 script=$2
+shift 2
+cd /
+if [ "$(id -un)" = "$owner" ]; then exec sh -c "$script" sh "$@"
+elif [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then exec runuser -u "$owner" -- sh -c "$script" sh "$@"
+else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
+`
+
+// patroniGetScript fetches Patroni's GET /patroni and GET /cluster from
+// the member's REST API ($1, a URL built by pgtune), as the cluster owner,
+// each answer on one line in base64 (empty when it failed).
+const patroniGetScript = `export LC_ALL=C
+base=$1
+get() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -sS --max-time 5 --max-filesize 1048576 -- "$base$1" 2>/dev/null | head -c 1048576
+  else
+    python3 -c 'import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=5)
+except urllib.error.HTTPError as e:
+    r = e
+sys.stdout.buffer.write(r.read(1048576))' "$base$1" 2>/dev/null
+  fi
+}
+printf 'patroni=%s\n' "$(get /patroni | base64 -w0)"
+printf 'cluster=%s\n' "$(get /cluster | base64 -w0)"
+`
+
+// GatherTopology asks a running server where it stands in replication, as
+// the cluster owner over its unix socket, and whether Patroni manages it
+// (the postmaster's parent is a Patroni process; its config file names
+// the REST API, which is then asked for its view). A nil Postgres or a
+// stopped one has no topology: (nil, nil).
+func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg *Postgres) (*Topology, error) {
+	if pg == nil || !pg.Running || pg.Owner == "" {
+		return nil, nil
+	}
+	args := []string{"sh", "-c", ownerRunScript, "sh", pg.Owner, topologyScript,
+		path.Join(pg.BinDir, "psql"), pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(pg.PID), pg.ConfigFile, topologySQL}
+	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
+	if err != nil {
+		return nil, fmt.Errorf("replication topology: %w", err)
+	}
+	topo, pat, err := parseTopology(res.Stdout, pg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("replication topology: %w", err)
+	}
+	if pat != nil {
+		topo.Patroni = pat
+		if pat.APIURL != "" {
+			askPatroni(ctx, t, become, pg.Owner, pat)
+		}
+	}
+	return topo, nil
+}
+
+// patroniCandidate is a Patroni process of the cluster owner and its
+// config file.
+type patroniCandidate struct {
+	pid, path, conf string
+}
+
+// parseTopology reads topologyScript's records; dataDir is the server's,
+// to tell which Patroni process (if any) manages it.
+func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
+	topo := &Topology{}
+	var cands []patroniCandidate
+	kv := map[string]string{}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		k, v, ok := strings.Cut(strings.Trim(rec, "\n"), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "patroni_pid":
+			cands = append(cands, patroniCandidate{pid: v})
+		case "pconf_path", "pconf":
+			if len(cands) == 0 {
+				continue
+			}
+			c := &cands[len(cands)-1]
+			if k == "pconf" {
+				c.conf = v
+			} else {
+				c.path = v
+			}
+		case "standby":
+			s, err := parseStandby(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			topo.Standbys = append(topo.Standbys, s)
+		default:
+			if _, dup := kv[k]; !dup {
+				kv[k] = v
+			}
+		}
+	}
+	switch kv["role"] {
+	case "primary", "standby":
+		topo.Role = kv["role"]
+	default:
+		return nil, nil, fmt.Errorf("the server did not say whether it is in recovery")
+	}
+	if _, err := ParseInt("system identifier", kv["sysid"], 1, 1<<63-1); err != nil {
+		return nil, nil, err
+	}
+	topo.SystemID = kv["sysid"]
+	if tl, err := ParseInt("timeline", kv["timeline"], 1, 1<<32); err == nil {
+		topo.Timeline = tl
+	}
+	topo.ClusterName = kv["cluster_name"]
+	if topo.Role == "standby" {
+		if err := topo.readUpstream(kv["receiver"], kv["conninfo"], kv["replay_lag"]); err != nil {
+			return nil, nil, err
+		}
+	}
+	head, _ := base64.StdEncoding.DecodeString(kv["conf_head"])
+	return topo, detectPatroni(bytes.Contains(head, []byte(generatedMarker)), cands, dataDir), nil
+}
+
+// readUpstream fills a standby's upstream, receiver status and lag.
+func (t *Topology) readUpstream(receiver, conninfo, lag string) error {
+	if receiver != "" {
+		f := strings.Fields(receiver)
+		t.Receiver = f[0]
+		if len(f) == 3 {
+			t.Upstream = net.JoinHostPort(f[1], f[2])
+		}
+	}
+	if t.Upstream == "" {
+		if host, port := conninfoAddr(conninfo); host != "" {
+			t.Upstream = net.JoinHostPort(host, port)
+		}
+	}
+	if lag != "" {
+		n, err := ParseInt("replay lag (bytes)", lag, 0, MaxBytes)
+		if err != nil {
+			return err
+		}
+		t.ReplayLagBytes = n
+	}
+	return nil
+}
+
+// parseStandby reads "LAG STATE ADDR NAME" (NAME may hold spaces).
+func parseStandby(v string) (StandbyInfo, error) {
+	f := strings.SplitN(v, " ", 4)
+	if len(f) != 4 {
+		return StandbyInfo{}, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
+	}
+	lag, err := ParseInt("standby lag (bytes)", f[0], -1, MaxBytes)
+	if err != nil {
+		return StandbyInfo{}, err
+	}
+	return StandbyInfo{LagBytes: lag, State: f[1], Addr: f[2], Name: f[3]}, nil
+}
+
+// conninfoAddr reads host (or hostaddr) and port out of a libpq
+// connection string, keyword form or URI, and nothing else: the password
+// in it is never read out. The port defaults to 5432.
+func conninfoAddr(s string) (host, port string) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "postgresql://") || strings.HasPrefix(s, "postgres://") {
+		rest := s[strings.Index(s, "://")+3:]
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			rest = rest[:i]
+		}
+		if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+			rest = rest[i+1:] // user:password@ dropped
+		}
+		rest, _, _ = strings.Cut(rest, ",")
+		if h, p, err := net.SplitHostPort(rest); err == nil {
+			return h, p
+		}
+		return rest, "5432"
+	}
+	kv := conninfoPairs(s)
+	host, port = kv["host"], kv["port"]
+	if host == "" {
+		host = kv["hostaddr"]
+	}
+	host, _, _ = strings.Cut(host, ",")
+	port, _, _ = strings.Cut(port, ",")
+	if port == "" {
+		port = "5432"
+	}
+	return host, port
+}
+
+// conninfoPairs parses libpq's keyword = value form (values quoted with
+// single quotes, backslash escapes), keeping only host, hostaddr and port.
+func conninfoPairs(s string) map[string]string {
+	out := map[string]string{}
+	i := 0
+	for i < len(s) {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+			i++
+		}
+		j := i
+		for j < len(s) && s[j] != '=' && s[j] != ' ' {
+			j++
+		}
+		key := s[i:j]
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		if j >= len(s) || s[j] != '=' {
+			return out
+		}
+		j++
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		var val strings.Builder
+		if j < len(s) && s[j] == '\'' {
+			j++
+			for j < len(s) && s[j] != '\'' {
+				if s[j] == '\\' && j+1 < len(s) {
+					j++
+				}
+				val.WriteByte(s[j])
+				j++
+			}
+			j++
+		} else {
+			for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+				if s[j] == '\\' && j+1 < len(s) {
+					j++
+				}
+				val.WriteByte(s[j])
+				j++
+			}
+		}
+		switch key {
+		case "host", "hostaddr", "port":
+			out[key] = val.String()
+		}
+		i = j
+	}
+	return out
+}
+
+// generatedMarker is in the first lines of the postgresql.conf Patroni
+// writes ("Do not edit this file manually! It will be overwritten by
+// Patroni!").
+const generatedMarker = "overwritten by Patroni"
+
+// detectPatroni decides whether Patroni manages the server in dataDir:
+// a Patroni process of the owner whose config file names that data
+// directory (Patroni detaches the postmaster it starts, so the postmaster
+// is not its child), or a postgresql.conf that says Patroni writes it.
+func detectPatroni(generated bool, cands []patroniCandidate, dataDir string) *Patroni {
+	var errs []string
+	for _, c := range cands {
+		p := &Patroni{GeneratedConf: generated, ConfigFile: c.path}
+		pid, err := ParseInt("patroni pid", c.pid, 2, MaxPID)
+		if err != nil {
+			continue
+		}
+		p.PID = int(pid)
+		conf, err := base64.StdEncoding.DecodeString(c.conf)
+		if err != nil || len(conf) == 0 {
+			errs = append(errs, fmt.Sprintf("patroni pid %d: config file %s not readable", pid, strconv.Quote(c.path)))
+			continue
+		}
+		managed, err := p.readConfig(conf, dataDir)
+		if !managed {
+			continue
+		}
+		if err != nil {
+			p.APIError = err.Error()
+		}
+		return p
+	}
+	if !generated {
+		return nil
+	}
+	p := &Patroni{GeneratedConf: true, APIError: "postgresql.conf says Patroni writes it, but no Patroni process of the cluster owner names this data directory"}
+	if len(errs) > 0 {
+		p.APIError += " (" + strings.Join(errs, "; ") + ")"
+	}
+	return p
+}
+
+// patroniConfig is the part of patroni.yml pgtune reads: never the
+// authentication sections.
+type patroniConfig struct {
+	Scope      string `yaml:"scope"`
+	Name       string `yaml:"name"`
+	PostgreSQL struct {
+		DataDir string `yaml:"data_dir"`
+	} `yaml:"postgresql"`
+	RestAPI struct {
+		Listen         string `yaml:"listen"`
+		ConnectAddress string `yaml:"connect_address"`
+		CertFile       string `yaml:"certfile"`
+	} `yaml:"restapi"`
+}
+
+// readConfig reads a Patroni config file: whether it manages dataDir, and
+// then its scope, name and REST API address.
+func (p *Patroni) readConfig(b []byte, dataDir string) (bool, error) {
+	var c patroniConfig
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return false, nil // not a config file pgtune can read: not this server's
+	}
+	if !samePath(c.PostgreSQL.DataDir, dataDir) {
+		return false, nil
+	}
+	p.Scope, p.Name = c.Scope, c.Name
+	return true, p.readAPI(c)
+}
+
+func (p *Patroni) readAPI(c patroniConfig) error {
+	addr := c.RestAPI.ConnectAddress
+	if addr == "" {
+		addr = c.RestAPI.Listen
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("patroni config %s: restapi address %s: %v", strconv.Quote(p.ConfigFile), strconv.Quote(addr), err)
+	}
+	if _, err := ParseInt("patroni restapi port", port, 1, 65535); err != nil {
+		return err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	if strings.ContainsAny(host, "/?#@ \t\n") {
+		return fmt.Errorf("patroni config %s: restapi host %s is not a host name", strconv.Quote(p.ConfigFile), strconv.Quote(host))
+	}
+	scheme := "http"
+	if c.RestAPI.CertFile != "" {
+		scheme = "https"
+	}
+	p.APIURL = scheme + "://" + net.JoinHostPort(host, port)
+	return nil
+}
+
+// askPatroni reads the member's and the cluster's state from the REST API
+// on the host itself (it usually listens on loopback only), as the owner.
+// A failure is recorded in APIError: Patroni still manages the server.
+func askPatroni(ctx context.Context, t transport.Transport, become bool, owner string, p *Patroni) {
+	args := []string{"sh", "-c", ownerRunScript, "sh", owner, patroniGetScript, p.APIURL}
+	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
+	if err != nil {
+		p.APIError = fmt.Sprintf("GET %s/patroni: %v", p.APIURL, err)
+		return
+	}
+	answers := map[string][]byte{}
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			answers[k], _ = base64.StdEncoding.DecodeString(v)
+		}
+	}
+	if err := p.readStatus(answers["patroni"]); err != nil {
+		p.APIError = fmt.Sprintf("GET %s/patroni: %v", p.APIURL, err)
+		return
+	}
+	if err := p.readMembers(answers["cluster"]); err != nil {
+		p.APIError = fmt.Sprintf("GET %s/cluster: %v", p.APIURL, err)
+	}
+}
+
+// readStatus reads GET /patroni.
+func (p *Patroni) readStatus(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("no answer")
+	}
+	var st struct {
+		State          string `json:"state"`
+		Role           string `json:"role"`
+		PendingRestart bool   `json:"pending_restart"`
+		Pause          bool   `json:"pause"`
+		Patroni        struct {
+			Scope string `json:"scope"`
+			Name  string `json:"name"`
+		} `json:"patroni"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("not Patroni's JSON: %v", err)
+	}
+	p.State, p.Role, p.PendingRestart, p.Paused = st.State, st.Role, st.PendingRestart, st.Pause
+	if st.Patroni.Scope != "" {
+		p.Scope = st.Patroni.Scope
+	}
+	if st.Patroni.Name != "" {
+		p.Name = st.Patroni.Name
+	}
+	return nil
+}
+
+// readMembers reads GET /cluster.
+func (p *Patroni) readMembers(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("no answer")
+	}
+	var c struct {
+		Members []struct {
+			Name  string          `json:"name"`
+			Role  string          `json:"role"`
+			State string          `json:"state"`
+			Lag   json.RawMessage `json:"lag"`
+		} `json:"members"`
+		Pause bool `json:"pause"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("not Patroni's JSON: %v", err)
+	}
+	p.Members = nil
+	for _, m := range c.Members {
+		lag := int64(-1)
+		if n, err := ParseInt("patroni member lag", string(m.Lag), 0, MaxBytes); err == nil {
+			lag = n
+		}
+		p.Members = append(p.Members, PatroniMember{Name: m.Name, Role: m.Role, State: m.State, Lag: lag})
+	}
+	p.Paused = p.Paused || c.Pause
+	return nil
+}

@@ -1,0 +1,283 @@
+// Package topology groups a run's hosts into replication clusters and
+// orders work on them so that no two members of one cluster are down at
+// once: standbys first, one at a time, the primary last.
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
+)
+
+// Member is one host of the run and its replication facts (nil when no
+// server runs there or it could not be asked).
+type Member struct {
+	Host string
+	Topo *facts.Topology
+}
+
+// Cluster is one replication cluster as far as the run sees it: the
+// members sharing a system identifier.
+type Cluster struct {
+	// ID is the system identifier shared by every member.
+	ID string `json:"system_identifier"`
+	// Name is Patroni's scope when Patroni manages the cluster.
+	Name    string `json:"name,omitempty"`
+	Patroni bool   `json:"patroni,omitempty"`
+	// Primary is the run's host that is the primary ("" when the primary
+	// is not in the run); Standbys the run's hosts that are standbys.
+	Primary  string   `json:"primary,omitempty"`
+	Standbys []string `json:"standbys,omitempty"`
+	// Outside describes members the run does not include (not in the
+	// inventory, or left out by --limit).
+	Outside []string `json:"outside,omitempty"`
+}
+
+// Replicated reports whether the cluster has more than one member (in the
+// run or outside it): only then does order matter.
+func (c *Cluster) Replicated() bool {
+	n := len(c.Standbys) + len(c.Outside)
+	if c.Primary != "" {
+		n++
+	}
+	return n > 1
+}
+
+// Members lists the cluster's hosts in the run in restart order:
+// standbys (by name), then the primary.
+func (c *Cluster) Members() []string {
+	out := append([]string(nil), c.Standbys...)
+	if c.Primary != "" {
+		out = append(out, c.Primary)
+	}
+	return out
+}
+
+// String is a one-line description: "cluster 73… (patroni scope "x"):
+// primary db1, standbys db2, db3; outside this run: 1 standby".
+func (c *Cluster) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster %s", c.ID)
+	if c.Patroni {
+		fmt.Fprintf(&b, " (Patroni scope %q)", c.Name)
+	}
+	primary := c.Primary
+	if primary == "" {
+		primary = "not in this run"
+	}
+	fmt.Fprintf(&b, ": primary %s", primary)
+	if len(c.Standbys) > 0 {
+		fmt.Fprintf(&b, ", standbys %s", strings.Join(c.Standbys, ", "))
+	}
+	if len(c.Outside) > 0 {
+		fmt.Fprintf(&b, "; outside this run: %s", strings.Join(c.Outside, ", "))
+	}
+	return b.String()
+}
+
+// Layout is the run's hosts grouped into clusters.
+type Layout struct {
+	Clusters []*Cluster
+	of       map[string]*Cluster
+}
+
+// Group groups members by system identifier. Members without topology
+// belong to no cluster.
+func Group(members []Member) *Layout {
+	l := &Layout{of: map[string]*Cluster{}}
+	byID := map[string]*Cluster{}
+	byIDTopos := map[string][]Member{}
+	for _, m := range members {
+		if m.Topo == nil || m.Topo.SystemID == "" {
+			continue
+		}
+		c := byID[m.Topo.SystemID]
+		if c == nil {
+			c = &Cluster{ID: m.Topo.SystemID}
+			byID[c.ID] = c
+			l.Clusters = append(l.Clusters, c)
+		}
+		byIDTopos[c.ID] = append(byIDTopos[c.ID], m)
+		l.of[m.Host] = c
+		if p := m.Topo.Patroni; p != nil {
+			c.Patroni = true
+			if c.Name == "" {
+				c.Name = p.Scope
+			}
+		}
+		if m.Topo.IsPrimary() && c.Primary == "" {
+			c.Primary = m.Host
+		} else {
+			// A second server claiming primary with the same identifier
+			// is a split brain or a promoted copy: it is listed with the
+			// standbys, and the outside check below says so.
+			c.Standbys = append(c.Standbys, m.Host)
+		}
+	}
+	for _, c := range l.Clusters {
+		sort.Strings(c.Standbys)
+		c.Outside = outside(c, byIDTopos[c.ID])
+	}
+	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
+	return l
+}
+
+func (c *Cluster) first() string {
+	if m := c.Members(); len(m) > 0 {
+		return m[0]
+	}
+	return c.ID
+}
+
+// outside finds members the run does not include: Patroni's member list
+// names them; without Patroni, the primary's WAL senders count them, and a
+// run without the primary misses at least the primary.
+func outside(c *Cluster, members []Member) []string {
+	var out []string
+	inRun := map[string]bool{}
+	var patroniList []facts.PatroniMember
+	primaries := 0
+	for _, m := range members {
+		if p := m.Topo.Patroni; p != nil {
+			inRun[p.Name] = true
+			if len(p.Members) > len(patroniList) {
+				patroniList = p.Members
+			}
+		}
+		if m.Topo.IsPrimary() {
+			primaries++
+		}
+	}
+	if primaries > 1 {
+		out = append(out, fmt.Sprintf("%d servers of this cluster say they are primary", primaries))
+	}
+	if c.Patroni && len(patroniList) > 0 {
+		for _, pm := range patroniList {
+			if !inRun[pm.Name] {
+				d := fmt.Sprintf("Patroni member %q", pm.Name)
+				if pm.Role != "" {
+					d += " (" + pm.Role + ")"
+				}
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if c.Primary == "" {
+		upstream := ""
+		for _, m := range members {
+			if m.Topo.Upstream != "" {
+				upstream = " (upstream " + m.Topo.Upstream + ")"
+				break
+			}
+		}
+		out = append(out, "the primary"+upstream)
+		return out
+	}
+	for _, m := range members {
+		if m.Host != c.Primary {
+			continue
+		}
+		if extra := len(m.Topo.Standbys) - len(c.Standbys); extra > 0 {
+			out = append(out, fmt.Sprintf("%d standby(s) the primary streams to", extra))
+		}
+	}
+	return out
+}
+
+// ClusterOf is the cluster host belongs to, or nil.
+func (l *Layout) ClusterOf(host string) *Cluster {
+	if l == nil {
+		return nil
+	}
+	return l.of[host]
+}
+
+// IsPrimary reports whether host is the primary of a replicated cluster.
+func (l *Layout) IsPrimary(host string) bool {
+	c := l.ClusterOf(host)
+	return c != nil && c.Primary == host && c.Replicated()
+}
+
+// rank is a host's place in its cluster's restart order (0 for the first
+// standby), and false for hosts in no replicated cluster.
+func (l *Layout) rank(host string, present map[string]bool) (int, bool) {
+	c := l.ClusterOf(host)
+	if c == nil || !c.Replicated() {
+		return 0, false
+	}
+	r := 0
+	for _, m := range c.Members() {
+		if m == host {
+			return r, true
+		}
+		if present == nil || present[m] {
+			r++
+		}
+	}
+	return 0, false
+}
+
+// Waves splits items (hosts, by name) into groups worked on one after
+// the other, each group's items at once: the k-th member (in restart
+// order, counting only the items given) of every replicated cluster goes
+// into wave k, so no wave holds two members of one cluster, standbys come
+// before their primary, and hosts in no replicated cluster all go into the
+// first wave. Order within a wave follows the input.
+func Waves[T any](l *Layout, items []T, name func(T) string) [][]T {
+	present := map[string]bool{}
+	for _, it := range items {
+		present[name(it)] = true
+	}
+	var waves [][]T
+	for _, it := range items {
+		r, _ := l.rank(name(it), present)
+		for len(waves) <= r {
+			waves = append(waves, nil)
+		}
+		waves[r] = append(waves[r], it)
+	}
+	out := waves[:0]
+	for _, w := range waves {
+		if len(w) > 0 {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Sort orders items so that cutting them into batches keeps cluster
+// order: standbys of replicated clusters first, then hosts in no
+// replicated cluster, then primaries; stable otherwise.
+func Sort[T any](l *Layout, items []T, name func(T) string) []T {
+	class := func(it T) int {
+		h := name(it)
+		switch c := l.ClusterOf(h); {
+		case c == nil || !c.Replicated():
+			return 1
+		case c.Primary == h:
+			return 2
+		default:
+			return 0
+		}
+	}
+	out := append([]T(nil), items...)
+	sort.SliceStable(out, func(i, j int) bool { return class(out[i]) < class(out[j]) })
+	return out
+}
+
+// SortHosts and WavesHosts are Sort and Waves over inventory hosts, the
+// shape of rollout.Order's Sort and Waves.
+func (l *Layout) SortHosts(hosts []*inventory.Host) []*inventory.Host {
+	return Sort(l, hosts, inventoryName)
+}
+
+// WavesHosts: see SortHosts.
+func (l *Layout) WavesHosts(batch []*inventory.Host) [][]*inventory.Host {
+	return Waves(l, batch, inventoryName)
+}
+
+func inventoryName(h *inventory.Host) string { return h.Name }

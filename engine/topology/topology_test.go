@@ -1,0 +1,118 @@
+package topology
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/facts"
+)
+
+func primary(id string, standbys int) *facts.Topology {
+	t := &facts.Topology{Role: "primary", SystemID: id}
+	for i := 0; i < standbys; i++ {
+		t.Standbys = append(t.Standbys, facts.StandbyInfo{Name: "s", State: "streaming"})
+	}
+	return t
+}
+
+func standby(id string) *facts.Topology {
+	return &facts.Topology{Role: "standby", SystemID: id, Upstream: "10.0.0.1:5432", Receiver: "streaming"}
+}
+
+func fleet() []Member {
+	return []Member{
+		{Host: "a-primary", Topo: primary("1", 2)},
+		{Host: "a-s2", Topo: standby("1")},
+		{Host: "lone", Topo: primary("3", 0)},
+		{Host: "a-s1", Topo: standby("1")},
+		{Host: "b-primary", Topo: primary("2", 1)},
+		{Host: "b-s1", Topo: standby("2")},
+		{Host: "stopped", Topo: nil},
+	}
+}
+
+func TestGroup(t *testing.T) {
+	l := Group(fleet())
+	var got []string
+	for _, c := range l.Clusters {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"cluster 1: primary a-primary, standbys a-s1, a-s2",
+		"cluster 2: primary b-primary, standbys b-s1",
+		"cluster 3: primary lone",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("clusters:\n got %q\nwant %q", got, want)
+	}
+	if l.ClusterOf("stopped") != nil || !l.IsPrimary("a-primary") || l.IsPrimary("lone") || l.IsPrimary("a-s1") {
+		t.Error("ClusterOf/IsPrimary wrong")
+	}
+}
+
+func TestGroupOutside(t *testing.T) {
+	patroni := func(role, name string) *facts.Topology {
+		t := &facts.Topology{Role: role, SystemID: "9", Patroni: &facts.Patroni{Scope: "demo", Name: name,
+			Members: []facts.PatroniMember{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "replica"}, {Name: "n3", Role: "replica"}}}}
+		return t
+	}
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		want    string
+	}{
+		{"a standby left out", []Member{{"p", primary("1", 2)}, {"s1", standby("1")}}, "cluster 1: primary p, standbys s1; outside this run: 1 standby(s) the primary streams to"},
+		{"the primary left out", []Member{{"s1", standby("1")}, {"s2", standby("1")}}, "cluster 1: primary not in this run, standbys s1, s2; outside this run: the primary (upstream 10.0.0.1:5432)"},
+		{"two primaries", []Member{{"p", primary("1", 0)}, {"q", primary("1", 0)}}, "cluster 1: primary p, standbys q; outside this run: 2 servers of this cluster say they are primary"},
+		{"Patroni names who is missing", []Member{{"h1", patroni("primary", "n1")}, {"h2", patroni("standby", "n2")}},
+			`cluster 9 (Patroni scope "demo"): primary h1, standbys h2; outside this run: Patroni member "n3" (replica)`},
+		{"all in", []Member{{"p", primary("1", 1)}, {"s1", standby("1")}}, "cluster 1: primary p, standbys s1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Group(tc.members)
+			if len(l.Clusters) != 1 || l.Clusters[0].String() != tc.want {
+				var got []string
+				for _, c := range l.Clusters {
+					got = append(got, c.String())
+				}
+				t.Errorf("got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWavesAndSort(t *testing.T) {
+	l := Group(fleet())
+	names := []string{"a-primary", "a-s2", "lone", "a-s1", "b-primary", "b-s1", "stopped", "unknown"}
+	id := func(s string) string { return s }
+	got := Waves(l, names, id)
+	want := [][]string{{"lone", "a-s1", "b-s1", "stopped", "unknown"}, {"a-s2", "b-primary"}, {"a-primary"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Waves = %q, want %q", got, want)
+	}
+	// A batch holding part of a cluster: its members still go one by one,
+	// standbys first.
+	got = Waves(l, []string{"a-primary", "a-s2"}, id)
+	if want := [][]string{{"a-s2"}, {"a-primary"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Waves(part) = %q, want %q", got, want)
+	}
+	for _, w := range Waves(l, names, id) {
+		seen := map[*Cluster]bool{}
+		for _, h := range w {
+			if c := l.ClusterOf(h); c != nil && c.Replicated() {
+				if seen[c] {
+					t.Errorf("wave %q holds two members of %s", w, c)
+				}
+				seen[c] = true
+			}
+		}
+	}
+	sorted := Sort(l, names, id)
+	if want := []string{"a-s2", "a-s1", "b-s1", "lone", "stopped", "unknown", "a-primary", "b-primary"}; !reflect.DeepEqual(sorted, want) {
+		t.Errorf("Sort = %q, want %q", sorted, want)
+	}
+	if s := strings.Join(names, ","); s != "a-primary,a-s2,lone,a-s1,b-primary,b-s1,stopped,unknown" {
+		t.Errorf("Sort changed its input: %s", s)
+	}
+}

@@ -1,0 +1,69 @@
+package pgconf
+
+import (
+	"fmt"
+
+	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+// The play's choice for the primary of a replicated cluster. The engine
+// restarts a cluster's standbys first, one at a time, and its primary
+// last (engine/topology); this says what "last" does.
+const (
+	// primaryRestart restarts the primary in place: the outage is the
+	// restart.
+	primaryRestart = "restart"
+	// primarySwitchover would switch over to a standby already on the new
+	// values and restart the old primary as a standby. It needs a cluster
+	// manager to repoint the other standbys: pgtune supports it under
+	// Patroni only, and refuses it otherwise.
+	primarySwitchover = "switchover"
+	// primarySkip writes the new values but leaves the restart pending,
+	// and says so.
+	primarySkip = "skip"
+)
+
+func evalPrimary(sc *expr.Scope, v expr.Value) (string, error) {
+	s, err := sc.String(v)
+	if err != nil {
+		return "", fmt.Errorf("primary: %w", err)
+	}
+	switch s {
+	case primaryRestart, primarySwitchover, primarySkip:
+		return s, nil
+	}
+	return "", sc.Errorf(v, "primary: %q is not restart, switchover or skip", s)
+}
+
+// replicatedPrimary reports whether the server is a primary with standbys
+// streaming from it: the one whose restart the whole cluster feels.
+func replicatedPrimary(topo *facts.Topology) bool {
+	return topo.IsPrimary() && len(topo.Standbys) > 0
+}
+
+// primaryPolicy applies the play's primary choice to a replicated
+// primary: skip turns the restart into a pending one, switchover is
+// refused without Patroni. Lone servers and standbys restart as planned.
+func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error {
+	if !replicatedPrimary(topo) || !s.restart {
+		return nil
+	}
+	switch s.primary {
+	case primarySkip:
+		s.restart, s.skipPrimary = false, true
+		p.Note(fmt.Sprintf("primary of a replicated cluster (%d standby(s)): primary: skip leaves its restart pending; restart it (or switch over) yourself once its standbys are on the new values", len(topo.Standbys)))
+	case primarySwitchover:
+		return fmt.Errorf("primary: switchover needs Patroni to move the primary role and repoint the standbys; this plain streaming primary (%d standby(s)) can take primary: restart (after its standbys) or skip", len(topo.Standbys))
+	}
+	return nil
+}
+
+// pendingReason says why a needed restart is left pending.
+func (s settings) pendingReason() string {
+	if s.skipPrimary {
+		return "primary: skip"
+	}
+	return "restart: false"
+}

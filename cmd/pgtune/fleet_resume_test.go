@@ -24,7 +24,7 @@ import (
 // (it writes only the file) and rolls out one canary, then the rest.
 type fleetHosts struct {
 	inv, book, work, xdg string
-	names             []string
+	names                []string
 }
 
 func newFleetHosts(t *testing.T) fleetHosts {
@@ -63,7 +63,9 @@ func newFleetHosts(t *testing.T) fleetHosts {
 	return f
 }
 
-func (f fleetHosts) file(h string) string { return filepath.Join(f.work, h, "sysctl", "10-hugepages.conf") }
+func (f fleetHosts) file(h string) string {
+	return filepath.Join(f.work, h, "sysctl", "10-hugepages.conf")
+}
 
 // hostTrace is what a run may leave on a host: its file and every entry of
 // its state directory (journals, backups, lock), with their mtimes.

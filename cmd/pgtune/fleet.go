@@ -165,6 +165,7 @@ func (a *App) rolloutApply(o *options) int {
 	if st == nil {
 		st = rollout.NewState(dir, runner.RunID, a.Now())
 		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
+		st.Flags = o.fleet.savedFlags()
 	} else if st.PlaybookSHA256 != sum {
 		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
 	}
@@ -209,6 +210,33 @@ func (o *options) resumeFrom(st *rollout.State) {
 	if !o.given["shard"] {
 		o.fleet.shard = st.Shard
 	}
+	for name, v := range o.fleet.flags() {
+		if !o.given[name] && st.Flags[name] != "" {
+			*v = st.Flags[name]
+		}
+	}
+	if !o.given["any-errors-fatal"] && st.Flags["any-errors-fatal"] == "true" {
+		o.fleet.anyErrorsFatal = true
+	}
+}
+
+// flags are the rollout flags a resume takes over from its run.
+func (f *fleetOptions) flags() map[string]*string {
+	return map[string]*string{"serial": &f.serial, "max-fail-percentage": &f.maxFail, "pause-between-batches": &f.pause}
+}
+
+// savedFlags records the rollout flags given, for a resume.
+func (f *fleetOptions) savedFlags() map[string]string {
+	out := map[string]string{}
+	for name, v := range f.flags() {
+		if *v != "" {
+			out[name] = *v
+		}
+	}
+	if f.anyErrorsFatal {
+		out["any-errors-fatal"] = "true"
+	}
+	return out
 }
 
 // playbookSum fingerprints the policy a run applies.

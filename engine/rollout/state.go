@@ -49,6 +49,10 @@ type State struct {
 	PlaybookSHA256 string `json:"playbook_sha256"`
 	Limit          string `json:"limit,omitempty"`
 	Shard          string `json:"shard,omitempty"`
+	// Flags are the rollout flags the run was started with (serial,
+	// max_fail_percentage, any_errors_fatal, pause_between_batches):
+	// a resume keeps the same batches and budget.
+	Flags map[string]string `json:"flags,omitempty"`
 	// Attempts are the first run and every resume: each has its own run
 	// id, the name of its journals on the hosts (what rollback --run takes).
 	Attempts []Attempt   `json:"attempts"`

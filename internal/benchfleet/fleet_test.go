@@ -266,7 +266,7 @@ func (f *fleet) measure(b *testing.B, tool string, hosts int, cmd *exec.Cmd) (re
 		hostCPU: f.hostCPU(b) - h0, machineCPU: machineCPU(b) - m0, peakFDs: peak, peakRSSKB: ru.Maxrss,
 		outcome: fmt.Sprintf("exit %d", code)}
 	if code != 0 && code != 2 {
-		b.Logf("%s exit %d; stderr:\n%s", tool, code, tail(stderr.String(), 3000))
+		b.Logf("%s exit %d; stderr (end):\n%s", tool, code, tail(stderr.String(), 1500))
 	}
 	return r, stdout.Bytes()
 }
@@ -389,10 +389,14 @@ func BenchmarkFleetCheck(b *testing.B) {
 		if err := json.Unmarshal(out, &rep); err != nil {
 			b.Fatalf("pgtune check over %d hosts: no JSON report: %v", n, err)
 		}
-		if rep.Summary["hosts"] != n || rep.Summary["failed"]+rep.Summary["unreachable"] > 0 {
+		// A failed host is a verdict on this machine's state (other
+		// clusters holding huge pages, say), reached after the host's
+		// checks ran; an unreachable one is a fault of the run.
+		if rep.Summary["hosts"] != n || rep.Summary["unreachable"] > 0 {
 			b.Errorf("pgtune check over %d hosts: %v", n, rep.Summary)
 		}
-		r.outcome += fmt.Sprintf(" drift=%d in_policy=%d", rep.Summary["drift"], rep.Summary["in_policy"])
+		r.outcome += fmt.Sprintf(" drift=%d in_policy=%d failed=%d unreachable=%d",
+			rep.Summary["drift"], rep.Summary["in_policy"], rep.Summary["failed"], rep.Summary["unreachable"])
 		results = append(results, r)
 	}
 	if ansibleN > 0 {

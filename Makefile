@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/pgtune
 GOFLAGS ?=
 
-.PHONY: all build demo test unit unit-nonroot vet deps bench fuzz clean
+.PHONY: all build demo test unit unit-nonroot vet deps bench bench-fleet fuzz clean
 
 all: build
 
@@ -49,3 +49,10 @@ clean:
 	rm -rf bin
 
 -include testbed/testbed.mk
+
+# Fleet check throughput (not part of test): N sshd endpoints on 127.0.0.1
+# in front of one PostgreSQL cluster, pgtune check against a tuned
+# ansible-playbook --check --diff. BENCH_FLEET_SIZES=10,50,200,1000 to go
+# further; BENCH_FLEET_FORKS to set pgtune's --forks. Run as root.
+bench-fleet: build
+	PGTUNE_BIN=$(abspath $(BIN)) $(GO) test -tags benchfleet -run '^$$' -bench FleetCheck -benchtime 1x -timeout 60m -v ./internal/benchfleet

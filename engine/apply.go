@@ -21,6 +21,8 @@ func (s *Session) Apply(ctx context.Context) {
 }
 
 func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
+	started := false
+	defer hostApplied(ctx, hr, &started) // interrupt.go
 	if hr.err != nil || hr.tr == nil {
 		// Failed, or nothing to change (its connection is already closed).
 		return
@@ -39,6 +41,10 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	t := s.target(hr, j)
 	for i, st := range hr.steps {
 		name := st.module.Name()
+		if hr.err = stopBefore(ctx, hr, name); hr.err != nil {
+			return
+		}
+		started = true
 		if i > 0 && hr.steps[i-1].plan.HasChanges() {
 			// The previous module changed the host: plan from what it is now.
 			if err := s.gather(ctx, hr); err != nil {

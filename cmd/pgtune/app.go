@@ -116,6 +116,7 @@ type options struct {
 	playbook  string
 	planOnly  bool            // check: no apply follows the plan
 	given     map[string]bool // flags given on the command line
+	fleet     fleetOptions    // rollout, resume and shard flags (fleet.go)
 }
 
 // parse reads flags and at most maxArgs positional arguments, which may
@@ -215,6 +216,9 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 	}
 	hosts, err := engine.Targets(inv, book, o.limit)
 	if err != nil {
+		return nil, nil, err
+	}
+	if hosts, err = o.fleet.inShard(hosts); err != nil {
 		return nil, nil, err
 	}
 	return &loaded{inv: inv, book: book, hosts: hosts}, mods, nil

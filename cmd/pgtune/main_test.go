@@ -84,6 +84,7 @@ func runScripts(t *testing.T, params testscript.Params, profile hostProfile, ssh
 		Files: params.Files,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("SYSCTL_DIR", filepath.Join(env.WorkDir, "sysctl.d"))
+			env.Setenv("XDG_STATE_HOME", filepath.Join(env.WorkDir, ".state")) // apply keeps its run state here (fleet.go)
 			fake := filepath.Join(env.WorkDir, "fakehost.facts")
 			if err := os.WriteFile(fake, []byte(profile.transcript()), 0o644); err != nil {
 				return err

@@ -24,7 +24,10 @@ func (a *App) render(w io.Writer, format string, r *report.Report) {
 
 // runCheck is the dry run: plan every host, change nothing.
 func (a *App) runCheck(args []string) int {
-	o, err := a.parse("check", args, 1, targetFlags)
+	o, err := a.parse("check", args, 1, func(fs *flag.FlagSet, o *options) {
+		targetFlags(fs, o)
+		shardFlag(fs, o)
+	})
 	if err != nil {
 		return a.usageError(err)
 	}
@@ -43,21 +46,16 @@ func (a *App) runCheck(args []string) int {
 
 // runApply plans, shows the plan, asks, applies and verifies.
 func (a *App) runApply(args []string) int {
-	o, err := a.parse("apply", args, 1, func(fs *flag.FlagSet, o *options) {
+	o, err := a.parse("apply", resumeArgs(args), 1, func(fs *flag.FlagSet, o *options) {
 		targetFlags(fs, o)
 		yesFlag(fs, o)
+		shardFlag(fs, o)
+		rolloutFlags(fs, o)
 	})
 	if err != nil {
 		return a.usageError(err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	s, err := a.plan(ctx, o)
-	if err != nil {
-		return a.fail(err)
-	}
-	defer s.Close()
-	return a.execute(ctx, o, s, "Apply these changes to")
+	return a.rolloutApply(o)
 }
 
 func yesFlag(fs *flag.FlagSet, o *options) {

@@ -26,6 +26,8 @@ type Registry map[string]func() any
 type Playbook struct {
 	File  string
 	Plays []*Play
+	// Rollout is the run's batches and failure budget (rollout.go).
+	Rollout Rollout
 }
 
 // Play is one play of a playbook.
@@ -40,6 +42,8 @@ type Play struct {
 	// Sections lists the policy's modules in YAML order (the run order
 	// comes from the modules' dependencies, not from this).
 	Sections []string
+	// Rollout holds the rollout keys this play sets (rollout.go).
+	Rollout Rollout
 }
 
 // Label names the play in messages: its name, or its position.
@@ -50,7 +54,7 @@ func (p *Play) Label(i int) string {
 	return fmt.Sprintf("play %d", i+1)
 }
 
-var playKeys = []string{"hosts", "name", "policy"}
+var playKeys = append([]string{"hosts", "name", "policy"}, rolloutKeys...)
 
 // Load reads and parses a playbook file.
 func Load(path string, reg Registry) (*Playbook, error) {
@@ -95,6 +99,7 @@ func Parse(file string, data []byte, reg Registry) (*Playbook, error) {
 	// The strict pass runs even after shape errors so that one run lists
 	// every problem; it skips what the shape check already reported.
 	l.strict()
+	l.mergeRollout(pb)
 	if len(l.errs) == 0 {
 		l.params(pb, root)
 	}
@@ -177,6 +182,8 @@ func (l *loader) play(i int, n *yaml.Node) *Play {
 			policy = v
 		case "<<":
 			l.add(k, "merge keys (<<) are not supported in a play")
+		case "serial", "max_fail_percentage", "any_errors_fatal", "pause_between_batches":
+			l.rolloutKey(p, k, v)
 		default:
 			l.add(k, "unknown key %q in play (known: %s)", k.Value, strings.Join(playKeys, ", "))
 		}
@@ -249,11 +256,11 @@ func (l *loader) strict() {
 		}
 	}
 	policyT := reflect.StructOf(fields)
-	playT := reflect.StructOf([]reflect.StructField{
+	playT := reflect.StructOf(append([]reflect.StructField{
 		{Name: "Name", Type: reflect.TypeOf(yaml.Node{}), Tag: `yaml:"name"`},
 		{Name: "Hosts", Type: reflect.TypeOf(yaml.Node{}), Tag: `yaml:"hosts"`},
 		{Name: "Policy", Type: reflect.PointerTo(policyT), Tag: `yaml:"policy"`},
-	})
+	}, rolloutFields()...))
 	doc := reflect.New(reflect.SliceOf(playT))
 	dec := yaml.NewDecoder(bytes.NewReader(l.data))
 	dec.KnownFields(true)

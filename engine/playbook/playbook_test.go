@@ -143,7 +143,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty hosts", "- hosts: ''\n  policy:\n    pgconf: {}\n", `p.yml:1:10: play 1: hosts is empty (a group, host or pattern such as "all")`},
 		{"no policy", "- hosts: all\n", "p.yml:1:3: play 1 has no policy: (sections: hugepages, overcommit, pgconf)"},
 		{"empty policy", "- hosts: all\n  policy:\n", "p.yml:2:10: play 1: policy is empty (sections: hugepages, overcommit, pgconf)"},
-		{"unknown play key", "- hosts: all\n  become: true\n  policy: {pgconf: }\n", `p.yml:2:3: unknown key "become" in play (known: hosts, name, policy)`},
+		{"unknown play key", "- hosts: all\n  become: true\n  policy: {pgconf: }\n", `p.yml:2:3: unknown key "become" in play (known: hosts, name, policy, serial, max_fail_percentage, any_errors_fatal, pause_between_batches)`},
 		{"not a list", "hosts: all\npolicy: {}\n", `p.yml:1:1: a playbook is a list of plays (start each play with "- "), not a mapping`},
 		{"empty", "# nothing\n", "p.yml: playbook is empty (expected a list of plays: - hosts: ... policy: ...)"},
 		{"no plays", "[]\n", "p.yml:1:1: playbook has no plays"},

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/rollout"
+	"github.com/pgtune/pgtune/playbooks"
+)
+
+// exitInterrupted is the exit code of a run stopped by Ctrl-C (128+SIGINT).
+const exitInterrupted = 130
+
+// fleetOptions are the flags of rolling applies, resume and shards. Every
+// one of them is declared here (shardFlag, rolloutFlags).
+type fleetOptions struct {
+	shard          string
+	serial         string
+	maxFail        string
+	anyErrorsFatal bool
+	pause          string
+	confirmEach    bool
+	resume         resumeFlag
+}
+
+func shardFlag(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.fleet.shard, "shard", "", "only the hosts of shard `i/n` (stable: by host name)")
+}
+
+func rolloutFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.fleet.serial, "serial", "", "batch `sizes`: 5, 25% or a list 1,10%,100% (overrides the playbook's serial)")
+	fs.StringVar(&o.fleet.maxFail, "max-fail-percentage", "", "stop once more than this `percent` of the run's hosts failed")
+	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
+	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
+	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
+	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `ID` (--resume=ID)")
+}
+
+// resumeFlag is --resume alone (the latest run) or --resume=ID.
+type resumeFlag struct {
+	set bool
+	id  string
+}
+
+func (r *resumeFlag) String() string   { return r.id }
+func (r *resumeFlag) IsBoolFlag() bool { return true }
+func (r *resumeFlag) Set(v string) error {
+	switch v {
+	case "true":
+		*r = resumeFlag{set: true}
+	case "false":
+		*r = resumeFlag{}
+	default:
+		*r = resumeFlag{set: true, id: v}
+	}
+	return nil
+}
+
+// runIDLike is what pgtune's run ids look like (newRunID).
+var runIDLike = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]+$`)
+
+// resumeArgs lets "--resume ID" stand for "--resume=ID" when ID looks like
+// a run id: --resume alone takes no value (it means the latest run), so
+// the flag package would read ID as the playbook.
+func resumeArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if (a == "--resume" || a == "-resume") && i+1 < len(args) && runIDLike.MatchString(args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (f fleetOptions) inShard(hosts []*inventory.Host) ([]*inventory.Host, error) {
+	if f.shard == "" {
+		return hosts, nil
+	}
+	s, err := rollout.ParseShard(f.shard)
+	if err != nil {
+		return nil, err
+	}
+	out := s.Filter(hosts)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--shard %s: no host of the selection falls in this shard (%d hosts selected)", s, len(hosts))
+	}
+	return out, nil
+}
+
+// overrides returns the playbook's rollout with the command line's flags
+// laid over it.
+func (f fleetOptions) overrides(r playbook.Rollout) (playbook.Rollout, error) {
+	var err error
+	if f.serial != "" {
+		if r.Serial, err = playbook.ParseSerial(f.serial); err != nil {
+			return r, fmt.Errorf("--serial: %w", err)
+		}
+	}
+	if f.maxFail != "" {
+		pct, err := playbook.ParsePercent(f.maxFail)
+		if err != nil {
+			return r, fmt.Errorf("--max-fail-percentage: %w", err)
+		}
+		r.MaxFailPercentage = &pct
+	}
+	if f.anyErrorsFatal {
+		r.AnyErrorsFatal = true
+	}
+	if f.pause != "" {
+		if r.PauseBetweenBatches, err = playbook.ParsePause(f.pause); err != nil {
+			return r, fmt.Errorf("--pause-between-batches: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// rolloutApply is apply: batch by batch, each planned, shown, applied and
+// verified before the next, with the run state kept on the controller.
+func (a *App) rolloutApply(o *options) int {
+	dir, err := rollout.Dir()
+	if err != nil {
+		return a.fail(err)
+	}
+	var st *rollout.State
+	if o.fleet.resume.set {
+		if st, err = rollout.Load(dir, o.fleet.resume.id); err != nil {
+			return a.fail(err)
+		}
+		o.resumeFrom(st)
+	}
+	if o.fleet.confirmEach && !a.IsTerminal() {
+		return a.fail(errors.New("--confirm-each-batch asks on a terminal, and stdin is not one"))
+	}
+	l, mods, err := a.load(o)
+	if err != nil {
+		return a.fail(err)
+	}
+	plan, err := o.fleet.overrides(l.book.Rollout)
+	if err != nil {
+		return a.fail(err)
+	}
+	sum, err := playbookSum(o.playbook)
+	if err != nil {
+		return a.fail(err)
+	}
+	runner := a.runner(o, mods)
+	if st == nil {
+		st = rollout.NewState(dir, runner.RunID, a.Now())
+		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
+		st.Flags = o.fleet.savedFlags()
+	} else if st.PlaybookSHA256 != sum {
+		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
+	}
+	ctx, stop, release := interruptible(a)
+	defer release()
+	ro := &rollout.Rollout{
+		Runner: runner, Inventory: l.inv, Book: l.book, Hosts: l.hosts,
+		Plan: plan, State: st, Stop: stop, Log: runner.Log,
+		Confirm: a.confirmBatch(o, stop),
+	}
+	out, err := ro.Run(ctx)
+	if err != nil {
+		return a.fail(err)
+	}
+	if out.Err != nil && out.Waves == 0 && !out.Interrupted {
+		// Nothing was applied: the same refusal as a plain apply.
+		return a.fail(out.Err)
+	}
+	a.render(a.Stdout, o.format, out.Report)
+	switch {
+	case out.Interrupted:
+		fmt.Fprintf(a.Stderr, "pgtune: interrupted; run state in %s; continue with: pgtune apply --resume %s\n", st.Path(), st.ID)
+		return exitInterrupted
+	case out.Stopped != "":
+		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s\n", safeText(out.Stopped), st.Path(), st.ID)
+		return 1
+	}
+	return out.Report.ExitCode()
+}
+
+// resumeFrom fills what the command line leaves out from the run resumed.
+func (o *options) resumeFrom(st *rollout.State) {
+	if !o.given["i"] && !o.given["inventory"] {
+		o.inventory = st.Inventory
+	}
+	if o.playbook == "" {
+		o.playbook = st.Playbook
+	}
+	if !o.given["limit"] && !o.given["l"] {
+		o.limit = st.Limit
+	}
+	if !o.given["shard"] {
+		o.fleet.shard = st.Shard
+	}
+	for name, v := range o.fleet.flags() {
+		if !o.given[name] && st.Flags[name] != "" {
+			*v = st.Flags[name]
+		}
+	}
+	if !o.given["any-errors-fatal"] && st.Flags["any-errors-fatal"] == "true" {
+		o.fleet.anyErrorsFatal = true
+	}
+}
+
+// flags are the rollout flags a resume takes over from its run.
+func (f *fleetOptions) flags() map[string]*string {
+	return map[string]*string{"serial": &f.serial, "max-fail-percentage": &f.maxFail, "pause-between-batches": &f.pause}
+}
+
+// savedFlags records the rollout flags given, for a resume.
+func (f *fleetOptions) savedFlags() map[string]string {
+	out := map[string]string{}
+	for name, v := range f.flags() {
+		if *v != "" {
+			out[name] = *v
+		}
+	}
+	if f.anyErrorsFatal {
+		out["any-errors-fatal"] = "true"
+	}
+	return out
+}
+
+// playbookSum fingerprints the policy a run applies.
+func playbookSum(path string) (string, error) {
+	data := playbooks.Default
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return "", fmt.Errorf("playbook: %w", err)
+		}
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), nil
+}
+
+func absPath(p string) string {
+	if p == "" || strings.Contains(p, ",") {
+		return p // the default, or a host list
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// confirmBatch shows each wave's plan and asks as apply always did: before
+// the first wave that changes anything (unless --yes), and before every
+// later one with --confirm-each-batch. Ctrl-C while asking stops the run.
+func (a *App) confirmBatch(o *options, stop <-chan struct{}) func(rollout.Batch, *report.Report) error {
+	asked := false
+	return func(b rollout.Batch, planned *report.Report) error {
+		w := a.Stdout
+		if o.format == "json" {
+			w = a.Stderr
+		}
+		if b.Of > 1 {
+			fmt.Fprintf(w, "BATCH %d of %d (%d hosts)\n", b.Number, b.Of, len(b.Hosts))
+		}
+		if err := report.WriteText(w, planned); err != nil {
+			return fmt.Errorf("writing the plan: %w", err)
+		}
+		first := !asked
+		asked = true
+		if first && o.yes || !first && !o.fleet.confirmEach {
+			return nil
+		}
+		question := fmt.Sprintf("Apply these changes to %d host(s)?", planned.Summary.Drift)
+		if b.Of > 1 {
+			question = fmt.Sprintf("Apply batch %d of %d: changes to %d host(s)?", b.Number, b.Of, planned.Summary.Drift)
+		}
+		forced := *o
+		forced.yes = false
+		return a.confirmOrStop(&forced, question, stop)
+	}
+}
+
+// confirmOrStop asks, and gives up asking when the run is stopped.
+func (a *App) confirmOrStop(o *options, question string, stop <-chan struct{}) error {
+	answer := make(chan error, 1)
+	go func() { answer <- a.confirm(o, question) }()
+	select {
+	case err := <-answer:
+		return err
+	case <-stop:
+		return errors.New("interrupted while asking; nothing more was changed")
+	}
+}
+
+// interruptible is the context hosts work under and the channel Ctrl-C
+// closes. The first SIGINT or SIGTERM closes stop: every host finishes the
+// module in flight (a restart completes, a file is whole) and starts no
+// other. A second one cancels the context: commands in flight are cut.
+func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-sig:
+				if n == 0 {
+					fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
+					close(stop)
+					continue
+				}
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, stop, func() {
+		signal.Stop(sig)
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}

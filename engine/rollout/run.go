@@ -1,0 +1,351 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
+)
+
+// Batch is where a rollout stands when it asks to go on.
+type Batch struct {
+	Number, Of int // from 1
+	Wave       int // from 1, within the batch
+	Hosts      []string
+}
+
+// Rollout applies a playbook batch by batch: each batch (each wave of it)
+// is planned, applied and verified before the next one starts, so hosts
+// restart batch by batch and a bad policy stops at the first batch.
+type Rollout struct {
+	Runner    *engine.Runner // its RunID names this attempt
+	Inventory *inventory.Inventory
+	Book      *playbook.Playbook
+	// Hosts are the run's hosts; those the state has as done are skipped.
+	Hosts []*inventory.Host
+	// Plan is the playbook's rollout with the command line's overrides.
+	Plan  playbook.Rollout
+	Order Order
+	State *State
+	// Stop, once closed (Ctrl-C), lets every host finish the module in
+	// flight and starts nothing more.
+	Stop <-chan struct{}
+	// Confirm is asked before a wave with changes is applied; an error
+	// stops the rollout there (nothing more changes).
+	Confirm func(b Batch, planned *report.Report) error
+	Log     *slog.Logger
+}
+
+// Outcome is how a rollout ended.
+type Outcome struct {
+	Report *report.Report
+	// Interrupted: Stop closed before the end.
+	Interrupted bool
+	// Stopped is why the rollout stopped early ("" when it did not).
+	Stopped string
+	// Err stopped the rollout: a wave could not be planned or its
+	// confirmation was refused. Waves is how many waves were applied
+	// before.
+	Err   error
+	Waves int
+}
+
+// Run carries out the rollout and keeps the state file up to date: before
+// each batch, after each host and at the end.
+func (r *Rollout) Run(ctx context.Context) (*Outcome, error) {
+	run := &run{Rollout: r, results: map[string]report.Host{}}
+	return run.do(ctx)
+}
+
+type run struct {
+	*Rollout
+	mu        sync.Mutex // guards State and lastSave while hosts report
+	lastSave  time.Time
+	results   map[string]report.Host
+	runFailed int
+}
+
+func (r *run) do(ctx context.Context) (*Outcome, error) {
+	attempt := len(r.State.Attempts)
+	r.State.Attempts = append(r.State.Attempts, Attempt{RunID: r.Runner.RunID, Started: time.Now().UTC(), Status: Running})
+	r.State.Status = Running
+	var todo []*inventory.Host
+	for _, h := range r.Hosts {
+		if hs := r.State.Host(h.Name); hs.Done() {
+			r.results[h.Name] = doneHost(*hs)
+			continue
+		}
+		todo = append(todo, h)
+	}
+	todo = r.Order.sort(todo)
+	sizes := Sizes(len(todo), r.Plan.Serial)
+	budget := Budget{Hosts: len(todo), MaxFailPercentage: r.Plan.MaxFailPercentage, AnyErrorsFatal: r.Plan.AnyErrorsFatal}
+	out := &Outcome{}
+	if err := r.save(true); err != nil {
+		return nil, err
+	}
+	next := 0
+	for b, size := range sizes {
+		if r.stopped() {
+			out.Interrupted = true
+			break
+		}
+		if b > 0 && r.Plan.PauseBetweenBatches > 0 {
+			r.Log.Info("pause between batches", "batch", b, "of", len(sizes), "pause", r.Plan.PauseBetweenBatches)
+			if !r.pause(ctx, r.Plan.PauseBetweenBatches) {
+				out.Interrupted = true
+				break
+			}
+		}
+		batch := todo[next : next+size]
+		next += size
+		failed, err := r.batch(ctx, Batch{Number: b + 1, Of: len(sizes)}, batch, out)
+		r.runFailed += failed
+		if err != nil && r.stopped() {
+			out.Interrupted = true
+			break
+		}
+		if err != nil {
+			out.Err, out.Stopped = err, err.Error()
+			break
+		}
+		if r.stopped() {
+			out.Interrupted = true
+			break
+		}
+		if b+1 < len(sizes) {
+			if why := budget.Stop(b+1, size, failed, r.runFailed); why != "" {
+				out.Stopped = why
+				r.Log.Error("rollout stopped", "after batch", b+1, "of", len(sizes), "reason", why)
+				break
+			}
+		}
+	}
+	status := Finished
+	switch {
+	case out.Interrupted:
+		status = Interrupted
+	case out.Stopped != "":
+		status = Stopped
+	}
+	r.finish(status, out.Stopped)
+	r.State.Attempts[attempt].Ended = time.Now().UTC()
+	r.State.Attempts[attempt].Status = status
+	out.Report = r.report(out)
+	return out, r.save(true)
+}
+
+// batch plans, applies and verifies one batch, wave by wave, and returns
+// how many of its hosts failed. An error stops the rollout (not confirmed).
+func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *Outcome) (int, error) {
+	waves := r.Order.waves(hosts)
+	if err := sameHosts(hosts, waves); err != nil {
+		return 0, err
+	}
+	failed := 0
+	for w, wave := range waves {
+		if r.stopped() {
+			return failed, nil
+		}
+		b.Wave = w + 1
+		b.Hosts = names(wave)
+		if len(waves) > 1 || b.Of > 1 {
+			r.Log.Info("batch", "batch", b.Number, "of", b.Of, "wave", b.Wave, "hosts", len(wave))
+		}
+		n, applied, err := r.wave(ctx, b, wave)
+		failed += n
+		if applied {
+			out.Waves++
+		}
+		if err != nil {
+			return failed, err
+		}
+	}
+	return failed, nil
+}
+
+// wave plans, confirms, applies and verifies one wave; it returns how
+// many hosts failed and whether it got to applying.
+func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, bool, error) {
+	s, err := r.Runner.Plan(ctx, r.Inventory, r.Book, hosts)
+	if err != nil {
+		return 0, false, err
+	}
+	defer s.Close()
+	planned := s.Report("check")
+	plans := map[string][]report.Change{}
+	for _, h := range planned.Hosts {
+		plans[h.Name] = h.Changes
+	}
+	if r.stopped() {
+		return 0, false, nil
+	}
+	if s.HasChanges() && r.Confirm != nil {
+		if err := r.Confirm(b, planned); err != nil {
+			return 0, false, err
+		}
+	}
+	r.mu.Lock()
+	for _, h := range hosts {
+		hs := r.State.Host(h.Name)
+		*hs = HostState{Name: h.Name, State: InProgress, RunID: r.Runner.RunID, Batch: b.Number, Planned: plans[h.Name]}
+	}
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return 0, false, err
+	}
+	notStarted := map[string]bool{}
+	hooks := engine.ApplyHooks{Stop: r.Stop, Done: func(res engine.HostResult) {
+		r.mu.Lock()
+		hs := r.State.Host(res.Name)
+		switch {
+		case res.Err == nil:
+			hs.State = Verified
+		case errors.Is(res.Err, engine.ErrInterrupted) && !res.Started:
+			hs.State = NotReached
+			notStarted[res.Name] = true
+		default:
+			hs.State, hs.Unreachable = Failed, res.Unreachable
+		}
+		r.mu.Unlock()
+		_ = r.save(false) // a failed write is caught by the next forced one
+	}}
+	s.Apply(engine.WithApplyHooks(ctx, hooks))
+	applied := s.Report("apply")
+	failed := 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range applied.Hosts {
+		hs := r.State.Host(h.Name)
+		hs.Applied = h.Changes
+		hs.Error = ""
+		if h.Error != nil {
+			hs.Error = *h.Error
+		}
+		switch {
+		case notStarted[h.Name]:
+			hs.State = NotReached
+			h.Error = strPtr("not reached: the run was interrupted before this host started")
+		case h.Status == report.Failed || h.Status == report.Unreachable:
+			hs.State, hs.Unreachable = Failed, h.Status == report.Unreachable
+			failed++
+		case engine.PendingRestart(h.Notes):
+			hs.State = PendingRestart
+		default:
+			hs.State = Verified
+		}
+		r.results[h.Name] = h
+	}
+	return failed, true, nil
+}
+
+// finish marks every host the rollout did not get to.
+func (r *run) finish(status, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.State.Status, r.State.Reason = status, reason
+	for _, h := range r.Hosts {
+		hs := r.State.Host(h.Name)
+		if hs.State == InProgress {
+			hs.State = Failed // its batch ended without telling: re-check it
+		}
+	}
+}
+
+// report is the run's outcome, one entry per host in the run's order.
+func (r *run) report(out *Outcome) *report.Report {
+	rep := &report.Report{Mode: "apply", RunID: r.Runner.RunID}
+	why := "the run was interrupted"
+	if out.Stopped != "" {
+		why = "the rollout stopped: " + out.Stopped
+	}
+	for _, h := range r.Hosts {
+		res, ok := r.results[h.Name]
+		if !ok {
+			res = report.Host{Name: h.Name, Status: report.Failed, Changes: []report.Change{}, Error: strPtr("not reached: " + why)}
+		}
+		rep.Hosts = append(rep.Hosts, res)
+	}
+	rep.Summarize()
+	return rep
+}
+
+// doneHost is a host an earlier attempt verified, as this run reports it.
+func doneHost(hs HostState) report.Host {
+	note := fmt.Sprintf("verified by run %s; resumed run left it alone", hs.RunID)
+	if hs.State == PendingRestart {
+		note = fmt.Sprintf("verified by run %s, restart pending; resumed run left it alone", hs.RunID)
+	}
+	return report.Host{Name: hs.Name, Status: report.OK, Changes: []report.Change{}, Notes: []string{note}}
+}
+
+// save writes the state; unless forced, at most every half second, so a
+// thousand hosts finishing do not write it a thousand times.
+func (r *run) save(force bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !force && time.Since(r.lastSave) < 500*time.Millisecond {
+		return nil
+	}
+	r.lastSave = time.Now()
+	return r.State.Save()
+}
+
+func (r *run) stopped() bool {
+	select {
+	case <-r.Stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// pause waits d, or less if the run is stopped; false when it was.
+func (r *run) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sameHosts checks that an Order's waves hold the batch's hosts, each once.
+func sameHosts(batch []*inventory.Host, waves [][]*inventory.Host) error {
+	want := map[string]int{}
+	for _, h := range batch {
+		want[h.Name]++
+	}
+	for _, w := range waves {
+		for _, h := range w {
+			want[h.Name]--
+		}
+	}
+	for name, n := range want {
+		if n != 0 {
+			return fmt.Errorf("rollout order: host %s is in the batch's waves %d times, want once", name, 1-n)
+		}
+	}
+	return nil
+}
+
+func names(hosts []*inventory.Host) []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.Name
+	}
+	return out
+}
+
+func strPtr(s string) *string { return &s }

@@ -1,0 +1,215 @@
+package rollout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/report"
+)
+
+// Host states in the run state file.
+const (
+	Verified       = "verified"        // applied (or nothing to apply) and verified
+	PendingRestart = "pending_restart" // verified, a restart left for later by policy
+	Failed         = "failed"          // failed or unreachable: resume re-checks it
+	NotReached     = "not_reached"     // never touched: the rollout stopped first
+	InProgress     = "in_progress"     // its batch was being applied when the state was written
+)
+
+// Run statuses.
+const (
+	Running     = "running"
+	Interrupted = "interrupted" // Ctrl-C (or killed: the status stays running)
+	Stopped     = "stopped"     // the failure budget or an all-failed batch
+	Finished    = "finished"
+)
+
+// State is one rollout as the controller remembers it, so that an
+// interrupted run can be resumed. Changes in it went through the report's
+// masking: no secret reaches the file.
+type State struct {
+	Version int       `json:"version"`
+	ID      string    `json:"id"` // the first attempt's run id
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason,omitempty"`
+	// What the run was started with; --resume uses it when the command
+	// line does not say otherwise.
+	Inventory      string `json:"inventory,omitempty"`
+	Playbook       string `json:"playbook,omitempty"`
+	PlaybookSHA256 string `json:"playbook_sha256"`
+	Limit          string `json:"limit,omitempty"`
+	Shard          string `json:"shard,omitempty"`
+	// Flags are the rollout flags the run was started with (serial,
+	// max_fail_percentage, any_errors_fatal, pause_between_batches):
+	// a resume keeps the same batches and budget.
+	Flags map[string]string `json:"flags,omitempty"`
+	// Attempts are the first run and every resume: each has its own run
+	// id, the name of its journals on the hosts (what rollback --run takes).
+	Attempts []Attempt   `json:"attempts"`
+	Hosts    []HostState `json:"hosts"`
+
+	path string
+}
+
+// Attempt is one apply of the rollout.
+type Attempt struct {
+	RunID   string    `json:"run_id"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
+	Status  string    `json:"status"`
+}
+
+// HostState is one host's place in the rollout.
+type HostState struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// RunID is the attempt that last acted on the host.
+	RunID       string `json:"run_id,omitempty"`
+	Batch       int    `json:"batch,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Unreachable bool   `json:"unreachable,omitempty"`
+	// Planned is the plan the host was applied from; Applied what was
+	// changed.
+	Planned []report.Change `json:"planned,omitempty"`
+	Applied []report.Change `json:"applied,omitempty"`
+}
+
+// Done reports whether a resume leaves the host alone.
+func (h HostState) Done() bool { return h.State == Verified || h.State == PendingRestart }
+
+// Dir is where run state files live: $XDG_STATE_HOME/pgtune/runs, else
+// ~/.local/state/pgtune/runs.
+func Dir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "pgtune", "runs"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("run state: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "pgtune", "runs"), nil
+}
+
+// NewState starts the state of a new rollout in dir.
+func NewState(dir, id string, now time.Time) *State {
+	return &State{Version: 1, ID: id, Created: now.UTC(), Status: Running, path: filepath.Join(dir, id+".json")}
+}
+
+// Path is the state file.
+func (s *State) Path() string { return s.path }
+
+// Host returns the host's entry, added as not reached when absent.
+func (s *State) Host(name string) *HostState {
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == name {
+			return &s.Hosts[i]
+		}
+	}
+	s.Hosts = append(s.Hosts, HostState{Name: name, State: NotReached})
+	return &s.Hosts[len(s.Hosts)-1]
+}
+
+// Save writes the state atomically (a temporary file renamed over the
+// old one), 0600 in a 0700 directory: it names hosts and holds plans.
+func (s *State) Save() error {
+	s.Updated = time.Now().UTC()
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("run state: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+s.ID+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("run state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; left only on failure
+	if _, err = tmp.Write(append(data, '\n')); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path)
+	}
+	if err != nil {
+		return fmt.Errorf("run state: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// Load reads the state of run id from dir; id "" is the latest run.
+func Load(dir, id string) (*State, error) {
+	if id == "" {
+		latest, err := Latest(dir)
+		if err != nil {
+			return nil, err
+		}
+		id = latest
+	}
+	if !engine.ValidRunID(id) {
+		return nil, fmt.Errorf("--resume %q: not a run id", id)
+	}
+	p := filepath.Join(dir, id+".json")
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("--resume: no run %s in %s", id, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run state: %w", err)
+	}
+	s := &State{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("run state %s: %w", p, err)
+	}
+	if s.Version != 1 || s.ID != id {
+		return nil, fmt.Errorf("run state %s: not a pgtune run state (version %d, id %q)", p, s.Version, s.ID)
+	}
+	s.path = p
+	return s, nil
+}
+
+// Exists reports whether dir holds the state of run id.
+func Exists(dir, id string) bool {
+	if !engine.ValidRunID(id) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, id+".json"))
+	return err == nil
+}
+
+// Latest is the id of the newest run in dir (run ids sort by time).
+func Latest(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("run state: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && e.Type().IsRegular() && engine.ValidRunID(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return "", fmt.Errorf("--resume: no run to resume in %s", dir)
+	}
+	sort.Strings(ids)
+	return ids[len(ids)-1], nil
+}

@@ -82,7 +82,7 @@ func hostApplied(ctx context.Context, hr *hostRun, started *bool) {
 }
 
 // PendingRestart reports whether a note says a restart was left for later
-// (pgconf with restart: false).
+// (a module told to leave its service running on old values).
 func PendingRestart(notes []string) bool {
 	for _, n := range notes {
 		if strings.HasPrefix(n, "pending restart") {

@@ -14,9 +14,10 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		return transport.NewLocal(), nil
 	}
 	addr := c.Address
-	if c.ConfigFile != "" && addr == h.Name {
-		// No ssh_host given: let the ssh_config's HostName decide, as
-		// ssh(1) would.
+	if addr == h.Name {
+		// No ssh_host given: let the ssh_config's HostName (the named
+		// file's, else ~/.ssh/config's or /etc/ssh/ssh_config's) decide,
+		// as ssh(1) would.
 		addr = ""
 	}
 	return transport.DialSSH(ctx, transport.SSHConfig{

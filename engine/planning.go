@@ -22,12 +22,16 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 	if err != nil {
 		return nil, err
 	}
+	named, err := namedHosts(inv, book)
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range hosts {
 		steps, err := r.steps(book, members, h)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
-		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars), named: named[h.Name]})
 	}
 	s.each(ctx, s.planHost)
 	return s, nil
@@ -47,6 +51,10 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	hr.tr = tr
 	if err := s.gather(ctx, hr); err != nil {
 		hr.err = err
+		return
+	}
+	if skipWithoutCluster(hr) {
+		log.Debug("skipped: no PostgreSQL cluster, and no play names the host")
 		return
 	}
 	t := s.target(hr, nil)

@@ -62,6 +62,9 @@ type hostRun struct {
 	steps       []*step
 	err         error
 	unreachable bool
+	// named: a play names the host (not only through "all"); skipped: it
+	// does not and has no PostgreSQL cluster, so it is left untouched.
+	named, skipped bool
 	// applied lists the changes made, per step, in apply.
 	applied []plan.Change
 	// secrets are the host's sensitive var values, masked in every output.

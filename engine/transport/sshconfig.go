@@ -32,6 +32,7 @@ type endpoint struct {
 	globalKnownHosts []string // GlobalKnownHostsFile: read, never written
 	hostKeyAlias     string   // HostKeyAlias: the known_hosts name instead of host[:port]
 	proxyCommand     string   // ProxyCommand, tokens expanded: run locally, its stdio is the stream
+	password         string   // tried after the keys; the target only
 }
 
 // hostPort is the address as dialled and as recorded in known_hosts.

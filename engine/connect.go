@@ -9,6 +9,9 @@ import (
 
 // Dial opens a host's transport from its inventory connection settings.
 func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+	if err := h.ConnError(); err != nil {
+		return nil, err
+	}
 	c := h.Conn
 	if c.Connection == "local" {
 		return transport.NewLocal(), nil
@@ -31,5 +34,7 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		ConfigFile:     c.ConfigFile,
 		ProxyJump:      c.ProxyJump,
 		ProxyCommand:   c.ProxyCommand,
+		Password:       c.Password,
+		BecomePassword: c.BecomePassword,
 	})
 }

@@ -31,7 +31,7 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
-		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars), named: named[h.Name]})
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: hostSecrets(h), named: named[h.Name]})
 	}
 	s.each(ctx, s.planHost)
 	return s, nil
@@ -41,6 +41,11 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	defer s.releaseIfDone(hr)
 	log := s.log(hr)
 	log.Debug("connecting")
+	if err := hr.host.ConnError(); err != nil {
+		// The inventory, not the network: the host fails, it is not unreachable.
+		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
+		return
+	}
 	tr, err := s.runner.Dial(ctx, hr.host)
 	if err != nil {
 		hr.unreachable = true
@@ -108,6 +113,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 	scope := expr.NewScope(file)
 	_ = scope.Set("host", map[string]any{"name": hr.host.Name})
 	_ = scope.Set("vars", jsonish(hr.host.Vars))
+	scope.Unusable("vars", hr.host.Unusable)
 	_ = scope.Set("facts", jsonish(hr.facts))
 	return &Target{
 		Name:      hr.host.Name,

@@ -135,6 +135,9 @@ func (r *Runner) Validate(inv *inventory.Inventory, book *playbook.Playbook, hos
 		return err
 	}
 	for _, h := range hosts {
+		if err := h.ConnError(); err != nil {
+			return err
+		}
 		if _, err := r.steps(book, members, h); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}

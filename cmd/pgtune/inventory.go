@@ -47,6 +47,9 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 	for _, w := range warnings {
 		fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
 	}
+	if err := a.askPasswords(inv); err != nil {
+		return nil, err
+	}
 	return inv, nil
 }
 

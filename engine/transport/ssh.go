@@ -345,7 +345,7 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	case errors.As(err, &exitErr):
 		res.ExitCode = exitErr.ExitStatus()
 		xe := &ExitError{Command: cmd.String(), Result: res}
-		if feed != nil && feed.refused() {
+		if feed != nil && feed.refused(res.ExitCode) {
 			return res, &BecomeError{User: s.user, Reason: "sudo: the become password was refused for user " + s.user +
 				" (check ansible_become_password or what --ask-become-pass was given)", Exit: xe}
 		}

@@ -50,7 +50,8 @@ type becomeFeed struct {
 	prompt   string
 	stdin    io.WriteCloser
 	stderr   *pidCapture
-	wrong    atomic.Bool
+	answered atomic.Bool // the password was written
+	wrong    atomic.Bool // sudo asked again after it
 }
 
 func newBecomeFeed(pw becomeSecret) *becomeFeed {
@@ -94,6 +95,7 @@ func (f *becomeFeed) run(stdin []byte) func() {
 				if _, err := io.WriteString(f.stdin, f.password+"\n"); err != nil {
 					return
 				}
+				f.answered.Store(true)
 			case <-f.stderr.parsed:
 				if len(stdin) > 0 {
 					_, _ = f.stdin.Write(stdin)
@@ -108,5 +110,9 @@ func (f *becomeFeed) run(stdin []byte) func() {
 	return func() { close(stop) }
 }
 
-// refused reports that sudo asked again after the password was given.
-func (f *becomeFeed) refused() bool { return f.wrong.Load() }
+// refused reports that sudo did not take the password: it asked again,
+// or it failed after being answered without ever starting the command
+// (a sudo configured for a single try).
+func (f *becomeFeed) refused(exitCode int) bool {
+	return f.wrong.Load() || f.answered.Load() && exitCode == 1 && f.stderr.PID() == 0
+}

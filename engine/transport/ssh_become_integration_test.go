@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,20 @@ func TestIntegrationPasswordLoginAndSudo(t *testing.T) {
 	var be *BecomeError
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), "become password was refused for user "+login) || ctx.Err() != nil {
 		t.Fatalf("wrong become password: err = %v (ctx %v)", err, ctx.Err())
+	}
+	// A sudo that allows one try fails instead of asking again.
+	oneTry := "/etc/sudoers.d/pgtune-test-" + login + "-one-try"
+	if err := os.WriteFile(oneTry, []byte("Defaults:"+login+" passwd_tries=1\n"), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(oneTry) })
+	if out, err := exec.Command("visudo", "-c").CombinedOutput(); err != nil {
+		t.Fatalf("visudo -c: %v: %s", err, out)
+	}
+	res, err = cw.Run(ctx, Command{Args: []string{"id", "-u"}, Become: true})
+	outputs = append(outputs, string(res.Stdout), string(res.Stderr))
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "become password was refused for user "+login) || ctx.Err() != nil {
+		t.Fatalf("wrong become password, one try: err = %v (stderr %q)", err, res.Stderr)
 	}
 	for _, out := range append(outputs, srv.Log()) {
 		if strings.Contains(out, password) {

@@ -107,3 +107,20 @@ func TestUnusableVarsFailWhereUsed(t *testing.T) {
 		t.Errorf("dialled %v: db2 must fail before any connection", dialled)
 	}
 }
+
+// validate names a connection var pgtune cannot use, without any host.
+func TestValidateRefusesUnusableConnectionVars(t *testing.T) {
+	inv, err := inventory.Parse("inv.yml", []byte("all:\n  hosts:\n    db1:\n      ansible_password: !vault |\n        $ANSIBLE_VAULT;1.1;AES256\n        6231\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, _ := Registry(usesVar{})
+	book := &playbook.Playbook{File: "p.yml", Plays: []*playbook.Play{{
+		Name: "p", Hosts: "all", Sections: []string{"usesvar"}, Policy: map[string]any{"usesvar": &struct{}{}},
+	}}}
+	r := &Runner{Modules: mods}
+	err = r.Validate(inv, book, inv.Hosts)
+	if err == nil || !strings.Contains(err.Error(), `host "db1": inv.yml:4: ansible_password is encrypted with Ansible Vault`) {
+		t.Fatalf("err = %v", err)
+	}
+}

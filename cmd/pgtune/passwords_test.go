@@ -64,3 +64,26 @@ func TestAskPasswords(t *testing.T) {
 		}
 	}
 }
+
+// ansible.cfg's ask_pass and become_ask_pass ask as -k and -K do.
+func TestAnsibleCfgAsksPasswords(t *testing.T) {
+	work := t.TempDir()
+	cfg := filepath.Join(work, "ansible.cfg")
+	writeFile(t, cfg, "[defaults]\nask_pass = True\n[privilege_escalation]\nbecome_ask_pass = True\n")
+	t.Setenv("ANSIBLE_CONFIG", cfg)
+	a := newApp()
+	var prompts []string
+	a.ReadPassword = func(p string) (string, error) { prompts = append(prompts, p); return "typed", nil }
+	a.Stderr = &bytes.Buffer{}
+	o, err := a.parse("check", []string{"-i", "db1,"}, 1, targetFlags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := a.openInventory(o, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := inv.Hosts[0]; len(prompts) != 2 || h.Conn.Password != "typed" || h.Conn.BecomePassword != "typed" {
+		t.Fatalf("prompts %q, conn %q/%q", prompts, h.Conn.Password, h.Conn.BecomePassword)
+	}
+}

@@ -23,7 +23,7 @@ func (s *Session) Apply(ctx context.Context) {
 func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	started := false
 	defer hostApplied(ctx, hr, &started) // interrupt.go
-	if hr.err != nil || hr.tr == nil {
+	if hr.err != nil || hr.tr == nil || hr.skipped {
 		// Failed, or nothing to change (its connection is already closed).
 		return
 	}

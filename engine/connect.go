@@ -9,14 +9,18 @@ import (
 
 // Dial opens a host's transport from its inventory connection settings.
 func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+	if err := h.ConnError(); err != nil {
+		return nil, err
+	}
 	c := h.Conn
 	if c.Connection == "local" {
 		return transport.NewLocal(), nil
 	}
 	addr := c.Address
-	if c.ConfigFile != "" && addr == h.Name {
-		// No ssh_host given: let the ssh_config's HostName decide, as
-		// ssh(1) would.
+	if addr == h.Name {
+		// No ssh_host given: let the ssh_config's HostName (the named
+		// file's, else ~/.ssh/config's or /etc/ssh/ssh_config's) decide,
+		// as ssh(1) would.
 		addr = ""
 	}
 	return transport.DialSSH(ctx, transport.SSHConfig{
@@ -30,5 +34,7 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		ConfigFile:     c.ConfigFile,
 		ProxyJump:      c.ProxyJump,
 		ProxyCommand:   c.ProxyCommand,
+		Password:       c.Password,
+		BecomePassword: c.BecomePassword,
 	})
 }

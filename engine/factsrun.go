@@ -19,7 +19,7 @@ type HostFacts struct {
 func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts {
 	s := &Session{runner: r}
 	for _, h := range hosts {
-		s.hosts = append(s.hosts, &hostRun{host: h, secrets: secretsOf(h.Vars)})
+		s.hosts = append(s.hosts, &hostRun{host: h, secrets: hostSecrets(h)})
 	}
 	defer s.Close()
 	s.each(ctx, func(ctx context.Context, hr *hostRun) {

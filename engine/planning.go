@@ -22,12 +22,16 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 	if err != nil {
 		return nil, err
 	}
+	named, err := namedHosts(inv, book)
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range hosts {
 		steps, err := r.steps(book, members, h)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
-		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: secretsOf(h.Vars)})
+		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: hostSecrets(h), named: named[h.Name]})
 	}
 	s.each(ctx, s.planHost)
 	s.placeInClusters() // clusters.go
@@ -38,6 +42,11 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	defer s.releaseIfDone(hr)
 	log := s.log(hr)
 	log.Debug("connecting")
+	if err := hr.host.ConnError(); err != nil {
+		// The inventory, not the network: the host fails, it is not unreachable.
+		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
+		return
+	}
 	tr, err := s.runner.Dial(ctx, hr.host)
 	if err != nil {
 		hr.unreachable = true
@@ -48,6 +57,10 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	hr.tr = tr
 	if err := s.gather(ctx, hr); err != nil {
 		hr.err = err
+		return
+	}
+	if skipWithoutCluster(hr) {
+		log.Debug("skipped: no PostgreSQL cluster, and no play names the host")
 		return
 	}
 	t := s.target(hr, nil)
@@ -103,6 +116,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 	scope := expr.NewScope(file)
 	_ = scope.Set("host", map[string]any{"name": hr.host.Name})
 	_ = scope.Set("vars", jsonish(hr.host.Vars))
+	scope.Unusable("vars", hr.host.Unusable)
 	_ = scope.Set("facts", jsonish(hr.facts))
 	return &Target{
 		Name:      hr.host.Name,

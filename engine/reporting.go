@@ -47,6 +47,8 @@ func (s *Session) Report(mode string) *report.Report {
 			h.Status = report.Unreachable
 		case hr.err != nil:
 			h.Status = report.Failed
+		case hr.skipped:
+			h.Status = report.Skipped
 		case mode == "apply" && len(hr.applied) > 0:
 			h.Status = report.Changed
 		case mode == "apply":

@@ -256,7 +256,7 @@ func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to s
 	s := &Session{runner: r, book: nil}
 	for _, h := range hosts {
 		s.hosts = append(s.hosts, &hostRun{host: h, steps: []*step{{module: m, params: &rollbackParams{To: to}}},
-			secrets: secretsOf(h.Vars)})
+			secrets: hostSecrets(h)})
 	}
 	s.each(ctx, s.planHost)
 	return s

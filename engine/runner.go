@@ -73,6 +73,9 @@ type hostRun struct {
 	steps       []*step
 	err         error
 	unreachable bool
+	// named: a play names the host (not only through "all"); skipped: it
+	// does not and has no PostgreSQL cluster, so it is left untouched.
+	named, skipped bool
 	// applied lists the changes made, per step, in apply.
 	applied []plan.Change
 	// secrets are the host's sensitive var values, masked in every output.
@@ -146,6 +149,9 @@ func (r *Runner) Validate(inv *inventory.Inventory, book *playbook.Playbook, hos
 		return err
 	}
 	for _, h := range hosts {
+		if err := h.ConnError(); err != nil {
+			return err
+		}
 		if _, err := r.steps(book, members, h); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}

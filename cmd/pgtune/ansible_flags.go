@@ -8,11 +8,8 @@ import (
 // refusedAnsibleFlags are ansible-playbook flags users bring by habit that
 // pgtune cannot honour, each with the reason.
 var refusedAnsibleFlags = map[string]string{
-	"ask-pass":        "pgtune does not log in with passwords: it authenticates with keys and the SSH agent (install a key with ssh-copy-id)",
-	"k":               "pgtune does not log in with passwords: it authenticates with keys and the SSH agent (install a key with ssh-copy-id)",
-	"ask-become-pass": "pgtune runs sudo -n and never types a password: the login user needs passwordless sudo, or log in as root",
-	"K":               "pgtune runs sudo -n and never types a password: the login user needs passwordless sudo, or log in as root",
-	"become-user":     "pgtune becomes root, which its kernel steps need; there is no other become user",
+	"become-user":   "pgtune becomes root, which its kernel steps need; there is no other become user",
+	"become-method": "pgtune becomes root with sudo only",
 }
 
 // refuseAnsibleFlags fails on the first refused flag, before the usual

@@ -37,6 +37,10 @@ type App struct {
 	Dial       engine.DialFunc
 	Modules    []engine.Module
 	Now        func() time.Time
+	// ReadPassword reads a password without echo (nil: from the
+	// terminal on stdin); see passwords.go.
+	ReadPassword func(prompt string) (string, error)
+	passwords    passwordFlags
 }
 
 func newApp() *App {
@@ -61,6 +65,10 @@ Usage:
   pgtune validate [-i INVENTORY] [PLAYBOOK]
   pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
 
+check, apply, rollback and facts also take -k/--ask-pass (SSH login
+password) and -K/--ask-become-pass (sudo password), read from the terminal
+without echo; inventory vars ansible_password / ansible_become_password win.
+
 Without -i the inventory is ansible.cfg's, else localhost over the local
 connection (-i also takes a directory or a host list "db1,db2,"); without
 PLAYBOOK the built-in policy (playbooks/memory.yml) is used.
@@ -79,6 +87,7 @@ func (a *App) Run(args []string) int {
 	if err := refuseAnsibleFlags(rest); err != nil {
 		return a.fail(err)
 	}
+	rest, a.passwords = takePasswordFlags(rest)
 	var run func([]string) int
 	switch cmd {
 	case "check":

@@ -87,7 +87,7 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	pool := (kernel.Meminfo["HugePages_Total"] + 128) * kernel.Meminfo["Hugepagesize"] * 1024
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: pool
-  hosts: all
+  hosts: ungrouped
   policy:
     hugepages:
       pool: %d

@@ -42,9 +42,9 @@ func TestSecretsNeverShown(t *testing.T) {
       sysctl_file: "${vars.sysctl_dir}/10-${vars.api_token}.conf"
 `
 	withPG := filepath.Join(work, "with-pg.yml")
-	writeFile(t, withPG, "- name: p\n  hosts: all\n  policy:\n"+hp+"    pgconf:\n      restart: false\n")
+	writeFile(t, withPG, "- name: p\n  hosts: ungrouped\n  policy:\n"+hp+"    pgconf:\n      restart: false\n")
 	kernelOnly := filepath.Join(work, "kernel.yml")
-	writeFile(t, kernelOnly, "- name: p\n  hosts: all\n  policy:\n"+hp)
+	writeFile(t, kernelOnly, "- name: p\n  hosts: ungrouped\n  policy:\n"+hp)
 
 	run := func(wantCode int, args ...string) string {
 		t.Helper()

@@ -83,7 +83,7 @@ func TestHostileClusterOverSSH(t *testing.T) {
 	pool := (kernel.Meminfo["HugePages_Total"] + 64) * kernel.Meminfo["Hugepagesize"] * 1024
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: hostile cluster
-  hosts: all
+  hosts: ungrouped
   policy:
     hugepages:
       pool: %d

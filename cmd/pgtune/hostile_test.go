@@ -84,7 +84,7 @@ func hostileApp(t *testing.T, stdin string, terminal bool) (*App, *bytes.Buffer,
 	dir := t.TempDir()
 	inv, book := filepath.Join(dir, "inventory.yml"), filepath.Join(dir, "hostile.yml")
 	writeFile(t, inv, "all:\n  hosts:\n    db1:\n      pg_restart: \"PGPASSWORD=hunter2 pg_ctlcluster 15 main restart\"\n")
-	writeFile(t, book, "- name: hostile\n  hosts: all\n  policy:\n    hostile: {}\n")
+	writeFile(t, book, "- name: hostile\n  hosts: ungrouped\n  policy:\n    hostile: {}\n")
 	var out, errOut bytes.Buffer
 	app := newApp()
 	app.Stdin, app.Stdout, app.Stderr = strings.NewReader(stdin), &out, &errOut

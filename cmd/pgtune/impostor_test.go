@@ -54,7 +54,7 @@ func TestImpostorNotedOverSSH(t *testing.T) {
 `, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, filepath.Join(work, "sysctl.d")))
 	book := filepath.Join(work, "overcommit.yml")
 	writeFile(t, book, `- name: overcommit only
-  hosts: all
+  hosts: ungrouped
   policy:
     overcommit:
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"

@@ -27,6 +27,8 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 	if cfg != nil {
 		warnings = cfg.Warnings
 		opts.Defaults = cfg.Defaults
+		a.passwords.login = a.passwords.login || cfg.AskPass
+		a.passwords.become = a.passwords.become || cfg.BecomeAskPass
 		if cfg.Forks > 0 && !o.given["forks"] && !o.given["f"] {
 			o.forks = cfg.Forks
 		}
@@ -46,6 +48,9 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(w))
+	}
+	if err := a.askPasswords(inv); err != nil {
+		return nil, err
 	}
 	return inv, nil
 }

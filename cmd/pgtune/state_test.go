@@ -152,7 +152,7 @@ func newGateHostAs(t *testing.T, content, user string) gateHost {
 	}
 	writeFile(t, h.inv, "all:\n  hosts:\n"+strings.ReplaceAll(entry, "        ", "    "))
 	h.book = filepath.Join(work, "gate.yml")
-	writeFile(t, h.book, fmt.Sprintf("- name: gate\n  hosts: all\n  policy:\n    gate:\n      file: %s\n      content: %q\n", h.file, content))
+	writeFile(t, h.book, fmt.Sprintf("- name: gate\n  hosts: ungrouped\n  policy:\n    gate:\n      file: %s\n      content: %q\n", h.file, content))
 	return h
 }
 

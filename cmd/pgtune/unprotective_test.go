@@ -26,7 +26,7 @@ func TestUnprotectiveRefusedUpFront(t *testing.T) {
 		"    sysctl_dir: "+sysctlDir+"\n    pgtune_state_dir: "+filepath.Join(work, "state")+"\n")
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, `- name: a limit above RAM
-  hosts: all
+  hosts: ungrouped
   policy:
     hugepages:
       pool: "${facts.hugepages_total * facts.hugepage_size}"

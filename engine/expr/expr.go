@@ -326,6 +326,9 @@ type Scope struct {
 	// File names the playbook in error messages.
 	File string
 	vars map[string]cty.Value
+	// unusable: root → names that exist but cannot be used, with why
+	// (see Unusable).
+	unusable map[string]map[string]error
 }
 
 // NewScope returns a scope holding the unit constants.
@@ -374,6 +377,9 @@ func (s *Scope) evalExpr(v Value) (out cty.Value, err error) {
 			out, err = cty.NilVal, s.errAt(v, "cannot evaluate %q: %v", v.Raw, r)
 		}
 	}()
+	if err := s.checkUnusable(v); err != nil {
+		return cty.NilVal, err
+	}
 	ctx := &hcl.EvalContext{Variables: s.vars, Functions: functions}
 	out, diags := v.expr.Value(ctx)
 	if diags.HasErrors() {

@@ -78,17 +78,10 @@ func findUnusable(v any) (string, bool) {
 	return "", false
 }
 
-// Password vars: pgtune never types a password, for ssh or for sudo.
-var (
-	loginPasswordVars  = map[string]bool{"ansible_password": true, "ansible_ssh_pass": true, "ansible_ssh_password": true}
-	becomePasswordVars = map[string]bool{"ansible_become_password": true, "ansible_become_pass": true, "ansible_sudo_pass": true, "ansible_sudo_password": true}
-)
-
-// unknownVarsWarning turns the ansible_* vars pgtune ignores into warnings
-// said once per run: passwords with what to do instead, then the rest,
-// each var with a few of its hosts.
+// unknownVarsWarning turns the ansible_* vars pgtune ignores into one
+// warning said once per run, each var with a few of its hosts.
 func unknownVarsWarning(unknown map[string][]string) []string {
-	var login, become, other []string
+	var parts []string
 	for _, k := range sortedKeys(unknown) {
 		hosts := unknown[k]
 		sort.Strings(hosts)
@@ -96,29 +89,12 @@ func unknownVarsWarning(unknown map[string][]string) []string {
 		if len(hosts) > 3 {
 			shown += fmt.Sprintf(" and %d more", len(hosts)-3)
 		}
-		part := fmt.Sprintf("%s (%s)", k, shown)
-		switch {
-		case loginPasswordVars[k]:
-			login = append(login, part)
-		case becomePasswordVars[k]:
-			become = append(become, part)
-		default:
-			other = append(other, part)
-		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", k, shown))
 	}
-	var out []string
-	if len(login) > 0 {
-		out = append(out, "inventory: pgtune does not log in with passwords and ignores "+strings.Join(login, "; ")+
-			": it authenticates with keys and the SSH agent (install a key with ssh-copy-id)")
+	if len(parts) == 0 {
+		return nil
 	}
-	if len(become) > 0 {
-		out = append(out, "inventory: pgtune runs sudo -n and never types a password; it ignores "+strings.Join(become, "; ")+
-			": the login user needs passwordless sudo, or log in as root")
-	}
-	if len(other) > 0 {
-		out = append(out, "inventory: pgtune ignores these Ansible variables: "+strings.Join(other, "; "))
-	}
-	return out
+	return []string{"inventory: pgtune ignores these Ansible variables: " + strings.Join(parts, "; ")}
 }
 
 // applyAnsibleExtras applies ansible_become_user, ansible_become_method
@@ -133,7 +109,7 @@ func applyAnsibleExtras(host string, c *Conn, extra map[string]varDef) error {
 	}
 	if d, ok := extra["ansible_become_method"]; ok {
 		if m := fmt.Sprint(d.value); m != "sudo" {
-			return d.errAt("host %q: ansible_become_method %s is not supported: pgtune becomes root with sudo -n only", host, strconv.Quote(m))
+			return d.errAt("host %q: ansible_become_method %s is not supported: pgtune becomes root with sudo only", host, strconv.Quote(m))
 		}
 	}
 	set := map[string]bool{}

@@ -18,8 +18,11 @@ type AnsibleConfig struct {
 	// file's directory, or a host list.
 	Inventory []string
 	Forks     int // [defaults] forks; 0 when not set
-	Defaults  ConnDefaults
-	Warnings  []string
+	// AskPass and BecomeAskPass are [defaults] ask_pass and
+	// [privilege_escalation] become_ask_pass: as -k and -K.
+	AskPass, BecomeAskPass bool
+	Defaults               ConnDefaults
+	Warnings               []string
 }
 
 // ConnDefaults are connection settings that apply to every host whose
@@ -127,6 +130,18 @@ func LoadAnsibleConfig(path string) (*AnsibleConfig, error) {
 			// Ansible then connects whatever the key; pgtune still refuses
 			// a key that changed, as with StrictHostKeyChecking=no.
 			c.Defaults.HostKeyChecking = "accept-new"
+		}
+	}
+	for _, b := range []struct {
+		section, key string
+		dst          *bool
+	}{{"defaults", "ask_pass", &c.AskPass}, {"privilege_escalation", "become_ask_pass", &c.BecomeAskPass}} {
+		if v, ok := get(b.section, b.key); ok {
+			on, err := parseBecome(v.text)
+			if err != nil {
+				return nil, v.errAt(path, "%s: %v", b.key, err)
+			}
+			*b.dst = on.(bool)
 		}
 	}
 	if v, ok := get("ssh_connection", "ssh_args"); ok {

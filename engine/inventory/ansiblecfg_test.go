@@ -16,6 +16,10 @@ Forks: 7
 remote_user = deploy
 private_key_file = keys/fleet
 host_key_checking = False
+ask_pass = True
+
+[privilege_escalation]
+become_ask_pass = yes
 
 [DEFAULT]
 directory = /tmp/cp
@@ -34,6 +38,7 @@ pipelining = True
 		File:      filepath.Join(dir, "ansible.cfg"),
 		Inventory: []string{filepath.Join(dir, "inventory/hosts")},
 		Forks:     7,
+		AskPass:   true, BecomeAskPass: true,
 		Defaults: ConnDefaults{User: "deploy", PrivateKeyFile: filepath.Join(dir, "keys/fleet"), HostKeyChecking: "accept-new",
 			SSHArgs: "-C -o ControlMaster=auto\n-o ControlPersist=60s -o ControlPath=/tmp/cp/%h-%r\n-o ProxyJump=bastion.example.com",
 			File:    filepath.Join(dir, "ansible.cfg")},
@@ -48,6 +53,7 @@ func TestAnsibleConfigErrors(t *testing.T) {
 		{"[defaults]\nforks = many\n", "ansible.cfg:2: forks: expected a positive number, got \"many\""},
 		{"forks = 5\n", "ansible.cfg:1: a setting before any [section]: \"forks = 5\""},
 		{"[defaults]\nhost_key_checking = maybe\n", "ansible.cfg:2: host_key_checking: expected a boolean (yes/no/true/false), got \"maybe\""},
+		{"[privilege_escalation]\n\nbecome_ask_pass = perhaps\n", "ansible.cfg:3: become_ask_pass: expected a boolean (yes/no/true/false), got \"perhaps\""},
 		{"[ssh_connection]\nssh_args = -o ControlPath=/tmp/%h\n", "ansible.cfg:2: ssh_args: a lone % in \"-o ControlPath=/tmp/%h\" (write %% for a percent sign)"},
 		{"[ssh_connection]\nssh_args = -o 'Port=2\n", "ansible.cfg:2: ssh_args: no closing quotation"},
 	} {

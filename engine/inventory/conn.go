@@ -44,6 +44,9 @@ func init() {
 	add("ssh_host_key_checking", nil, parseHostKeyChecking, func(c *Conn, v any) { c.HostKeyChecking = v.(string) })
 	add("ssh_config_file", nil, str("path"), func(c *Conn, v any) { c.ConfigFile = v.(string) })
 	add("become", []string{"ansible_become"}, parseBecome, func(c *Conn, v any) { c.Become = v.(bool) })
+	// Passwords keep Ansible's names: pgtune has no spelling of its own.
+	add("ansible_password", []string{"ansible_ssh_pass", "ansible_ssh_password"}, str("password"), func(c *Conn, v any) { c.Password = v.(string) })
+	add("ansible_become_password", []string{"ansible_become_pass", "ansible_sudo_pass", "ansible_sudo_password"}, str("password"), func(c *Conn, v any) { c.BecomePassword = v.(string) })
 	add("pg_data", nil, str("path"), func(c *Conn, v any) { c.PGData = v.(string) })
 	add("pg_bin", nil, str("path"), func(c *Conn, v any) { c.PGBin = v.(string) })
 	add("pg_config_file", nil, str("path"), func(c *Conn, v any) { c.PGConfigFile = v.(string) })
@@ -64,6 +67,9 @@ func resolve(host string, levels [][]varDef, defaults ConnDefaults) (Conn, error
 		// definition of one spelling wins.
 		chosen := map[string]varDef{}
 		for _, d := range level {
+			if unusable(d) != nil {
+				continue // in Host.Unusable: the host fails when it connects
+			}
 			if ansibleExtraKeys[d.key] {
 				extra[d.key] = d
 			}

@@ -16,7 +16,6 @@ func TestINIErrors(t *testing.T) {
 		{"unclosed quote", "[db]\ndb1 x='a\n", "hosts.ini:2: host line \"db1 x='a\": no closing quotation"},
 		{"bad port", "[db]\ndb1 ansible_port=99999\n", "hosts.ini:2: ansible_port: expected a port number (1-65535), got 99999"},
 		{"bad range", "[db]\ndb[3:1]\n", "hosts.ini:2: host \"db[3:1]\": range [3:1]: bad bounds"},
-		{"jinja address", "[db]\ndb1 ansible_host='{{ inventory_hostname }}.db'\n", "hosts.ini:2: ansible_host: \"{{ inventory_hostname }}.db\" is a Jinja template, which pgtune does not evaluate (pgtune expressions are ${ }); write the value itself"},
 		{"become user", "[db]\ndb1 ansible_become_user=postgres\n", "hosts.ini:2: host \"db1\": ansible_become_user \"postgres\" is not supported: pgtune becomes root, which its kernel steps need; remove it or set it to root"},
 		{"no hosts", "# nothing\n[db]\n", "hosts.ini:1: inventory has no hosts"},
 	} {

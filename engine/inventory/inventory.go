@@ -81,6 +81,11 @@ type Conn struct {
 	ProxyJump, ProxyCommand string
 
 	PGData, PGBin, PGConfigFile, PGRestart string // pg_data, pg_bin, pg_config_file, pg_restart
+
+	// Password (ansible_password, ansible_ssh_pass) is tried after the
+	// keys; BecomePassword (ansible_become_password, ansible_become_pass)
+	// answers sudo's prompt. Both are secrets: masked in every output.
+	Password, BecomePassword string
 }
 
 // Load reads and parses an inventory file.
@@ -104,6 +109,18 @@ func Localhost() *Inventory {
 		},
 		byName: map[string]*Host{"localhost": h},
 	}
+}
+
+// ConnError is why the host cannot be connected to as the inventory
+// says: a connection var (ansible_host, ansible_password, …) pgtune cannot
+// use, with where it was written. nil when every one is usable.
+func (h *Host) ConnError() error {
+	for _, k := range sortedKeys(h.Unusable) {
+		if isConnKey(k) {
+			return fmt.Errorf("host %q: %w", h.Name, h.Unusable[k])
+		}
+	}
+	return nil
 }
 
 // Host returns the host of that name.
@@ -489,8 +506,14 @@ func (p *parser) def(key string, n *yaml.Node) (varDef, error) {
 
 // checkDef checks a connection setting where it is written.
 func (p *parser) checkDef(d varDef) (varDef, error) {
-	if err := unusable(d); err != nil && (isConnKey(d.key) || d.key == "ansible_group_priority") {
-		return varDef{}, err
+	// A Jinja or vault value fails where it is used (the host's
+	// connection, an expression), not the whole inventory: see
+	// Host.Unusable and Host.ConnError.
+	if err := unusable(d); err != nil {
+		if d.key == "ansible_group_priority" {
+			return varDef{}, err
+		}
+		return d, nil
 	}
 	if f, ok := connKeys[d.key]; ok {
 		if _, err := f.parse(d.value); err != nil {

@@ -82,6 +82,45 @@ func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 	return out, nil
 }
 
+// Named returns the hosts pattern selects by naming them: through a
+// union or intersection term other than "all" or "*" (a host name, a
+// group, a glob, a regex), minus its exclusions. A host that "all" alone
+// brings in is not named. The default-targets rule uses it: a play that
+// names a host works on it even without a PostgreSQL cluster.
+func (inv *Inventory) Named(pattern string) ([]*Host, error) {
+	selected, err := inv.Match(pattern)
+	if err != nil {
+		return nil, err
+	}
+	if names, ok := inv.exact(strings.TrimSpace(pattern)); ok && strings.Contains(pattern, ":") {
+		return inv.hostsNamed(names), nil
+	}
+	named := map[string]bool{}
+	for _, t := range splitPattern(pattern) {
+		if strings.HasPrefix(t, "!") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "&"))
+		if t == "all" || t == "*" {
+			continue
+		}
+		hs, err := inv.term(t)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			named[h] = true
+		}
+	}
+	var out []*Host
+	for _, h := range selected {
+		if named[h.Name] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
 // Limit narrows hosts (a play's selection) to those pattern matches, as
 // --limit does. Every term of pattern must name something in the
 // inventory; an empty result is not an error here (another play may

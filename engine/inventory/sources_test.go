@@ -29,14 +29,6 @@ func TestOpenErrors(t *testing.T) {
 		files map[string]string
 		want  string // after the temp dir
 	}{
-		{"jinja in group_vars", map[string]string{
-			"hosts":                  "[db]\ndb1\n",
-			"group_vars/db/conn.yml": "# c\nansible_host: \"{{ inventory_hostname }}.internal\"\n",
-		}, `/group_vars/db/conn.yml:2: ansible_host: "{{ inventory_hostname }}.internal" is a Jinja template, which pgtune does not evaluate (pgtune expressions are ${ }); write the value itself`},
-		{"vault in host_vars", map[string]string{
-			"hosts":             "db1\n",
-			"host_vars/db1.yml": "ansible_user: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231\n",
-		}, "/host_vars/db1.yml:1: ansible_user is encrypted with Ansible Vault"},
 		{"ssh option that changes the host key", map[string]string{
 			"hosts": "[db]\ndb1 ansible_ssh_common_args='-o HostKeyAlias=other'\n",
 		}, `/hosts:2: host "db1": ansible_ssh_common_args: -o HostKeyAlias=other: pgtune does not take this option from the inventory`},
@@ -53,7 +45,7 @@ func TestOpenErrors(t *testing.T) {
 		}, `/inv/01-a.yml:1: group "a" contains itself (a → b → a)`},
 		{"become method", map[string]string{
 			"hosts.yml": "all:\n  hosts:\n    db1:\n      ansible_become_method: su\n",
-		}, `/hosts.yml:4: host "db1": ansible_become_method "su" is not supported: pgtune becomes root with sudo -n only`},
+		}, `/hosts.yml:4: host "db1": ansible_become_method "su" is not supported: pgtune becomes root with sudo only`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeTree(t, tc.files)
@@ -66,6 +58,43 @@ func TestOpenErrors(t *testing.T) {
 			_, err := Open(src, Options{})
 			if err == nil || !strings.HasPrefix(err.Error(), dir+tc.want) {
 				t.Errorf("error\n got: %v\nwant: %s%s…", err, dir, tc.want)
+			}
+		})
+	}
+}
+
+// Jinja and vault connection values load (other hosts stay usable) and
+// fail their host where it connects, naming where they were written.
+func TestUnusableConnectionVarsFailTheirHost(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string // after the temp dir
+	}{
+		{"jinja in group_vars", map[string]string{
+			"hosts":                  "[db]\ndb1\n[etcd]\ne1\n",
+			"group_vars/db/conn.yml": "# c\nansible_host: \"{{ inventory_hostname }}.internal\"\n",
+		}, `/group_vars/db/conn.yml:2: ansible_host: "{{ inventory_hostname }}.internal" is a Jinja template, which pgtune does not evaluate (pgtune expressions are ${ }); write the value itself`},
+		{"vault in host_vars", map[string]string{
+			"hosts":             "db1\n",
+			"host_vars/db1.yml": "ansible_user: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6231\n",
+		}, "/host_vars/db1.yml:1: ansible_user is encrypted with Ansible Vault"},
+		{"jinja become password in INI", map[string]string{
+			"hosts": "[db]\ndb1 ansible_become_password='{{ vault_sudo }}'\n",
+		}, `/hosts:2: ansible_become_password: "{{ vault_sudo }}" is a Jinja template, which pgtune does not evaluate (pgtune expressions are ${ }); write the value itself`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeTree(t, tc.files)
+			inv, err := Open(filepath.Join(dir, "hosts"), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := inv.Host("db1")
+			if err := h.ConnError(); err == nil || !strings.HasPrefix(err.Error(), `host "db1": `+dir+tc.want) {
+				t.Errorf("ConnError\n got: %v\nwant: host \"db1\": %s%s…", err, dir, tc.want)
+			}
+			if e1, ok := inv.Host("e1"); ok && e1.ConnError() != nil {
+				t.Errorf("e1: %v", e1.ConnError())
 			}
 		})
 	}
@@ -107,15 +136,15 @@ func TestUnknownAnsibleVarsWarnOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The passwords are used now (login and sudo), so only the rest warns.
 	want := []string{
-		"inventory: pgtune does not log in with passwords and ignores ansible_password (db1, db2, db3 and 2 more): " +
-			"it authenticates with keys and the SSH agent (install a key with ssh-copy-id)",
-		"inventory: pgtune runs sudo -n and never types a password; it ignores ansible_become_pass (db1, db2, db3 and 2 more): " +
-			"the login user needs passwordless sudo, or log in as root",
 		"inventory: pgtune ignores these Ansible variables: ansible_ssh_pipelining (db1, db2, db3 and 2 more)",
 	}
 	if strings.Join(inv.Warnings, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings\n got: %q\nwant: %q", inv.Warnings, want)
+	}
+	if h, _ := inv.Host("db4"); h.Conn.Password != "x" || h.Conn.BecomePassword != "y" {
+		t.Errorf("db4 passwords not taken: %q %q", h.Conn.Password, h.Conn.BecomePassword)
 	}
 }
 

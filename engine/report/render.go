@@ -87,6 +87,8 @@ func headline(mode string, h Host) string {
 		return fmt.Sprintf("changed, %s made and verified", plural(n, "change"))
 	case Unreachable:
 		return "UNREACHABLE"
+	case Skipped:
+		return "skipped, left untouched"
 	case Failed:
 		if mode == "check" && n > 0 {
 			return fmt.Sprintf("FAILED (with %s planned before the failure)", plural(n, "change"))
@@ -126,8 +128,12 @@ func writeRecap(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "%-*s  %-11s changes=%d\n", width, termsafe.Line(h.Name), h.Status, len(h.Changes))
 	}
 	s := r.Summary
-	fmt.Fprintf(b, "%s: %d in policy, %d drift, %d changed, %d ok, %d failed, %d unreachable\n",
+	fmt.Fprintf(b, "%s: %d in policy, %d drift, %d changed, %d ok, %d failed, %d unreachable",
 		plural(s.Hosts, "host"), s.InPolicy, s.Drift, s.Changed, s.OK, s.Failed, s.Unreachable)
+	if s.Skipped > 0 {
+		fmt.Fprintf(b, ", %d skipped", s.Skipped)
+	}
+	b.WriteString("\n")
 }
 
 func plural(n int, word string) string {

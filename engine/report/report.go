@@ -17,6 +17,9 @@ const (
 	OK          Status = "ok"          // apply: nothing needed changing, verified
 	Failed      Status = "failed"      // any error on a reachable host
 	Unreachable Status = "unreachable" // could not connect
+	// Skipped: matched only through "all" and no PostgreSQL cluster
+	// found; nothing was checked or changed (see engine.Targets).
+	Skipped Status = "skipped"
 )
 
 // Report is one run over a set of hosts.
@@ -83,6 +86,7 @@ type Summary struct {
 	OK          int `json:"ok"`
 	Failed      int `json:"failed"`
 	Unreachable int `json:"unreachable"`
+	Skipped     int `json:"skipped,omitempty"` // absent when 0: documents without skipped hosts are unchanged
 }
 
 // Summarize recomputes the summary from the hosts.
@@ -102,6 +106,8 @@ func (r *Report) Summarize() {
 			s.Failed++
 		case Unreachable:
 			s.Unreachable++
+		case Skipped:
+			s.Skipped++
 		}
 	}
 	r.Summary = s

@@ -15,6 +15,8 @@ func TestMain(m *testing.M) {
 	}
 	// The developer's agent and keys must not decide a test's outcome.
 	os.Unsetenv("SSH_AUTH_SOCK")
+	// Nor the machine's /etc/ssh/ssh_config (tests that need one set it).
+	systemSSHConfig = ""
 	home, err := os.MkdirTemp("", "pgtune-transport-home-")
 	if err == nil {
 		os.Setenv("HOME", home)

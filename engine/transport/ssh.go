@@ -36,6 +36,12 @@ type SSHConfig struct {
 	// (tokens %h %p %r %n expanded); it wins over the ssh_config's
 	// ProxyJump and ProxyCommand, as `ssh -o ProxyCommand=…` does.
 	ProxyCommand string
+	// Password is tried after the keys (password and keyboard-interactive
+	// authentication) on the target, never on jump hosts.
+	Password string
+	// BecomePassword is given to `sudo -S` on its stdin when sudo asks
+	// for it (see ssh_become.go); never on a command line.
+	BecomePassword string
 }
 
 // Errors a caller can test with errors.Is to tell why a host failed.
@@ -70,6 +76,7 @@ type SSH struct {
 	addr   string
 	client *goph.Client
 	jump   *jumpEntry // shared connection to the last jump host, if any
+	become becomeSecret
 	sem    chan struct{}
 
 	closeOnce sync.Once
@@ -105,6 +112,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		}
 		via = jump.client
 	}
+	r.target.password = cfg.Password
 	target, err := dialEndpointRetry(ctx, via, r.target, r.timeout, ag)
 	if err != nil {
 		if jump != nil {
@@ -120,6 +128,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 			User: r.target.user, Addr: r.target.host, Port: uint(r.target.port), Timeout: r.timeout,
 		}},
 		jump:   jump,
+		become: becomeSecret(cfg.BecomePassword),
 		sem:    make(chan struct{}, maxSessions),
 		closed: make(chan struct{}),
 		lost:   make(chan struct{}),
@@ -159,6 +168,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		}
 		return out, nil
 	})}
+	auth = append(auth, passwordAuth(e.password)...)
 	config := &ssh.ClientConfig{
 		User:              e.user,
 		Auth:              auth,
@@ -185,6 +195,9 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		case interrupted:
 			return nil, connectError(ctx, hctx, addr, timeout, err)
 		case isAuthError(err):
+			if e.password != "" {
+				keyNotes = append(keyNotes, "a password")
+			}
 			return nil, authError(e, keyNotes, ag != nil && e.agent)
 		}
 		return nil, handshakeError(addr, proxy, err)
@@ -269,6 +282,11 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	}
 	become := cmd.Become && s.user != "root"
 	line := remoteLine(cmd.Args, become)
+	var feed *becomeFeed
+	if become && s.become != "" {
+		feed = newBecomeFeed(s.become)
+		line = feed.line(cmd.Args)
+	}
 
 	select {
 	case s.sem <- struct{}{}:
@@ -290,7 +308,11 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	lim := newOutputLimit(MaxOutput())
 	lim.drain = true
 	sess.Stdout, sess.Stderr = lim.writer("stdout", &stdout), lim.writer("stderr", stderr)
-	if cmd.Stdin != nil {
+	if feed != nil {
+		if err := feed.attach(sess, stderr); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", cmd, s.lostErr(err))
+		}
+	} else if cmd.Stdin != nil {
 		sess.Stdin = bytes.NewReader(cmd.Stdin)
 	}
 	if err := sess.Start(line); err != nil {
@@ -298,6 +320,10 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
+	if feed != nil {
+		stopFeed := feed.run(cmd.Stdin)
+		defer stopFeed()
+	}
 
 	select {
 	case err = <-done:
@@ -319,6 +345,10 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	case errors.As(err, &exitErr):
 		res.ExitCode = exitErr.ExitStatus()
 		xe := &ExitError{Command: cmd.String(), Result: res}
+		if feed != nil && feed.refused(res.ExitCode) {
+			return res, &BecomeError{User: s.user, Reason: "sudo: the become password was refused for user " + s.user +
+				" (check ansible_become_password or what --ask-become-pass was given)", Exit: xe}
+		}
 		if become {
 			if berr := becomeError(xe, s.user); berr != nil {
 				return res, berr

@@ -5,6 +5,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,38 @@ type pidCapture struct {
 	scanned int // bytes of buf already known not to hold the PID line
 	pid     int
 	parsed  chan struct{} // closed once the PID is known
+
+	// prompt, when set, is sudo's password prompt: each one seen before
+	// the PID line is taken out and signalled on prompts.
+	prompt  []byte
+	prompts chan struct{}
+}
+
+// watchPrompt makes w take sudo's prompt out of stderr and signal it.
+func (w *pidCapture) watchPrompt(prompt string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prompt = []byte(prompt)
+	w.prompts = make(chan struct{}, 8)
+}
+
+// takePrompts removes complete prompts from the unscanned part of buf.
+func (w *pidCapture) takePrompts() {
+	for len(w.prompt) > 0 {
+		b := w.buf.Bytes()
+		i := bytes.Index(b[w.scanned:], w.prompt)
+		if i < 0 {
+			return
+		}
+		start := w.scanned + i
+		rest := append([]byte(nil), b[start+len(w.prompt):]...)
+		w.buf.Truncate(start)
+		w.buf.Write(rest)
+		select {
+		case w.prompts <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func newPIDCapture() *pidCapture { return &pidCapture{parsed: make(chan struct{})} }
@@ -72,6 +105,9 @@ func (w *pidCapture) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
+	if w.pid == 0 {
+		w.takePrompts()
+	}
 	for w.pid == 0 {
 		b := w.buf.Bytes()
 		i := bytes.IndexByte(b[w.scanned:], '\n')
@@ -148,7 +184,13 @@ func (s *SSH) killRemote(pid int, become bool, deadline time.Time) {
 	}
 	defer ks.Close()
 	line := Join([]string{"sh", "-c", killScript, "sh", strconv.Itoa(pid)})
-	if become {
+	switch {
+	case become && s.become != "":
+		// killScript reads no stdin: the password is consumed by sudo
+		// if it asks, ignored otherwise.
+		line = "sudo -S -p '' -- " + line
+		ks.Stdin = strings.NewReader(string(s.become) + "\n")
+	case become:
 		line = "sudo -n -- " + line
 	}
 	kdone := make(chan error, 1)

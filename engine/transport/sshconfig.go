@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kevinburke/ssh_config"
 )
 
 // Host-key policies accepted in SSHConfig.HostKeyPolicy.
@@ -35,6 +32,7 @@ type endpoint struct {
 	globalKnownHosts []string // GlobalKnownHostsFile: read, never written
 	hostKeyAlias     string   // HostKeyAlias: the known_hosts name instead of host[:port]
 	proxyCommand     string   // ProxyCommand, tokens expanded: run locally, its stdio is the stream
+	password         string   // tried after the keys; the target only
 }
 
 // hostPort is the address as dialled and as recorded in known_hosts.
@@ -47,52 +45,42 @@ type route struct {
 	timeout time.Duration
 }
 
-// sshConfigFile is a parsed ssh_config with the path kept for messages.
-type sshConfigFile struct {
-	path string
-	cfg  *ssh_config.Config
-}
-
-func loadSSHConfig(path string) (*sshConfigFile, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("ssh_config: %w", err)
-	}
-	cfg, err := ssh_config.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("ssh_config %s: %w", path, err)
-	}
-	return &sshConfigFile{path: path, cfg: cfg}, nil
-}
-
 // get returns the first value for key in the blocks matching alias, as
-// OpenSSH does (first obtained value wins), unquoted.
+// OpenSSH does (first obtained value wins, the user's file before the
+// system's), unquoted.
 func (f *sshConfigFile) get(alias, key string) string {
-	if f == nil {
-		return ""
-	}
-	v, err := f.cfg.Get(alias, key)
-	if err != nil {
-		return ""
-	}
-	return unquote(v)
+	v, _ := f.lookup(alias, key)
+	return v
 }
 
-// getAll returns every value for key (IdentityFile accumulates).
+// lookup is get with the file the value came from.
+func (f *sshConfigFile) lookup(alias, key string) (string, string) {
+	if f == nil {
+		return "", ""
+	}
+	for _, l := range f.layers {
+		if v, err := l.cfg.Get(alias, key); err == nil && v != "" {
+			return unquote(v), l.path
+		}
+	}
+	return "", ""
+}
+
+// getAll returns every value for key (IdentityFile accumulates), across
+// the files in order.
 func (f *sshConfigFile) getAll(alias, key string) []string {
 	if f == nil {
 		return nil
 	}
-	vs, err := f.cfg.GetAll(alias, key)
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, unquote(v))
+	var out []string
+	for _, l := range f.layers {
+		vs, err := l.cfg.GetAll(alias, key)
+		if err != nil {
+			continue
+		}
+		for _, v := range vs {
+			out = append(out, unquote(v))
+		}
 	}
 	return out
 }
@@ -320,7 +308,7 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	cfg.ConfigFile = expandHome(cfg.ConfigFile, local.home)
 	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
 	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
-	sc, err := loadSSHConfig(cfg.ConfigFile)
+	sc, err := loadSSHConfigs(cfg.ConfigFile, local.home)
 	if err != nil {
 		return nil, err
 	}
@@ -423,10 +411,10 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 		}
 	}
 	if e.port == 0 {
-		if p := sc.get(alias, "Port"); p != "" {
+		if p, file := sc.lookup(alias, "Port"); p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n <= 0 || n > 65535 {
-				return nil, fmt.Errorf("ssh_config %s: Host %s: bad Port %q", sc.path, alias, p)
+				return nil, fmt.Errorf("ssh_config %s: Host %s: bad Port %q", file, alias, p)
 			}
 			e.port = n
 		} else {
@@ -474,7 +462,7 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 	}
 	e.globalKnownHosts = knownHostsFiles(sc.get(alias, "GlobalKnownHostsFile"), e, local)
 	e.hostKeyAlias = sc.get(alias, "HostKeyAlias")
-	if err := sc.checkUnsupported(alias); err != nil {
+	if err := sc.checkUnsupported(alias, e.host); err != nil {
 		return nil, err
 	}
 	if pc := sc.get(alias, "ProxyCommand"); pc != "" && !strings.EqualFold(pc, "none") {
@@ -487,9 +475,10 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 
 	e.policy = o.policy
 	if e.policy == "" {
-		p, err := policyFromStrict(sc.get(alias, "StrictHostKeyChecking"))
+		v, file := sc.lookup(alias, "StrictHostKeyChecking")
+		p, err := policyFromStrict(v)
 		if err != nil {
-			return nil, fmt.Errorf("ssh_config %s: Host %s: %w", sc.path, alias, err)
+			return nil, fmt.Errorf("ssh_config %s: Host %s: %w", file, alias, err)
 		}
 		e.policy = p
 	}

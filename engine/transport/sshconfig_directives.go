@@ -35,33 +35,24 @@ var refusedDirectives = []refusedDirective{
 }
 
 // checkUnsupported fails when the ssh_config gives alias a directive pgtune
-// refuses, or a Match block whose meaning differs from ssh(1)'s here.
-func (f *sshConfigFile) checkUnsupported(alias string) error {
+// refuses, or a Match block whose meaning differs from ssh(1)'s for it.
+func (f *sshConfigFile) checkUnsupported(alias, hostName string) error {
 	if f == nil {
 		return nil
 	}
-	for _, h := range f.cfg.Hosts {
-		line := strings.TrimSpace(strings.SplitN(h.String(), "\n", 2)[0])
-		if !strings.HasPrefix(strings.ToLower(line), "match") {
-			continue
-		}
-		if fields := strings.Fields(line); len(fields) == 2 && strings.EqualFold(fields[1], "all") {
-			continue
-		}
-		// ssh(1) matches "Match host" against the HostName, the parser
-		// against the alias; other criteria are not understood at all.
-		return fmt.Errorf("ssh_config %s: %q is not supported by pgtune (use Host blocks)", f.path, line)
+	if err := f.checkMatches(alias, hostName); err != nil {
+		return err
 	}
 	for _, d := range refusedDirectives {
-		v := f.get(alias, d.key)
+		v, file := f.lookup(alias, d.key)
 		if v == "" || d.allows(v) {
 			continue
 		}
 		return fmt.Errorf("ssh_config %s: Host %s: %s %s is not supported by pgtune (it %s); remove it for this host",
-			f.path, alias, d.key, v, d.why)
+			file, alias, d.key, v, d.why)
 	}
-	if v := f.get(alias, "IdentityAgent"); v != "" && !strings.EqualFold(v, "none") && v != "SSH_AUTH_SOCK" && v != "$SSH_AUTH_SOCK" {
-		return fmt.Errorf("ssh_config %s: Host %s: IdentityAgent %s is not supported by pgtune (only none or SSH_AUTH_SOCK)", f.path, alias, v)
+	if v, file := f.lookup(alias, "IdentityAgent"); v != "" && !strings.EqualFold(v, "none") && v != "SSH_AUTH_SOCK" && v != "$SSH_AUTH_SOCK" {
+		return fmt.Errorf("ssh_config %s: Host %s: IdentityAgent %s is not supported by pgtune (only none or SSH_AUTH_SOCK)", file, alias, v)
 	}
 	return nil
 }

@@ -122,10 +122,13 @@ Host ignored
 func TestResolveMatchBlocks(t *testing.T) {
 	local := localIdentity{user: "alice", home: "/home/alice"}
 	for conf, wantErr := range map[string]string{
-		"Match all\n  User bob\n":                        "",
-		"Host db\n  User bob\nMatch host db\n  Port 2\n": `"Match host db" is not supported`,
-		"Match exec \"true\"\n  Port 2\n":                "Match Exec is not supported",
-		"Match user root\n  Port 2\n":                    "unsupported Match criterion",
+		"Match all\n  User bob\n":                                       "",
+		"Host db\n  User bob\nMatch host db\n  Port 2\n":                "", // HostName is db: ssh and pgtune agree
+		"Host db\n  HostName 10.0.0.9\nMatch host db\n  Port 2\n":       `"Match host db" is not supported by pgtune for host db`,
+		"Match host 10.0.0.*\n  Port 2\nHost db\n  HostName 10.0.0.9\n": `"Match host 10.0.0.*" is not supported by pgtune for host db`,
+		"Match host other\n  Port 2\nHost db\n  HostName 10.0.0.9\n":    "", // applies to neither
+		"Match exec \"true\"\n  Port 2\n":                               "Match Exec is not supported",
+		"Match user root\n  Port 2\n":                                   "unsupported Match criterion",
 	} {
 		p := filepath.Join(t.TempDir(), "c")
 		os.WriteFile(p, []byte(conf), 0o600)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+)
+
+// passwordFlags are Ansible's -k/--ask-pass and -K/--ask-become-pass.
+type passwordFlags struct {
+	login, become bool
+}
+
+// takePasswordFlags takes the password flags out of args (before the
+// command's own flag parsing) and says which were given.
+func takePasswordFlags(args []string) ([]string, passwordFlags) {
+	var p passwordFlags
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, args[i:]...)
+			break
+		}
+		switch a {
+		case "-k", "--ask-pass", "-ask-pass":
+			p.login = true
+		case "-K", "--ask-become-pass", "-ask-become-pass":
+			p.become = true
+		default:
+			out = append(out, a)
+		}
+	}
+	return out, p
+}
+
+// askPasswords reads the passwords the flags ask for, once per run, and
+// gives them to every host whose inventory sets none (ansible_password
+// and ansible_become_password win, as in Ansible). They live in the
+// hosts' connection settings only, and are masked in every output.
+func (a *App) askPasswords(inv *inventory.Inventory) error {
+	if !a.passwords.login && !a.passwords.become {
+		return nil
+	}
+	read := a.ReadPassword
+	if read == nil {
+		read = a.readTerminalPassword
+	}
+	var login, become string
+	var err error
+	if a.passwords.login {
+		if login, err = read("SSH password: "); err != nil {
+			return fmt.Errorf("--ask-pass: %w", err)
+		}
+	}
+	if a.passwords.become {
+		prompt := "BECOME password: "
+		if a.passwords.login {
+			prompt = "BECOME password [defaults to SSH password]: "
+		}
+		if become, err = read(prompt); err != nil {
+			return fmt.Errorf("--ask-become-pass: %w", err)
+		}
+		if become == "" {
+			become = login
+		}
+	}
+	for _, h := range inv.Hosts {
+		if h.Conn.Password == "" {
+			h.Conn.Password = login
+		}
+		if h.Conn.BecomePassword == "" {
+			h.Conn.BecomePassword = become
+		}
+	}
+	return nil
+}
+
+// readTerminalPassword prompts on stderr and reads a line from the
+// terminal on stdin without echo.
+func (a *App) readTerminalPassword(prompt string) (string, error) {
+	if !a.IsTerminal() {
+		return "", errors.New("needs a terminal to read the password from (or set ansible_password / ansible_become_password in a vars file only you can read)")
+	}
+	fmt.Fprint(a.Stderr, prompt)
+	b, err := term.ReadPassword(int(os.Stdin.Fd()))
+	fmt.Fprintln(a.Stderr)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

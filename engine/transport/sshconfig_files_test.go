@@ -1,0 +1,142 @@
+package transport
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// userAndSystemConfigs writes ~/.ssh/config (and files it includes) under
+// a temporary home and a system ssh_config, and points pgtune at them.
+func userAndSystemConfigs(t *testing.T, files map[string]string) localIdentity {
+	t.Helper()
+	home := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := systemSSHConfig
+	systemSSHConfig = filepath.Join(home, "etc-ssh", "ssh_config")
+	t.Cleanup(func() { systemSSHConfig = old })
+	return localIdentity{user: "local", home: home}
+}
+
+// The user's file is read before the system's and the first value
+// obtained wins, across both files and across Host blocks; IdentityFile
+// accumulates in that order; an Include'd file counts where it is
+// included.
+func TestDefaultSSHConfigPrecedence(t *testing.T) {
+	local := userAndSystemConfigs(t, map[string]string{
+		".ssh/config": `Include conf.d/*.conf
+Host pg1
+  Port 2201
+Host *
+  User fleet
+  IdentityFile ~/.ssh/id_fleet
+`,
+		".ssh/conf.d/10-pg.conf": "Host pg1 pg2\n  ConnectTimeout 7\n  Port 2202\n",
+		"etc-ssh/ssh_config": `Host pg1
+  Port 2299
+  User sysuser
+  HostName 127.0.0.9
+  IdentityFile /etc/ssh/id_sys
+Host *
+  StrictHostKeyChecking accept-new
+`,
+	})
+	for _, tc := range []struct {
+		alias   string
+		host    string
+		port    int
+		user    string
+		keys    []string
+		policy  string
+		timeout string
+	}{
+		// Port: the included file's block comes first in the user's file.
+		{"pg1", "127.0.0.9", 2202, "fleet", []string{local.home + "/.ssh/id_fleet", "/etc/ssh/id_sys"}, HostKeyAcceptNew, "7s"},
+		{"pg2", "pg2", 2202, "fleet", []string{local.home + "/.ssh/id_fleet"}, HostKeyAcceptNew, "7s"},
+		{"pg3", "pg3", 22, "fleet", []string{local.home + "/.ssh/id_fleet"}, HostKeyAcceptNew, "10s"},
+	} {
+		t.Run(tc.alias, func(t *testing.T) {
+			r, err := resolve(SSHConfig{Name: tc.alias}, local, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := r.target
+			if e.host != tc.host || e.port != tc.port || e.user != tc.user || e.policy != tc.policy || r.timeout.String() != tc.timeout {
+				t.Errorf("got %s:%d user %s policy %s timeout %s; want %s:%d user %s policy %s timeout %s",
+					e.host, e.port, e.user, e.policy, r.timeout, tc.host, tc.port, tc.user, tc.policy, tc.timeout)
+			}
+			if !reflect.DeepEqual(e.keyFiles, tc.keys) {
+				t.Errorf("keys %q, want %q", e.keyFiles, tc.keys)
+			}
+		})
+	}
+	t.Run("inventory values win over both files", func(t *testing.T) {
+		r, err := resolve(SSHConfig{Name: "pg1", Port: 2400, User: "inv"}, local, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.target.port != 2400 || r.target.user != "inv" || r.target.host != "127.0.0.9" {
+			t.Errorf("got %s@%s:%d", r.target.user, r.target.host, r.target.port)
+		}
+	})
+	t.Run("an explicit ssh_config_file replaces both", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "vagrant-ssh-config")
+		os.WriteFile(p, []byte("Host pg1\n  Port 2300\n"), 0o600)
+		r, err := resolve(SSHConfig{Name: "pg1", ConfigFile: p}, local, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.target.port != 2300 || r.target.user != "local" || r.target.host != "pg1" || r.target.policy != HostKeyStrict {
+			t.Errorf("got %s@%s:%d policy %s", r.target.user, r.target.host, r.target.port, r.target.policy)
+		}
+	})
+}
+
+// A Match host block is used only where ssh(1) (testing the HostName)
+// and the parser (testing the name) agree, in included files too; where
+// they disagree the host fails naming the file and line.
+func TestDefaultSSHConfigMatchInInclude(t *testing.T) {
+	local := userAndSystemConfigs(t, map[string]string{
+		".ssh/config":            "Include ~/.ssh/conf.d/*\nHost pg1\n  HostName 127.0.0.9\n",
+		".ssh/conf.d/match.conf": "# db hosts\nMatch host pg1\n  Port 2201\nMatch host db*\n  Port 2202\n",
+	})
+	_, err := resolve(SSHConfig{Name: "pg1"}, local, false)
+	want := local.home + `/.ssh/conf.d/match.conf line 2: "Match host pg1" is not supported by pgtune for host pg1`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("pg1: err = %v, want %q", err, want)
+	}
+	r, err := resolve(SSHConfig{Name: "db7"}, local, false)
+	if err != nil || r.target.port != 2202 {
+		t.Fatalf("db7: %v, port %d; want 2202", err, r.target.port)
+	}
+	t.Run("Match exec in an included file is refused", func(t *testing.T) {
+		local := userAndSystemConfigs(t, map[string]string{
+			".ssh/config":        "Include inc\n",
+			".ssh/inc":           "Match exec \"true\"\n  Port 2\n",
+			"etc-ssh/ssh_config": "Host *\n  Port 3\n",
+		})
+		if _, err := resolve(SSHConfig{Name: "db"}, local, false); err == nil || !strings.Contains(err.Error(), "Match Exec is not supported") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("the system file's relative Include is under its directory", func(t *testing.T) {
+		local := userAndSystemConfigs(t, map[string]string{
+			"etc-ssh/ssh_config":          "Include ssh_config.d/*.conf\n",
+			"etc-ssh/ssh_config.d/a.conf": "Host db\n  Port 2555\n",
+		})
+		r, err := resolve(SSHConfig{Name: "db"}, local, false)
+		if err != nil || r.target.port != 2555 {
+			t.Fatalf("err = %v, port %d", err, r.target.port)
+		}
+	})
+}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgtune/pgtune/internal/testhost"
 )
@@ -114,4 +117,120 @@ func TestPatroniMembersLeftAlone(t *testing.T) {
 		}
 	}
 	_ = kernel
+}
+
+// logTimes returns when the server last received a shutdown request and
+// when it last said it accepts connections, from its log.
+func logTimes(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
+	t.Helper()
+	for _, l := range strings.Split(c.Log(t), "\n") {
+		if len(l) < 23 {
+			continue
+		}
+		ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23])
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(l, "shutdown request"):
+			down = ts
+		case strings.Contains(l, "database system is ready to accept"):
+			up = ts
+		}
+	}
+	return down, up
+}
+
+// TestRestartOrderStreaming takes a real primary and two standbys (made
+// with pg_basebackup, streaming on loopback) to the policy: facts groups
+// them into one cluster; apply restarts standby1, then standby2, then the
+// primary, each standby back before the next member goes down (from the
+// servers' logs); every member ends on huge pages and streaming.
+func TestRestartOrderStreaming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers and the kernel")
+	}
+	kernel := testhost.LockKernel(t)
+	// All three share this machine's pool: reserve room for three small
+	// segments beside whatever the pool holds now, and give each member a
+	// third.
+	hpKB := kernel.Meminfo["Hugepagesize"]
+	perMember := int64(48<<10) / hpKB // pages for 48 MiB
+	total := kernel.Meminfo["HugePages_Total"] + 3*perMember + 2
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
+		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
+	}
+	set := testhost.StreamingReplication(t, 2)
+	work := t.TempDir()
+	members := map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}
+	inv := localMembers(t, work, members, "")
+	book := filepath.Join(work, "book.yml")
+	writeFile(t, book, fmt.Sprintf(`- name: cluster order under test
+  hosts: all
+  policy:
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+    pgconf:
+      pool: %d
+      primary: restart
+`, total*hpKB*1024, perMember*hpKB*1024))
+
+	// facts: one cluster, the primary and both standbys.
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Stdout, app.Stderr = &out, &errOut
+	if code := app.Run([]string{"facts", "-i", inv}); code != 0 {
+		t.Fatalf("facts: exit %d\n%s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "clusters:\n  cluster ") || !strings.Contains(out.String(), ": primary primary, standbys standby1, standby2\n") {
+		t.Errorf("facts does not group the three into one cluster:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), testhost.ReplicaPassword) {
+		t.Errorf("facts shows primary_conninfo's password")
+	}
+
+	code, planned, stderr := pgtune(t, "check", "-i", inv, book)
+	if code != 2 {
+		t.Fatalf("check: exit %d\n%+v\n%s", code, planned, stderr)
+	}
+	for _, h := range planned.Hosts {
+		if !strings.Contains(strings.Join(h.Notes, "\n"), "replication cluster ") {
+			t.Errorf("%s: check does not say which cluster it is in: %q", h.Name, h.Notes)
+		}
+	}
+	started := map[string]string{}
+	for name, c := range members {
+		started[name] = c.Query(t, "SELECT pg_postmaster_start_time()")
+	}
+
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", inv, book)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%+v\n%s", code, applied, stderr)
+	}
+	for _, h := range applied.Hosts {
+		if h.Status != "changed" {
+			t.Errorf("%s: status %s", h.Name, h.Status)
+		}
+	}
+	order := []string{"standby1", "standby2", "primary"}
+	var prevUp time.Time
+	for i, name := range order {
+		c := members[name]
+		down, up := logTimes(t, c)
+		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if i > 0 && !down.After(prevUp) {
+			t.Errorf("%s went down at %s, before %s was back (%s)", name, down.Format(time.StampMilli), order[i-1], prevUp.Format(time.StampMilli))
+		}
+		prevUp = up
+		if hp := c.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages", name)
+		}
+	}
+	set.WaitStreaming(t)
 }

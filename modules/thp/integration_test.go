@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -115,6 +116,26 @@ func TestIntegrationApplyRollback(t *testing.T) {
 	}
 	if b, err := os.ReadFile(file); err != nil || string(b) != render(want) {
 		t.Fatalf("%s: %q, %v", file, b, err)
+	}
+
+	// The boot file does what a boot does: with the machine's modes put
+	// back, systemd-tmpfiles (as systemd-tmpfiles-setup runs it at boot)
+	// sets the policy's.
+	if tmpfiles, err := exec.LookPath("systemd-tmpfiles"); err == nil {
+		if err := testhost.WriteSysfs(EnabledPath, start[EnabledPath]); err != nil {
+			t.Fatal(err)
+		}
+		if err := testhost.WriteSysfs(DefragPath, start[DefragPath]); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.CommandContext(ctx, tmpfiles, "--create", file).CombinedOutput(); err != nil {
+			t.Fatalf("systemd-tmpfiles --create %s: %v\n%s", file, err, out)
+		}
+		if got := kernel(); got != [2]string{want.enabled, want.defrag} {
+			t.Fatalf("after systemd-tmpfiles the kernel has %v, want %s %s", got, want.enabled, want.defrag)
+		}
+	} else {
+		t.Logf("no systemd-tmpfiles here: the boot file's effect is not exercised")
 	}
 
 	// Rollback: both modes back as they were, the boot file gone.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -23,11 +22,7 @@ func (a *App) render(w io.Writer, format string, r *report.Report) {
 }
 
 // runCheck is the dry run: plan every host, change nothing.
-func (a *App) runCheck(args []string) int {
-	o, err := a.parse("check", args, 1, targetFlags)
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runCheck(o *options) int {
 	o.planOnly = true
 	ctx, stop := signalContext()
 	defer stop()
@@ -42,14 +37,7 @@ func (a *App) runCheck(args []string) int {
 }
 
 // runApply plans, shows the plan, asks, applies and verifies.
-func (a *App) runApply(args []string) int {
-	o, err := a.parse("apply", args, 1, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-		yesFlag(fs, o)
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runApply(o *options) int {
 	ctx, stop := signalContext()
 	defer stop()
 	s, err := a.plan(ctx, o)
@@ -58,11 +46,6 @@ func (a *App) runApply(args []string) int {
 	}
 	defer s.Close()
 	return a.execute(ctx, o, s, "Apply these changes to")
-}
-
-func yesFlag(fs *flag.FlagSet, o *options) {
-	fs.BoolVar(&o.yes, "yes", false, "change hosts without asking")
-	fs.BoolVar(&o.yes, "y", false, "short for --yes")
 }
 
 // plan loads the inventory and playbook and plans every host.
@@ -97,14 +80,4 @@ func (a *App) execute(ctx context.Context, o *options, s *engine.Session, questi
 	r := s.Report("apply")
 	a.render(a.Stdout, o.format, r)
 	return r.ExitCode()
-}
-
-// usageError reports a command-line mistake. flag has already printed
-// its own message for unknown flags.
-func (a *App) usageError(err error) int {
-	if err == flag.ErrHelp {
-		return 0
-	}
-	fmt.Fprintf(a.Stderr, "%s\n", safeText(err.Error()))
-	return 1
 }

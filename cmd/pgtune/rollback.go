@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/pgtune/pgtune/engine"
@@ -11,15 +10,8 @@ import (
 // runRollback puts hosts back as they were before pgtune first changed
 // them (or before run --run), from the journals and backups kept on each
 // host, through the same plan → confirm → apply → verify flow as apply.
-func (a *App) runRollback(args []string) int {
-	o, err := a.parse("rollback", args, 0, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-		yesFlag(fs, o)
-		fs.StringVar(&o.runID, "run", "", "go back to the state before this run `ID` (default: before pgtune's first run)")
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runRollback(o *options) int {
+	var err error
 	if o.runID != "" && !engine.ValidRunID(o.runID) {
 		return a.usageError(fmt.Errorf("--run %q: not a run id (like 20261130T190000Z-a1b2c3)", o.runID))
 	}

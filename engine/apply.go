@@ -14,6 +14,7 @@ import (
 // the plan that was shown, applies, verifies, and re-reads the facts before
 // the next module.
 func (s *Session) Apply(ctx context.Context) {
+	s.phase = "apply"
 	s.each(ctx, s.applyHost)
 }
 

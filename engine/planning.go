@@ -17,7 +17,7 @@ import (
 // Plan connects to every host, gathers facts and runs every module's
 // check. It changes nothing on any host. Errors stay per host.
 func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*Session, error) {
-	s := &Session{runner: r, book: book}
+	s := &Session{runner: r, book: book, phase: "plan"}
 	members, err := playMembers(inv, book)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -33,6 +34,10 @@ type Runner struct {
 	// PlanOnly says no Apply follows Plan (check): each host's connection
 	// is closed as soon as its plan is done.
 	PlanOnly bool
+	// HostDone, when set, is told each host's outcome as soon as the host
+	// finishes a phase ("plan", "apply"), so results can be shown as
+	// they come. It is called from the hosts' goroutines, concurrently.
+	HostDone func(phase string, h report.Host)
 }
 
 // Registry returns the module registry in the form the playbook loader
@@ -53,6 +58,7 @@ type Session struct {
 	runner *Runner
 	book   *playbook.Playbook
 	hosts  []*hostRun
+	phase  string // "plan" or "apply" while each runs them, for HostDone
 }
 
 type hostRun struct {
@@ -88,6 +94,7 @@ func (s *Session) each(ctx context.Context, fn func(context.Context, *hostRun)) 
 				defer cancel()
 			}
 			s.runHost(hctx, hr, fn)
+			s.hostDone(hr)
 			return nil
 		})
 	}

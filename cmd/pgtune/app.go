@@ -100,6 +100,7 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	a.showConnections(o, hosts)
 	return &loaded{inv: inv, book: book, hosts: hosts}, mods, nil
 }
 

@@ -15,7 +15,7 @@ func colorFor(w io.Writer, noColor bool) style {
 	if noColor || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
 		return style{}
 	}
-	return style{on: isTerminal(w)}
+	return style{On: isTerminal(w)}
 }
 
 // isTerminal reports whether w is a terminal's file descriptor.

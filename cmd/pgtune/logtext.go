@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pgtune/pgtune/engine/report"
 )
 
 // lineHandler writes one log line per record: "15:04:05 WARN msg k=v".
@@ -32,7 +34,7 @@ func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >
 func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	if !r.Time.IsZero() {
-		b.WriteString(h.style.dim(r.Time.Format(time.TimeOnly)))
+		b.WriteString(h.style.Dim(r.Time.Format(time.TimeOnly)))
 		b.WriteByte(' ')
 	}
 	b.WriteString(h.levelText(r.Level))
@@ -53,13 +55,13 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *lineHandler) levelText(l slog.Level) string {
 	switch {
 	case l >= slog.LevelError:
-		return h.style.red("ERRO")
+		return h.style.Red("ERRO")
 	case l >= slog.LevelWarn:
-		return h.style.yellow("WARN")
+		return h.style.Yellow("WARN")
 	case l >= slog.LevelInfo:
-		return h.style.cyan("INFO")
+		return h.style.Cyan("INFO")
 	}
-	return h.style.dim("DEBU")
+	return h.style.Dim("DEBU")
 }
 
 func (h *lineHandler) writeAttr(b *strings.Builder, group string, a slog.Attr) {
@@ -84,7 +86,7 @@ func (h *lineHandler) writeAttr(b *strings.Builder, group string, a slog.Attr) {
 		v = `"` + v + `"`
 	}
 	b.WriteByte(' ')
-	b.WriteString(h.style.dim(key + "="))
+	b.WriteString(h.style.Dim(key + "="))
 	b.WriteString(v)
 }
 
@@ -108,21 +110,5 @@ func (h *lineHandler) WithGroup(name string) slog.Handler {
 	return &out
 }
 
-// style is the SGR colouring of one output stream; the zero style prints
-// plain text. It is a value computed before any output, never a question
-// to the terminal.
-type style struct{ on bool }
-
-func (s style) sgr(code, t string) string {
-	if !s.on || t == "" {
-		return t
-	}
-	return "\x1b[" + code + "m" + t + "\x1b[0m"
-}
-
-func (s style) red(t string) string    { return s.sgr("31", t) }
-func (s style) green(t string) string  { return s.sgr("32", t) }
-func (s style) yellow(t string) string { return s.sgr("33", t) }
-func (s style) cyan(t string) string   { return s.sgr("36", t) }
-func (s style) bold(t string) string   { return s.sgr("1", t) }
-func (s style) dim(t string) string    { return s.sgr("2", t) }
+// style is report.Style: one colouring for logs and reports.
+type style = report.Style

@@ -29,6 +29,7 @@ func (a *App) runRollback(o *options) int {
 	if err != nil {
 		return a.fail(fmt.Errorf("--limit: %w", err))
 	}
+	a.showConnections(o, hosts)
 	mods, _ := engine.Registry(a.Modules...)
 	ctx, stop := signalContext()
 	defer stop()

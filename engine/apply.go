@@ -66,14 +66,14 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 			log.Info("apply", "module", name, "changes", len(p.Changes))
 			if err := st.module.Apply(ctx, t, p); err != nil {
 				hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
-				log.Error("apply failed", "module", name, "err", err)
+				log.Debug("apply failed", "module", name, "err", err)
 				return
 			}
 			hr.applied = append(hr.applied, p.Changes...)
 		}
 		if err := st.module.Verify(ctx, t, p); err != nil {
 			hr.err = fmt.Errorf("%s: %s: verify: %w", hr.host.Name, name, err)
-			log.Error("verify failed", "module", name, "err", err)
+			log.Debug("verify failed", "module", name, "err", err)
 			return
 		}
 		st.plan = p

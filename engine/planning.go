@@ -41,7 +41,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	if err != nil {
 		hr.unreachable = true
 		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
-		log.Error("unreachable", "err", err)
+		log.Debug("unreachable", "err", err)
 		return
 	}
 	hr.tr = tr
@@ -57,7 +57,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 		p, err := st.module.Check(ctx, t, st.params)
 		if err != nil {
 			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
-			log.Error("check failed", "module", name, "err", err)
+			log.Debug("check failed", "module", name, "err", err)
 			return
 		}
 		markSensitive(p, hr.secrets)

@@ -24,3 +24,7 @@ func annotate(h *report.Host, hr *hostRun) {
 		h.HugePageSize = hr.facts.HugePageSize
 	}
 }
+
+// Runner is the runner the session runs with (the CLI points its hooks
+// and log at the next phase's display).
+func (s *Session) Runner() *Runner { return s.runner }

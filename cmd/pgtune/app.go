@@ -54,12 +54,15 @@ func newApp() *App {
 // logger writes to stderr, usually the operator's terminal: messages and
 // values (paths, errors, command output from hosts) are masked and
 // escaped on their way (termsafe.Handler).
-func (a *App) logger(o *options) *slog.Logger {
+func (a *App) logger(o *options) *slog.Logger { return a.loggerTo(a.Stderr, o) }
+
+// loggerTo is logger writing to w (stderr behind a progress line).
+func (a *App) loggerTo(w io.Writer, o *options) *slog.Logger {
 	level := slog.LevelInfo
 	if o.verbose > 0 {
 		level = slog.LevelDebug
 	}
-	h := newLineHandler(a.Stderr, level, colorFor(a.Stderr, o.noColor))
+	h := newLineHandler(w, level, colorFor(a.Stderr, o.noColor))
 	return slog.New(termsafe.Handler(h, mask.Text))
 }
 

@@ -22,6 +22,9 @@ import (
 // that never answers makes a program that waits for the reply stall.
 var terminalQuery = regexp.MustCompile(`\x1b\]|\x1b\[[0-9;?>]*[nc]`)
 
+// The fake host runs no commands: both hosts fail after their facts.
+var progressLine = regexp.MustCompile(`\r\x1b\[Kcheck: 2/2 done, (\x1b\[31m)?2 failed(\x1b\[0m)?, 0 left`)
+
 var sgrColour = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 // runOnSilentTerminal runs the test binary's pgtune with stdin, stdout and
@@ -99,6 +102,9 @@ func TestSilentTerminalIsNeverQueried(t *testing.T) {
 			}
 			if !bytes.Contains(out, []byte(tc.want)) {
 				t.Errorf("pgtune %v did not print %q:\n%q", tc.args, tc.want, out)
+			}
+			if tc.args[0] == "check" && !progressLine.Match(out) {
+				t.Errorf("pgtune %v: no progress line on the terminal:\n%q", tc.args, out)
 			}
 			if tc.colour && !sgrColour.Match(out) {
 				t.Errorf("pgtune %v: no colour on a terminal:\n%q", tc.args, out)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/report"
 )
 
 // runRollback puts hosts back as they were before pgtune first changed
@@ -33,7 +34,14 @@ func (a *App) runRollback(o *options) int {
 	mods, _ := engine.Registry(a.Modules...)
 	ctx, stop := signalContext()
 	defer stop()
-	s := a.runner(o, mods).PlanRollback(ctx, hosts, o.runID)
+	planOut := a.Stdout
+	if o.format != "text" {
+		planOut = a.Stderr
+	}
+	lv := a.newLive(o, "plan", report.ModeCheck, planOut)
+	r := a.runner(o, mods)
+	lv.attach(a, o, r, len(hosts))
+	s := r.PlanRollback(ctx, hosts, o.runID)
 	defer s.Close()
-	return a.execute(ctx, o, s, "Roll back")
+	return a.execute(ctx, o, s, lv, "Roll back")
 }

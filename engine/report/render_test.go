@@ -96,6 +96,8 @@ func TestRenderGolden(t *testing.T) {
 		{"fleet.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) }},
 		{"fleet-color.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{Color: true}) }},
 		{"fleet-nodiff.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{NoDiff: true}) }},
+		{"check.junit.xml", sample, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
+		{"hostile.junit.xml", hostile, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
 		{"check-color.txt", sample, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{Color: true}) }},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

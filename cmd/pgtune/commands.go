@@ -75,6 +75,19 @@ The PLAYBOOK's expressions see these as facts.NAME.`,
 		flags: targetFlags,
 		run:   a.runFacts,
 	}, {
+		name:  "explain",
+		short: "Show every planned value with its formula and this host's numbers",
+		long: `explain plans like check (changing nothing) and prints, per host and module,
+every policy value of PLAYBOOK (default: the built-in policy): its formula as
+written and where, the formula with the host's numbers substituted, the
+result, and the module's own arithmetic (pages from the pool, the commit
+limit from ratio and headroom), so a reviewer can check it by hand.`,
+		example: `  pgtune explain
+  pgtune explain -i inventory.yml -l db01 site.yml`,
+		maxArgs: 1,
+		flags:   targetFlags,
+		run:     a.runExplain,
+	}, {
 		name:  "validate",
 		short: "Check an inventory and PLAYBOOK without contacting any host",
 		long: `validate loads the inventory and PLAYBOOK (default: the built-in policy),

@@ -103,6 +103,9 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := applyExtraVars(o, hosts); err != nil {
+		return nil, nil, err
+	}
 	a.showConnections(o, hosts)
 	return &loaded{inv: inv, book: book, hosts: hosts}, mods, nil
 }

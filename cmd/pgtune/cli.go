@@ -165,6 +165,7 @@ type options struct {
 	planOnly  bool            // check: no apply follows the plan
 	given     map[string]bool // flags given on the command line
 	formats   []string        // the --format values this command takes
+	extraVars []string        // -e KEY=VALUE
 }
 
 func newOptions() *options {
@@ -230,6 +231,7 @@ func targetFlags(fs *pflag.FlagSet, o *options) {
 	fs.IntVarP(&o.forks, "forks", "f", 20, "hosts worked on at once")
 	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on a host after this long (e.g. 90s, 10m)")
+	extraVarsFlag(fs, o)
 }
 
 // planFlags are the flags of commands that show a plan.

@@ -97,6 +97,7 @@ for policy repositories.`,
 		example: `  pgtune validate site.yml
   pgtune validate -i inventory.yml site.yml`,
 		maxArgs: 1,
+		flags:   extraVarsFlag,
 		run:     a.runValidate,
 	}}
 }

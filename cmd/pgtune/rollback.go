@@ -30,6 +30,9 @@ func (a *App) runRollback(o *options) int {
 	if err != nil {
 		return a.fail(fmt.Errorf("--limit: %w", err))
 	}
+	if err := applyExtraVars(o, hosts); err != nil {
+		return a.fail(err)
+	}
 	a.showConnections(o, hosts)
 	mods, _ := engine.Registry(a.Modules...)
 	ctx, stop := signalContext()

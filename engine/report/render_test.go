@@ -134,7 +134,11 @@ func TestHostileTextIsInert(t *testing.T) {
 	if err := WriteJSON(&doc, hostile()); err != nil {
 		t.Fatal(err)
 	}
-	for name, out := range map[string]string{"text": text.String(), "json": doc.String()} {
+	var junit bytes.Buffer
+	if err := WriteJUnit(&junit, hostile()); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "json": doc.String(), "junit": junit.String()} {
 		for _, r := range out {
 			if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e || r == 0xfffd && name == "text" {
 				t.Errorf("%s output holds %U", name, r)

@@ -75,3 +75,23 @@ func TestResultsStreamAsHostsFinish(t *testing.T) {
 		t.Errorf("progress line on a stderr that is not a terminal:\n%q", errOut.String())
 	}
 }
+
+// TestNoDiffFlag: --no-diff shows changed files by name only; --diff (the
+// default) with their diff. JSON keeps the diff either way.
+func TestNoDiffFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flags    []string
+		wantDiff bool
+	}{{nil, true}, {[]string{"--diff"}, true}, {[]string{"--no-diff"}, false}} {
+		app, out, errOut, args := hostileApp(t, "", false)
+		if code := app.Run(append(append([]string{"check"}, tc.flags...), args...)); code != 2 {
+			t.Fatalf("check %v: exit %d\n%s", tc.flags, code, errOut.String())
+		}
+		if got := strings.Contains(out.String(), "@@ -1,3 +1,2 @@"); got != tc.wantDiff {
+			t.Errorf("check %v: diff shown %t, want %t:\n%s", tc.flags, got, tc.wantDiff, out.String())
+		}
+		if !strings.Contains(out.String(), "postgresql.auto.conf (+0 -1)") {
+			t.Errorf("check %v: the file's line is missing:\n%s", tc.flags, out.String())
+		}
+	}
+}

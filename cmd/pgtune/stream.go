@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ type live struct {
 func (a *App) newLive(o *options, verb string, mode report.Mode, w io.Writer) *live {
 	lv := &live{
 		stderr:   a.Stderr,
-		progress: isTerminal(a.Stderr),
+		progress: isTerminal(a.Stderr) && os.Getenv("TERM") != "dumb", // dumb: no line erase
 		st:       colorFor(a.Stderr, o.noColor),
 		now:      a.Now,
 		verb:     verb,

@@ -49,8 +49,8 @@ func rolloutFlags(fs *pflag.FlagSet, o *options) {
 	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
 	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
 	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
-	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `ID` (--resume=ID or --resume ID)")
-	fs.Lookup("resume").NoOptDefVal = "true" // --resume alone: the latest run
+	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `RUN` (--resume=RUN or --resume RUN)")
+	fs.Lookup("resume").NoOptDefVal = "latest" // --resume alone: the latest run
 }
 
 // resumeFlag is --resume alone (the latest run) or --resume=ID.
@@ -63,7 +63,7 @@ func (r *resumeFlag) String() string { return r.id }
 func (r *resumeFlag) Type() string   { return "RUN" }
 func (r *resumeFlag) Set(v string) error {
 	switch v {
-	case "true":
+	case "true", "latest":
 		*r = resumeFlag{set: true}
 	case "false":
 		*r = resumeFlag{}

@@ -8,7 +8,7 @@ GOFLAGS ?=
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/pgtune
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/pgtune
 
 # A read-only audit of this machine against the default policy. Drift is a
 # finding, not a failure: only a failed audit (exit 1) fails the target.

@@ -14,6 +14,7 @@ import (
 // the plan that was shown, applies, verifies, and re-reads the facts before
 // the next module.
 func (s *Session) Apply(ctx context.Context) {
+	s.phase = "apply"
 	if s.applyInClusterOrder(ctx) { // clusters.go
 		return
 	}
@@ -74,14 +75,14 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 			log.Info("apply", "module", name, "changes", len(p.Changes))
 			if err := st.module.Apply(ctx, t, p); err != nil {
 				hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
-				log.Error("apply failed", "module", name, "err", err)
+				log.Debug("apply failed", "module", name, "err", err)
 				return
 			}
 			hr.applied = append(hr.applied, p.Changes...)
 		}
 		if err := st.module.Verify(ctx, t, p); err != nil {
 			hr.err = fmt.Errorf("%s: %s: verify: %w", hr.host.Name, name, err)
-			log.Error("verify failed", "module", name, "err", err)
+			log.Debug("verify failed", "module", name, "err", err)
 			return
 		}
 		st.plan = p

@@ -148,6 +148,9 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			}
 			run = append(run, hr)
 		}
+		// The wave's own session has no phase: each host's outcome is
+		// told (HostDone) only once it is final, after the standby's
+		// wait below, and for the hosts not touched as well.
 		sub := &Session{runner: s.runner, book: s.book, hosts: run}
 		sub.each(ctx, sub.applyHost)
 		for _, hr := range run {
@@ -161,6 +164,9 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if hr.err != nil && stopped[c] == nil {
 				stopped[c] = fmt.Errorf("%s of the same cluster failed", hr.host.Name)
 			}
+		}
+		for _, hr := range wave {
+			s.hostDone(hr)
 		}
 	}
 	return true

@@ -17,7 +17,7 @@ import (
 // Plan connects to every host, gathers facts and runs every module's
 // check. It changes nothing on any host. Errors stay per host.
 func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*Session, error) {
-	s := &Session{runner: r, book: book}
+	s := &Session{runner: r, book: book, phase: "plan"}
 	members, err := playMembers(inv, book)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	if err != nil {
 		hr.unreachable = true
 		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
-		log.Error("unreachable", "err", err)
+		log.Debug("unreachable", "err", err)
 		return
 	}
 	hr.tr = tr
@@ -71,7 +71,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 		p, err := st.module.Check(ctx, t, st.params)
 		if err != nil {
 			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
-			log.Error("check failed", "module", name, "err", err)
+			log.Debug("check failed", "module", name, "err", err)
 			return
 		}
 		markSensitive(p, hr.secrets)

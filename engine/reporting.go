@@ -10,7 +10,7 @@ import (
 
 // Report renders the session's outcome. mode is "check" or "apply".
 func (s *Session) Report(mode string) *report.Report {
-	r := &report.Report{Mode: mode}
+	r := &report.Report{Mode: report.Mode(mode)}
 	if mode == "apply" {
 		r.RunID = s.runner.RunID
 	}
@@ -68,6 +68,7 @@ func (s *Session) Report(mode string) *report.Report {
 		for i := range h.Changes {
 			h.Changes[i].Target = redact(h.Changes[i].Target, hr.secrets)
 		}
+		annotate(&h, hr)
 		r.Hosts = append(r.Hosts, h)
 	}
 	r.Summarize()

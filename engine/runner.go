@@ -12,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/topology"
 	"github.com/pgtune/pgtune/engine/transport"
 )
@@ -44,6 +45,10 @@ type Runner struct {
 	// plans and applies a few hosts at a time then still knows every
 	// member of their clusters. Unset, each session groups its own hosts.
 	Layout *topology.Layout
+	// HostDone, when set, is told each host's outcome as soon as the host
+	// finishes a phase ("plan", "apply"), so results can be shown as
+	// they come. It is called from the hosts' goroutines, concurrently.
+	HostDone func(phase string, h report.Host)
 }
 
 // Registry returns the module registry in the form the playbook loader
@@ -64,6 +69,7 @@ type Session struct {
 	runner *Runner
 	book   *playbook.Playbook
 	hosts  []*hostRun
+	phase  string // "plan" or "apply" while each runs them, for HostDone
 }
 
 type hostRun struct {
@@ -105,6 +111,7 @@ func (s *Session) each(ctx context.Context, fn func(context.Context, *hostRun)) 
 				defer cancel()
 			}
 			s.runHost(hctx, hr, fn)
+			s.hostDone(hr)
 			return nil
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	charmlog "github.com/charmbracelet/log"
 	"golang.org/x/term"
 
 	"github.com/pgtune/pgtune/engine"
@@ -55,138 +53,18 @@ func newApp() *App {
 	}
 }
 
-const usage = `pgtune puts PostgreSQL hosts on a safe memory policy.
-
-Usage:
-  pgtune check    [-i INVENTORY] [--limit PATTERN] [--forks N] [--format text|json] [PLAYBOOK]
-  pgtune apply    [-i INVENTORY] [--limit PATTERN] [--forks N] [--format text|json] [--yes] [PLAYBOOK]
-  pgtune rollback [-i INVENTORY] [--limit PATTERN] [--forks N] [--format text|json] [--yes] [--run ID]
-  pgtune facts    [-i INVENTORY] [--limit PATTERN] [--format text|json]
-  pgtune validate [-i INVENTORY] [PLAYBOOK]
-  pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
-
-check, apply, rollback and facts also take -k/--ask-pass (SSH login
-password) and -K/--ask-become-pass (sudo password), read from the terminal
-without echo; inventory vars ansible_password / ansible_become_password win.
-
-Without -i the inventory is ansible.cfg's, else localhost over the local
-connection (-i also takes a directory or a host list "db1,db2,"); without
-PLAYBOOK the built-in policy (playbooks/memory.yml) is used.
-
-check exits 0 when every host is in policy, 2 on drift, 1 on any error.
-apply exits 0 when every host is ok and verified, 1 otherwise.
-`
-
-// Run executes one command line and returns the exit code.
-func (a *App) Run(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(a.Stderr, usage)
-		return 1
-	}
-	cmd, rest := args[0], args[1:]
-	if err := refuseAnsibleFlags(rest); err != nil {
-		return a.fail(err)
-	}
-	rest, a.passwords = takePasswordFlags(rest)
-	var run func([]string) int
-	switch cmd {
-	case "check":
-		run = a.runCheck
-	case "apply":
-		run = a.runApply
-	case "facts":
-		run = a.runFacts
-	case "validate":
-		run = a.runValidate
-	case "rollback":
-		run = a.runRollback
-	case "inventory":
-		run = a.runInventory
-	case "help", "-h", "--help":
-		fmt.Fprint(a.Stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(a.Stderr, "pgtune: unknown command %q\n\n%s", cmd, usage)
-		return 1
-	}
-	return run(rest)
-}
-
-// options are the flags the commands share.
-type options struct {
-	inventory string
-	limit     string
-	forks     int
-	format    string
-	yes       bool
-	verbose   bool
-	timeout   time.Duration
-	runID     string
-	playbook  string
-	planOnly  bool            // check: no apply follows the plan
-	given     map[string]bool // flags given on the command line
-	fleet     fleetOptions    // rollout, resume and shard flags (fleet.go)
-}
-
-// parse reads flags and at most maxArgs positional arguments, which may
-// stand before, between or after the flags.
-func (a *App) parse(name string, args []string, maxArgs int, setup func(*flag.FlagSet, *options)) (*options, error) {
-	o := &options{forks: 20, format: "text", timeout: 30 * time.Minute}
-	fs := flag.NewFlagSet("pgtune "+name, flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
-	fs.StringVar(&o.inventory, "i", "", "inventory `file` (default: localhost, local connection)")
-	fs.StringVar(&o.inventory, "inventory", "", "inventory `file`")
-	fs.BoolVar(&o.verbose, "v", false, "debug logs on stderr")
-	if setup != nil {
-		setup(fs, o)
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	o.given = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
-	if len(pos) > maxArgs {
-		return nil, fmt.Errorf("pgtune %s: unexpected argument %q", name, pos[maxArgs])
-	}
-	if len(pos) == 1 {
-		o.playbook = pos[0]
-	}
-	if o.format != "text" && o.format != "json" {
-		return nil, fmt.Errorf("pgtune %s: --format must be text or json, not %q", name, o.format)
-	}
-	if o.forks < 1 {
-		return nil, fmt.Errorf("pgtune %s: --forks must be at least 1", name)
-	}
-	return o, nil
-}
-
-func targetFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.limit, "limit", "", "only hosts or groups matching `pattern`")
-	fs.StringVar(&o.limit, "l", "", "short for --limit")
-	fs.IntVar(&o.forks, "forks", 20, "hosts worked on at once")
-	fs.IntVar(&o.forks, "f", 20, "short for --forks")
-	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on a host after this long")
-}
-
 // logger writes to stderr, usually the operator's terminal: messages and
 // values (paths, errors, command output from hosts) are masked and
 // escaped on their way (termsafe.Handler).
-func (a *App) logger(verbose bool) *slog.Logger {
-	level := charmlog.InfoLevel
-	if verbose {
-		level = charmlog.DebugLevel
+func (a *App) logger(o *options) *slog.Logger { return a.loggerTo(a.Stderr, o) }
+
+// loggerTo is logger writing to w (stderr behind a progress line).
+func (a *App) loggerTo(w io.Writer, o *options) *slog.Logger {
+	level := slog.LevelInfo
+	if o.verbose > 0 {
+		level = slog.LevelDebug
 	}
-	h := charmlog.NewWithOptions(a.Stderr, charmlog.Options{Level: level, ReportTimestamp: true, TimeFormat: time.TimeOnly})
+	h := newLineHandler(w, level, colorFor(a.Stderr, o.noColor))
 	return slog.New(termsafe.Handler(h, mask.Text))
 }
 
@@ -230,6 +108,10 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 	if hosts, err = o.fleet.inShard(hosts); err != nil {
 		return nil, nil, err
 	}
+	if err := applyExtraVars(o, hosts); err != nil {
+		return nil, nil, err
+	}
+	a.showConnections(o, hosts)
 	return &loaded{inv: inv, book: book, hosts: hosts}, mods, nil
 }
 
@@ -238,7 +120,7 @@ func (a *App) runner(o *options, mods map[string]engine.Module) *engine.Runner {
 		Modules:     mods,
 		Forks:       o.forks,
 		Dial:        a.Dial,
-		Log:         a.logger(o.verbose),
+		Log:         a.logger(o),
 		RunID:       a.newRunID(),
 		HostTimeout: o.timeout,
 		PlanOnly:    o.planOnly,

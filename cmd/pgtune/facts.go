@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -14,13 +13,7 @@ import (
 )
 
 // runFacts prints what pgtune knows about each host.
-func (a *App) runFacts(args []string) int {
-	o, err := a.parse("facts", args, 0, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runFacts(o *options) int {
 	l, mods, err := a.load(o)
 	if err != nil {
 		return a.fail(err)

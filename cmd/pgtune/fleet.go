@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,6 +14,9 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/engine/report"
@@ -37,17 +39,18 @@ type fleetOptions struct {
 	resume         resumeFlag
 }
 
-func shardFlag(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.fleet.shard, "shard", "", "only the hosts of shard `i/n` (stable: by host name)")
+func shardFlag(fs *pflag.FlagSet, o *options) {
+	fs.StringVar(&o.fleet.shard, "shard", "", "only the hosts of shard `i/n`, e.g. 2/4 (stable: by host name; for a CI matrix)")
 }
 
-func rolloutFlags(fs *flag.FlagSet, o *options) {
+func rolloutFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.fleet.serial, "serial", "", "batch `sizes`: 5, 25% or a list 1,10%,100% (overrides the playbook's serial)")
 	fs.StringVar(&o.fleet.maxFail, "max-fail-percentage", "", "stop once more than this `percent` of the run's hosts failed")
 	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
 	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
 	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
-	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `ID` (--resume=ID)")
+	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `RUN` (--resume=RUN or --resume RUN)")
+	fs.Lookup("resume").NoOptDefVal = "latest" // --resume alone: the latest run
 }
 
 // resumeFlag is --resume alone (the latest run) or --resume=ID.
@@ -56,11 +59,11 @@ type resumeFlag struct {
 	id  string
 }
 
-func (r *resumeFlag) String() string   { return r.id }
-func (r *resumeFlag) IsBoolFlag() bool { return true }
+func (r *resumeFlag) String() string { return r.id }
+func (r *resumeFlag) Type() string   { return "RUN" }
 func (r *resumeFlag) Set(v string) error {
 	switch v {
-	case "true":
+	case "true", "latest":
 		*r = resumeFlag{set: true}
 	case "false":
 		*r = resumeFlag{}
@@ -74,13 +77,13 @@ func (r *resumeFlag) Set(v string) error {
 var runIDLike = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]+$`)
 
 // resumeArgs lets "--resume ID" stand for "--resume=ID" when ID looks like
-// a run id: --resume alone takes no value (it means the latest run), so
-// the flag package would read ID as the playbook.
+// a run id: --resume alone takes no value (it means the latest run, pflag's
+// NoOptDefVal), so pflag would read ID as the playbook.
 func resumeArgs(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if (a == "--resume" || a == "-resume") && i+1 < len(args) && runIDLike.MatchString(args[i+1]) {
+		if a == "--resume" && i+1 < len(args) && runIDLike.MatchString(args[i+1]) {
 			out = append(out, a+"="+args[i+1])
 			i++
 			continue
@@ -162,6 +165,7 @@ func (a *App) rolloutApply(o *options) int {
 		return a.fail(err)
 	}
 	runner := a.runner(o, mods)
+	order := a.clusterOrder(runner, l.hosts, plan)
 	if st == nil {
 		st = rollout.NewState(dir, runner.RunID, a.Now())
 		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
@@ -171,20 +175,23 @@ func (a *App) rolloutApply(o *options) int {
 	}
 	ctx, stop, release := interruptible(a)
 	defer release()
+	view := a.newRolloutView(o, runner, len(l.hosts))
 	ro := &rollout.Rollout{
 		Runner: runner, Inventory: l.inv, Book: l.book, Hosts: l.hosts,
-		Plan: plan, State: st, Stop: stop, Log: runner.Log,
-		Confirm: a.confirmBatch(o, stop),
+		Plan: plan, Order: order, State: st, Stop: stop, Log: runner.Log,
+		Confirm: a.confirmBatch(o, view, stop), BeforeWave: view.beforeWave,
 	}
 	out, err := ro.Run(ctx)
 	if err != nil {
+		view.applied.finish(&report.Report{})
 		return a.fail(err)
 	}
 	if out.Err != nil && out.Waves == 0 && !out.Interrupted {
 		// Nothing was applied: the same refusal as a plain apply.
+		view.applied.finish(&report.Report{})
 		return a.fail(out.Err)
 	}
-	a.render(a.Stdout, o.format, out.Report)
+	a.render(o, view.applied, out.Report)
 	switch {
 	case out.Interrupted:
 		fmt.Fprintf(a.Stderr, "pgtune: interrupted; run state in %s; continue with: pgtune apply --resume %s\n", st.Path(), st.ID)
@@ -262,20 +269,14 @@ func absPath(p string) string {
 	return p
 }
 
-// confirmBatch shows each wave's plan and asks as apply always did: before
+// confirmBatch ends each wave's plan with its recap and asks as apply always did: before
 // the first wave that changes anything (unless --yes), and before every
 // later one with --confirm-each-batch. Ctrl-C while asking stops the run.
-func (a *App) confirmBatch(o *options, stop <-chan struct{}) func(rollout.Batch, *report.Report) error {
+func (a *App) confirmBatch(o *options, view *rolloutView, stop <-chan struct{}) func(rollout.Batch, *report.Report) error {
 	asked := false
 	return func(b rollout.Batch, planned *report.Report) error {
-		w := a.Stdout
-		if o.format == "json" {
-			w = a.Stderr
-		}
-		if b.Of > 1 {
-			fmt.Fprintf(w, "BATCH %d of %d (%d hosts)\n", b.Number, b.Of, len(b.Hosts))
-		}
-		if err := report.WriteText(w, planned); err != nil {
+		// The wave's hosts were shown as they were planned (view).
+		if err := view.planned(planned); err != nil {
 			return fmt.Errorf("writing the plan: %w", err)
 		}
 		first := !asked
@@ -340,4 +341,21 @@ func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 		wg.Wait()
 		cancel()
 	}
+}
+
+// clusterOrder keeps replication clusters in order across batches: with
+// batches (serial), the facts of every host are gathered first so each
+// batch knows every member of its hosts' clusters (Runner.Layout), the
+// hosts are sorted standbys first and primaries last, and a batch is
+// split into waves with at most one member of a cluster each. Without
+// batches the one session orders its own hosts.
+func (a *App) clusterOrder(r *engine.Runner, hosts []*inventory.Host, plan playbook.Rollout) rollout.Order {
+	if len(plan.Serial) == 0 {
+		return rollout.Order{}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	l := engine.ClusterLayout(r.Facts(ctx, hosts))
+	r.Layout = l
+	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}
 }

@@ -97,7 +97,7 @@ func fleetApp(t *testing.T, m *mark, unreachable ...string) (func(args ...string
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	work := t.TempDir()
 	book := filepath.Join(work, "mark.yml")
-	writeFile(t, book, "- hosts: all\n  policy:\n    mark: {}\n")
+	writeFile(t, book, "- hosts: ungrouped\n  policy:\n    mark: {}\n")
 	var inv strings.Builder
 	inv.WriteString("all:\n  hosts:\n")
 	for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {

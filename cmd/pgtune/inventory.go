@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -72,27 +71,8 @@ its vars (group_vars/ and host_vars/ merged), secrets masked. Touches no
 host.
 `
 
-// runInventory is `pgtune inventory list`.
-func (a *App) runInventory(args []string) int {
-	if len(args) == 0 || args[0] != "list" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(a.Stdout, inventoryUsage)
-			return 0
-		}
-		fmt.Fprint(a.Stderr, inventoryUsage)
-		return 1
-	}
-	var host, pbDir string
-	o, err := a.parse("inventory list", args[1:], 0, func(fs *flag.FlagSet, o *options) {
-		fs.StringVar(&host, "host", "", "only this `host`")
-		fs.StringVar(&o.limit, "limit", "", "only hosts or groups matching `pattern`")
-		fs.StringVar(&o.limit, "l", "", "short for --limit")
-		fs.StringVar(&pbDir, "playbook-dir", "", "also read group_vars/ and host_vars/ in `dir`")
-		fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+// runInventoryList is `pgtune inventory list`.
+func (a *App) runInventoryList(o *options, host, pbDir string) int {
 	inv, err := a.openInventory(o, pbDir)
 	if err != nil {
 		return a.fail(err)

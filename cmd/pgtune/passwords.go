@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/pgtune/pgtune/engine/inventory"
@@ -15,26 +16,11 @@ type passwordFlags struct {
 	login, become bool
 }
 
-// takePasswordFlags takes the password flags out of args (before the
-// command's own flag parsing) and says which were given.
-func takePasswordFlags(args []string) ([]string, passwordFlags) {
-	var p passwordFlags
-	out := make([]string, 0, len(args))
-	for i, a := range args {
-		if a == "--" {
-			out = append(out, args[i:]...)
-			break
-		}
-		switch a {
-		case "-k", "--ask-pass", "-ask-pass":
-			p.login = true
-		case "-K", "--ask-become-pass", "-ask-become-pass":
-			p.become = true
-		default:
-			out = append(out, a)
-		}
-	}
-	return out, p
+// passwordFlagsOn declares -k/--ask-pass and -K/--ask-become-pass on a
+// command that reaches hosts.
+func passwordFlagsOn(fs *pflag.FlagSet, p *passwordFlags) {
+	fs.BoolVarP(&p.login, "ask-pass", "k", false, "ask for the SSH login password (read without echo; ansible_password wins)")
+	fs.BoolVarP(&p.become, "ask-become-pass", "K", false, "ask for the sudo password (read without echo; empty: the SSH password; ansible_become_password wins)")
 }
 
 // askPasswords reads the passwords the flags ask for, once per run, and

@@ -6,11 +6,19 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
-func TestTakePasswordFlags(t *testing.T) {
-	rest, p := takePasswordFlags([]string{"-i", "h,", "-k", "--ask-become-pass", "book.yml", "--", "-K"})
-	if !p.login || !p.become || !reflect.DeepEqual(rest, []string{"-i", "h,", "book.yml", "--", "-K"}) {
+func TestPasswordFlags(t *testing.T) {
+	var p passwordFlags
+	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+	fs.StringP("inventory", "i", "", "")
+	passwordFlagsOn(fs, &p)
+	if err := fs.Parse([]string{"-i", "h,", "-k", "--ask-become-pass", "book.yml", "--", "-K"}); err != nil {
+		t.Fatal(err)
+	}
+	if rest := fs.Args(); !p.login || !p.become || !reflect.DeepEqual(rest, []string{"book.yml", "-K"}) {
 		t.Fatalf("rest %q, flags %+v", rest, p)
 	}
 }
@@ -41,7 +49,7 @@ func TestAskPasswords(t *testing.T) {
 		}
 		var stderr bytes.Buffer
 		a.Stderr = &stderr
-		_, a.passwords = takePasswordFlags([]string{"-k", "-K"})
+		a.passwords = passwordFlags{login: true, become: true}
 		o, err := a.parse("check", []string{"-i", inv}, 1, targetFlags)
 		if err != nil {
 			t.Fatal(err)

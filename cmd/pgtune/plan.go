@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,99 +9,88 @@ import (
 	"github.com/pgtune/pgtune/engine/report"
 )
 
-func (a *App) render(w io.Writer, format string, r *report.Report) {
+// render writes a whole document (JSON, JUnit) on stdout, or for text the
+// hosts lv has not streamed and the recap.
+func (a *App) render(o *options, lv *live, r *report.Report) {
 	var err error
-	if format == "json" {
-		err = report.WriteJSON(w, r)
-	} else {
-		err = report.WriteText(w, r)
+	switch o.format {
+	case "json":
+		err = report.WriteJSON(a.Stdout, r)
+	case "junit":
+		err = report.WriteJUnit(a.Stdout, r)
+	default:
+		lv.finish(r)
+		err = lv.recap(r)
 	}
 	if err != nil {
 		fmt.Fprintf(a.Stderr, "pgtune: writing report: %s\n", safeText(err.Error()))
 	}
 }
 
-// runCheck is the dry run: plan every host, change nothing.
-func (a *App) runCheck(args []string) int {
-	o, err := a.parse("check", args, 1, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-		shardFlag(fs, o)
-	})
-	if err != nil {
-		return a.usageError(err)
+// textOut is where a phase's host blocks are streamed: stdout for text,
+// nowhere for a document format.
+func (a *App) textOut(o *options) io.Writer {
+	if o.format == "text" {
+		return a.Stdout
 	}
+	return nil
+}
+
+// runCheck is the dry run: plan every host, change nothing.
+func (a *App) runCheck(o *options) int {
 	o.planOnly = true
 	ctx, stop := signalContext()
 	defer stop()
-	s, err := a.plan(ctx, o)
+	lv := a.newLive(o, "check", report.ModeCheck, a.textOut(o))
+	s, err := a.plan(ctx, o, lv)
 	if err != nil {
 		return a.fail(err)
 	}
 	defer s.Close()
 	r := s.Report("check")
-	a.render(a.Stdout, o.format, r)
+	lv.finish(r)
+	a.render(o, lv, r)
 	return r.ExitCode()
 }
 
 // runApply plans, shows the plan, asks, applies and verifies.
-func (a *App) runApply(args []string) int {
-	o, err := a.parse("apply", resumeArgs(args), 1, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-		yesFlag(fs, o)
-		shardFlag(fs, o)
-		rolloutFlags(fs, o)
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+// It goes through the rollout (fleet.go): batches, run state, resume.
+func (a *App) runApply(o *options) int {
 	return a.rolloutApply(o)
 }
 
-func yesFlag(fs *flag.FlagSet, o *options) {
-	fs.BoolVar(&o.yes, "yes", false, "change hosts without asking")
-	fs.BoolVar(&o.yes, "y", false, "short for --yes")
-}
-
-// plan loads the inventory and playbook and plans every host.
-func (a *App) plan(ctx context.Context, o *options) (*engine.Session, error) {
+// plan loads the inventory and playbook and plans every host, each
+// host's plan shown through lv as soon as it is known.
+func (a *App) plan(ctx context.Context, o *options, lv *live) (*engine.Session, error) {
 	l, mods, err := a.load(o)
 	if err != nil {
 		return nil, err
 	}
-	return a.runner(o, mods).Plan(ctx, l.inv, l.book, l.hosts)
+	r := a.runner(o, mods)
+	lv.attach(a, o, r, len(l.hosts))
+	return r.Plan(ctx, l.inv, l.book, l.hosts)
 }
 
-// execute is what apply and rollback share: show the plan where a person
-// reads it (with --format json stdout carries only the final document),
-// ask, carry it out, verify, report.
-func (a *App) execute(ctx context.Context, o *options, s *engine.Session, question string) int {
+// execute is what apply and rollback share: finish showing the plan
+// (lv streamed it as it came), ask, carry it out, verify, report.
+func (a *App) execute(ctx context.Context, o *options, s *engine.Session, lv *live, question string) int {
 	planned := s.Report("check")
+	lv.finish(planned)
 	if s.HasChanges() {
-		w := a.Stdout
-		if o.format == "json" {
-			w = a.Stderr
-		}
 		// The plan is the text report: host text in it is escaped and
-		// secrets masked like everywhere else (report.WriteText).
-		if err := report.WriteText(w, planned); err != nil {
+		// secrets masked like everywhere else (report.Printer).
+		if err := lv.recap(planned); err != nil {
 			return a.fail(fmt.Errorf("writing the plan: %w", err))
 		}
 		if err := a.confirm(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift)); err != nil {
 			return a.fail(err)
 		}
 	}
+	done := a.newLive(o, "apply", report.ModeApply, a.textOut(o))
+	done.attach(a, o, s.Runner(), len(planned.Hosts))
 	s.Apply(ctx)
 	r := s.Report("apply")
-	a.render(a.Stdout, o.format, r)
+	done.finish(r)
+	a.render(o, done, r)
 	return r.ExitCode()
-}
-
-// usageError reports a command-line mistake. flag has already printed
-// its own message for unknown flags.
-func (a *App) usageError(err error) int {
-	if err == flag.ErrHelp {
-		return 0
-	}
-	fmt.Fprintf(a.Stderr, "%s\n", safeText(err.Error()))
-	return 1
 }

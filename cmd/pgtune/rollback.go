@@ -1,25 +1,18 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/report"
 )
 
 // runRollback puts hosts back as they were before pgtune first changed
 // them (or before run --run), from the journals and backups kept on each
 // host, through the same plan → confirm → apply → verify flow as apply.
-func (a *App) runRollback(args []string) int {
-	o, err := a.parse("rollback", args, 0, func(fs *flag.FlagSet, o *options) {
-		targetFlags(fs, o)
-		yesFlag(fs, o)
-		fs.StringVar(&o.runID, "run", "", "go back to the state before this run `ID` (default: before pgtune's first run)")
-	})
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runRollback(o *options) int {
+	var err error
 	if o.runID != "" && !engine.ValidRunID(o.runID) {
 		return a.usageError(fmt.Errorf("--run %q: not a run id (like 20261130T190000Z-a1b2c3)", o.runID))
 	}
@@ -37,10 +30,21 @@ func (a *App) runRollback(args []string) int {
 	if err != nil {
 		return a.fail(fmt.Errorf("--limit: %w", err))
 	}
+	if err := applyExtraVars(o, hosts); err != nil {
+		return a.fail(err)
+	}
+	a.showConnections(o, hosts)
 	mods, _ := engine.Registry(a.Modules...)
 	ctx, stop := signalContext()
 	defer stop()
-	s := a.runner(o, mods).PlanRollback(ctx, hosts, o.runID)
+	planOut := a.Stdout
+	if o.format != "text" {
+		planOut = a.Stderr
+	}
+	lv := a.newLive(o, "plan", report.ModeCheck, planOut)
+	r := a.runner(o, mods)
+	lv.attach(a, o, r, len(hosts))
+	s := r.PlanRollback(ctx, hosts, o.runID)
 	defer s.Close()
-	return a.execute(ctx, o, s, "Roll back")
+	return a.execute(ctx, o, s, lv, "Roll back")
 }

@@ -10,11 +10,7 @@ import (
 // hosts and checks every module's params (types, bounds, the names
 // expressions use), touching no host: a pre-commit check for policy
 // repositories.
-func (a *App) runValidate(args []string) int {
-	o, err := a.parse("validate", args, 1, nil)
-	if err != nil {
-		return a.usageError(err)
-	}
+func (a *App) runValidate(o *options) int {
 	l, mods, err := a.load(o)
 	if err != nil {
 		return a.fail(err)

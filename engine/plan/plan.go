@@ -3,6 +3,8 @@
 // when reality has moved since it was shown.
 package plan
 
+import "strings"
+
 // Kind says what a change touches.
 type Kind string
 
@@ -14,10 +16,24 @@ const (
 	KindAction  Kind = "action"  // anything else worth showing
 )
 
+// Action says what a change does to its target, for the symbols and
+// counts of a plan: + create, ~ update, - delete, ↻ restart.
+type Action string
+
+const (
+	Create  Action = "create"
+	Update  Action = "update"
+	Delete  Action = "delete"
+	Restart Action = "restart"
+)
+
 // Change is one difference between what a host has and what policy wants.
 type Change struct {
 	Module string `json:"module"`
 	Kind   Kind   `json:"-"`
+	// Action is set by modules that know it; ActionOf derives it for the
+	// others.
+	Action Action `json:"-"`
 	Target string `json:"target"`
 	// Before and After are the observed and desired values; for files the
 	// whole content ("" with Absent set when there is none).
@@ -73,4 +89,25 @@ func SameChanges(a, b []Change) bool {
 		}
 	}
 	return true
+}
+
+// ActionOf is what c does: its Action when set, else derived from its
+// kind and values. A file with no content before is created, one with
+// none after deleted (a unified diff from or to /dev/null says the same).
+func ActionOf(c Change) Action {
+	if c.Action != "" {
+		return c.Action
+	}
+	switch c.Kind {
+	case KindRestart:
+		return Restart
+	case KindFile:
+		switch {
+		case strings.HasPrefix(c.Diff, "--- /dev/null\n"), c.Before == "" && c.After != "" && c.Diff != "":
+			return Create
+		case strings.Contains(c.Diff, "\n+++ /dev/null\n"), c.After == "" && c.Before != "":
+			return Delete
+		}
+	}
+	return Update
 }

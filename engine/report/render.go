@@ -25,115 +25,393 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return err
 }
 
+// TextOptions say how the text report looks.
+type TextOptions struct {
+	Color  bool // SGR colours (only for a terminal; the caller decides)
+	NoDiff bool // changed files by name and line counts, without their diff
+}
+
 // WriteText writes the report for a person: per host each change with
-// before → after and file diffs, notes and errors, then a recap line per
-// host in the style of Ansible's PLAY RECAP. Every text that came from a
-// host (targets, values, diffs, notes, errors) is escaped with termsafe,
-// so none of it can move the cursor or rewrite a line already printed.
+// its symbol (+ create, ~ update, - delete, ↻ restart), before → after
+// and file diffs, notes and errors; hosts whose plan is the same as an
+// earlier host's say so instead of repeating it; then the recap. Every
+// text that came from a host (targets, values, diffs, notes, errors) is
+// escaped with termsafe, so none of it can move the cursor or rewrite a
+// line already printed.
 func WriteText(w io.Writer, r *Report) error {
-	r = maskNotes(r)
-	var b strings.Builder
+	return WriteTextWith(w, r, TextOptions{})
+}
+
+// WriteTextWith is WriteText with options.
+func WriteTextWith(w io.Writer, r *Report, opts TextOptions) error {
+	p := NewPrinter(w, r.Mode, opts)
 	for _, h := range r.Hosts {
-		fmt.Fprintf(&b, "%s: %s\n", termsafe.Line(h.Name), headline(r.Mode, h))
-		for _, c := range h.Changes {
-			writeChange(&b, c)
+		if err := p.Host(h); err != nil {
+			return err
 		}
-		for _, n := range h.Notes {
-			fmt.Fprintf(&b, "  note: %s\n", strings.Join(termsafe.Lines(n), "\n        "))
-		}
-		if h.Error != nil {
-			fmt.Fprintf(&b, "  error: %s\n", strings.Join(termsafe.Lines(*h.Error), "\n    "))
-		}
-		b.WriteString("\n")
 	}
-	writeRecap(&b, r)
-	_, err := io.WriteString(w, b.String())
+	return p.Recap(r)
+}
+
+// Printer writes hosts one at a time, as their results come, and the
+// recap at the end. It remembers the plans it has shown so that a host
+// with the same plan as an earlier one gets one line. Not safe for
+// concurrent use.
+type Printer struct {
+	w     io.Writer
+	mode  Mode
+	opts  TextOptions
+	st    style
+	first map[string]string // plan signature → first host shown with it
+}
+
+// NewPrinter returns a Printer for a report of mode.
+func NewPrinter(w io.Writer, mode Mode, opts TextOptions) *Printer {
+	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[string]string{}}
+}
+
+// Host writes one host's block.
+func (p *Printer) Host(h Host) error {
+	h = maskHost(h)
+	var b strings.Builder
+	name := termsafe.Line(h.Name)
+	sig := signature(h)
+	if prev, ok := p.first[sig]; ok && len(h.Changes) > 0 {
+		fmt.Fprintf(&b, "%s: %s, same plan as %s\n\n", p.st.Bold(name), p.headline(h), termsafe.Line(prev))
+		_, err := io.WriteString(p.w, b.String())
+		return err
+	}
+	if len(h.Changes) > 0 {
+		p.first[sig] = h.Name
+	}
+	fmt.Fprintf(&b, "%s: %s\n", p.st.Bold(name), p.headline(h))
+	for _, c := range h.Changes {
+		p.writeChange(&b, h, c)
+	}
+	for _, n := range h.Notes {
+		fmt.Fprintf(&b, "  %s %s\n", p.st.Dim("note:"), strings.Join(termsafe.Lines(n), "\n        "))
+	}
+	if h.Error != nil {
+		fmt.Fprintf(&b, "  %s %s\n", p.st.Red("error:"), strings.Join(termsafe.Lines(hostless(h.Name, *h.Error)), "\n    "))
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(p.w, b.String())
 	return err
 }
 
-// maskNotes returns r with the secrets in notes and errors masked by their
+// hostless drops the "NAME: " the engine puts before a host's error: the
+// block already names the host, the step stays ("connect: …",
+// "MODULE: verify: …"). The JSON keeps the full message.
+func hostless(name, msg string) string {
+	if rest, ok := strings.CutPrefix(msg, name+": "); ok {
+		return rest
+	}
+	return msg
+}
+
+// maskHost masks the secrets in a host's notes and error by their
 // structure, whoever built it (FromPlan masks changes): the writers are
-// the last place before output. r itself is left alone.
+// the last place before output.
+func maskHost(h Host) Host {
+	if h.Error != nil {
+		e := mask.Text(*h.Error)
+		h.Error = &e
+	}
+	if len(h.Notes) > 0 {
+		notes := make([]string, len(h.Notes))
+		for j, n := range h.Notes {
+			notes[j] = mask.Text(n)
+		}
+		h.Notes = notes
+	}
+	return h
+}
+
+// maskNotes returns r with every host masked (maskHost); r itself is left
+// alone.
 func maskNotes(r *Report) *Report {
 	out := *r
 	out.Hosts = make([]Host, len(r.Hosts))
 	for i, h := range r.Hosts {
-		if h.Error != nil {
-			e := mask.Text(*h.Error)
-			h.Error = &e
-		}
-		if len(h.Notes) > 0 {
-			notes := make([]string, len(h.Notes))
-			for j, n := range h.Notes {
-				notes[j] = mask.Text(n)
-			}
-			h.Notes = notes
-		}
-		out.Hosts[i] = h
+		out.Hosts[i] = maskHost(h)
 	}
 	return &out
 }
 
-func headline(mode string, h Host) string {
+func (p *Printer) headline(h Host) string {
 	n := len(h.Changes)
+	restarts := ""
+	if k := countRestarts(h); k > 0 {
+		restarts = fmt.Sprintf(" (%s)", plural(k, "restart"))
+	}
 	switch h.Status {
 	case InPolicy:
-		return "in policy"
+		return p.st.Green("in policy")
 	case OK:
-		return "ok, nothing to change (verified)"
+		return p.st.Green("ok, nothing to change (verified)")
 	case Drift:
-		return fmt.Sprintf("drift, %s to make", plural(n, "change"))
+		return p.st.Yellow("drift") + fmt.Sprintf(", %s to make%s", plural(n, "change"), restarts)
 	case Changed:
-		return fmt.Sprintf("changed, %s made and verified", plural(n, "change"))
+		return p.st.Yellow("changed") + fmt.Sprintf(", %s made and verified%s", plural(n, "change"), restarts)
 	case Unreachable:
-		return "UNREACHABLE"
+		return p.st.Red("UNREACHABLE")
 	case Skipped:
 		return "skipped, left untouched"
 	case Failed:
-		if mode == "check" && n > 0 {
-			return fmt.Sprintf("FAILED (with %s planned before the failure)", plural(n, "change"))
+		if p.mode == ModeCheck && n > 0 {
+			return p.st.Red("FAILED") + fmt.Sprintf(" (with %s planned before the failure)", plural(n, "change"))
 		}
-		return "FAILED"
+		return p.st.Red("FAILED")
 	}
 	return string(h.Status)
 }
 
-func writeChange(b *strings.Builder, c Change) {
-	module, target := termsafe.Line(c.Module), termsafe.Line(c.Target)
+func countRestarts(h Host) int {
+	n := 0
+	for _, c := range h.Changes {
+		if c.Action == "restart" {
+			n++
+		}
+	}
+	return n
+}
+
+// symbol is a change's mark, coloured by what it does.
+func (p *Printer) symbol(action string) string {
+	switch action {
+	case "create":
+		return p.st.Green("+")
+	case "delete":
+		return p.st.Red("-")
+	case "restart":
+		return p.st.Cyan("↻")
+	}
+	return p.st.Yellow("~")
+}
+
+func (p *Printer) writeChange(b *strings.Builder, h Host, c Change) {
+	sym, module, target := p.symbol(c.Action), termsafe.Line(c.Module), termsafe.Line(c.Target)
 	switch {
 	case c.Kind == "file" && c.Diff != "":
-		fmt.Fprintf(b, "  ~ %-10s %s\n", module, target)
+		fmt.Fprintf(b, "  %s %-10s %s%s\n", sym, module, target, p.st.Dim(fileSummary(c)))
+		if p.opts.NoDiff {
+			return
+		}
 		// Line by line: a diff keeps its layout, and nothing inside a
 		// line (a tab, a carriage return) can reach the terminal raw.
-		b.WriteString(indent(termsafe.Lines(strings.TrimRight(c.Diff, "\n")), "      "))
-		b.WriteString("\n")
+		lines := termsafe.Lines(strings.TrimRight(normalizeHeaders(c.Diff, c.Target), "\n"))
+		for _, l := range lines {
+			b.WriteString("      " + p.diffLine(l) + "\n")
+		}
 	case c.Kind == "file":
-		fmt.Fprintf(b, "  ~ %-10s %s (%s)\n", module, target, termsafe.Line(c.After))
+		fmt.Fprintf(b, "  %s %-10s %s (%s)\n", sym, module, target, termsafe.Line(c.After))
 	default:
 		before := c.Before
 		if before == "" {
 			before = "(unset)"
 		}
-		fmt.Fprintf(b, "  ~ %-10s %s: %s → %s\n", module, target, termsafe.Line(before), termsafe.Line(c.After))
+		fmt.Fprintf(b, "  %s %-10s %s: %s → %s\n", sym, module, target,
+			termsafe.Line(humanize(c.Target, before, h.HugePageSize)), termsafe.Line(humanize(c.Target, c.After, h.HugePageSize)))
 	}
 }
 
-func writeRecap(b *strings.Builder, r *Report) {
+// fileSummary says what happens to a file in words: " (new file, 7 lines)".
+func fileSummary(c Change) string {
+	added, removed := 0, 0
+	for i, l := range strings.Split(c.Diff, "\n") {
+		switch {
+		case i < 2 && (strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ")):
+		case strings.HasPrefix(l, "+"):
+			added++
+		case strings.HasPrefix(l, "-"):
+			removed++
+		}
+	}
+	switch c.Action {
+	case "create":
+		return fmt.Sprintf(" (new file, %s)", plural(added, "line"))
+	case "delete":
+		return fmt.Sprintf(" (deleted, %s)", plural(removed, "line"))
+	}
+	return fmt.Sprintf(" (+%d -%d)", added, removed)
+}
+
+func (p *Printer) diffLine(l string) string {
+	switch {
+	case strings.HasPrefix(l, "+++ ") || strings.HasPrefix(l, "--- "):
+		return p.st.Bold(l)
+	case strings.HasPrefix(l, "@@"):
+		return p.st.Cyan(l)
+	case strings.HasPrefix(l, "+"):
+		return p.st.Green(l)
+	case strings.HasPrefix(l, "-"):
+		return p.st.Red(l)
+	}
+	return l
+}
+
+// normalizeHeaders gives every diff one header form, git's: "--- a/PATH",
+// "+++ b/PATH", /dev/null for a side that does not exist. Modules write
+// either bare paths or a/ b/ prefixes; only headers naming the target are
+// rewritten.
+func normalizeHeaders(diff, target string) string {
+	lines := strings.SplitN(diff, "\n", 3)
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "--- ") || !strings.HasPrefix(lines[1], "+++ ") {
+		return diff
+	}
+	rel := strings.TrimPrefix(target, "/")
+	fix := func(line, marker, prefix string) string {
+		path := strings.TrimPrefix(line, marker)
+		switch path {
+		case "/dev/null":
+			return line
+		case target, prefix + rel, prefix + target:
+			return marker + prefix + rel
+		}
+		return line
+	}
+	lines[0] = fix(lines[0], "--- ", "a/")
+	lines[1] = fix(lines[1], "+++ ", "b/")
+	return strings.Join(lines, "\n")
+}
+
+// Recap writes the recap: one line per host in the style of Ansible's
+// PLAY RECAP, the groups of hosts sharing one plan, and a sentence that
+// says what will happen (check) or happened (apply).
+func (p *Printer) Recap(r *Report) error {
+	var b strings.Builder
 	width := 4
 	for _, h := range r.Hosts {
 		width = max(width, len(termsafe.Line(h.Name)))
 	}
-	fmt.Fprintf(b, "RECAP %s\n", r.Mode)
+	fmt.Fprintf(&b, "RECAP %s\n", r.Mode)
 	for _, h := range r.Hosts {
-		fmt.Fprintf(b, "%-*s  %-11s changes=%d\n", width, termsafe.Line(h.Name), h.Status, len(h.Changes))
+		fmt.Fprintf(&b, "%-*s  %-11s changes=%d\n", width, termsafe.Line(h.Name), h.Status, len(h.Changes))
 	}
+	for _, g := range samePlanGroups(r) {
+		fmt.Fprintf(&b, "same plan on %d hosts: %s\n", len(g), termsafe.Line(nameRange(g)))
+	}
+	b.WriteString(summaryLine(r) + "\n")
+	_, err := io.WriteString(p.w, b.String())
+	return err
+}
+
+// signature identifies a host's plan: its status, changes and notes.
+func signature(h Host) string {
+	var b strings.Builder
+	b.WriteString(string(h.Status))
+	for _, c := range h.Changes {
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", c.Module, c.Target, c.Before, c.After, c.Action, c.Diff)
+	}
+	for _, n := range h.Notes {
+		b.WriteString("\x01" + n)
+	}
+	fmt.Fprintf(&b, "\x02%d", h.HugePageSize)
+	return b.String()
+}
+
+// samePlanGroups are the groups of two or more hosts with changes and the
+// same plan, in report order.
+func samePlanGroups(r *Report) [][]string {
+	index := map[string]int{}
+	var groups [][]string
+	for _, h := range r.Hosts {
+		if len(h.Changes) == 0 {
+			continue
+		}
+		sig := signature(maskHost(h))
+		i, ok := index[sig]
+		if !ok {
+			i = len(groups)
+			index[sig] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], h.Name)
+	}
+	out := groups[:0]
+	for _, g := range groups {
+		if len(g) > 1 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// nameRange shortens a list of host names: "db01…db48" when they are one
+// numbered run, else the names (the first ten, then how many more).
+func nameRange(names []string) string {
+	if len(names) > 2 && consecutive(names) {
+		return names[0] + "…" + names[len(names)-1]
+	}
+	if len(names) > 10 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(" and %d more", len(names)-10)
+	}
+	return strings.Join(names, ", ")
+}
+
+// consecutive reports whether names are PREFIX+n, PREFIX+n+1, … with the
+// same prefix and digit count.
+func consecutive(names []string) bool {
+	split := func(s string) (string, string) {
+		i := len(s)
+		for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+			i--
+		}
+		return s[:i], s[i:]
+	}
+	prefix, digits := split(names[0])
+	if digits == "" {
+		return false
+	}
+	var prev int
+	for i, n := range names {
+		p, d := split(n)
+		if p != prefix || len(d) != len(digits) {
+			return false
+		}
+		var v int
+		fmt.Sscan(d, &v)
+		if i > 0 && v != prev+1 {
+			return false
+		}
+		prev = v
+	}
+	return true
+}
+
+// summaryLine says in one sentence what the run found or did:
+// "3 hosts: 2 to change (2 restarts), 1 in policy".
+func summaryLine(r *Report) string {
 	s := r.Summary
-	fmt.Fprintf(b, "%s: %d in policy, %d drift, %d changed, %d ok, %d failed, %d unreachable",
-		plural(s.Hosts, "host"), s.InPolicy, s.Drift, s.Changed, s.OK, s.Failed, s.Unreachable)
-	if s.Skipped > 0 {
-		fmt.Fprintf(b, ", %d skipped", s.Skipped)
+	restarts := 0
+	for _, h := range r.Hosts {
+		if h.Status == Drift || h.Status == Changed {
+			restarts += countRestarts(h)
+		}
 	}
-	b.WriteString("\n")
+	var parts []string
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	withRestarts := func(what string) string {
+		if restarts > 0 {
+			return fmt.Sprintf("%s (%s)", what, plural(restarts, "restart"))
+		}
+		return what
+	}
+	add(s.Drift, withRestarts("to change"))
+	add(s.Changed, withRestarts("changed and verified"))
+	add(s.InPolicy, "in policy")
+	add(s.OK, "ok")
+	add(s.Failed, "failed")
+	add(s.Unreachable, "unreachable")
+	add(s.Skipped, "skipped")
+	if len(parts) == 0 {
+		return plural(s.Hosts, "host")
+	}
+	return plural(s.Hosts, "host") + ": " + strings.Join(parts, ", ")
 }
 
 func plural(n int, word string) string {
@@ -141,9 +419,4 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("1 %s", word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
-}
-
-// indent prefixes every line and joins them.
-func indent(lines []string, prefix string) string {
-	return prefix + strings.Join(lines, "\n"+prefix)
 }

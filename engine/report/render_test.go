@@ -24,7 +24,7 @@ func sample() *Report {
 				Diff: "--- /etc/sysctl.d/10-hugepages.conf\n+++ /etc/sysctl.d/10-hugepages.conf\n@@ -0,0 +1 @@\n+vm.nr_hugepages = 3013\n"},
 			{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "shared_buffers=128MB", After: "shared_buffers=6012MB"},
 			{Module: "pgconf", Kind: plan.KindAction, Target: "password", Before: "hunter2", After: "swordfish", Sensitive: true},
-		}), Notes: []string{"restart needed"}},
+		}), Notes: []string{"restart needed"}, HugePageSize: 2 << 20},
 		{Name: "db2", Status: Unreachable, Changes: []Change{}, Error: &errMsg},
 		{Name: "db3", Status: Failed, Changes: []Change{}, Error: &failMsg},
 		{Name: "db4", Status: InPolicy, Changes: []Change{}},
@@ -56,6 +56,33 @@ func hostile() *Report {
 	return r
 }
 
+// fleet is a check over a fleet: four hosts with one plan, one host with
+// another plan making every kind of change, one in policy.
+func fleet() *Report {
+	same := func(name string) Host {
+		return Host{Name: name, Status: Drift, HugePageSize: 2 << 20, Changes: FromPlan([]plan.Change{
+			{Module: "hugepages", Kind: plan.KindSysctl, Target: "vm.nr_hugepages", Before: "0", After: "3013"},
+			{Module: "hugepages", Kind: plan.KindFile, Target: "/etc/sysctl.d/10-hugepages.conf", After: "vm.nr_hugepages = 3013\n",
+				Diff: "--- /dev/null\n+++ /etc/sysctl.d/10-hugepages.conf\n@@ -0,0 +1 @@\n+vm.nr_hugepages = 3013\n"},
+			{Module: "overcommit", Kind: plan.KindSysctl, Target: "vm.overcommit_kbytes", Before: "0", After: "16353123"},
+			{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "shared_buffers=128MB", After: "shared_buffers=6010880kB"},
+		}), Notes: []string{"segment 6023 MB = 3012 huge pages of a 3013-page pool"}}
+	}
+	other := Host{Name: "db05", Status: Drift, HugePageSize: 1 << 30, Changes: FromPlan([]plan.Change{
+		{Module: "hugepages", Kind: plan.KindSysctl, Target: "vm.nr_hugepages", Before: "16", After: "12"},
+		{Module: "pgconf", Kind: plan.KindFile, Target: "/etc/postgresql/15/main/conf.d/002-hugepages.conf",
+			Before: "huge_pages = 'try'\nshared_buffers = 128MB\n", After: "huge_pages = 'on'\nshared_buffers = 11GB\n",
+			Diff: "--- a/etc/postgresql/15/main/conf.d/002-hugepages.conf\n+++ b/etc/postgresql/15/main/conf.d/002-hugepages.conf\n@@ -1,2 +1,2 @@\n-huge_pages = 'try'\n-shared_buffers = 128MB\n+huge_pages = 'on'\n+shared_buffers = 11GB\n"},
+		{Module: "overcommit", Kind: plan.KindFile, Target: "/etc/sysctl.d/99-old.conf", Before: "vm.overcommit_memory = 1\n",
+			Diff: "--- /etc/sysctl.d/99-old.conf\n+++ /dev/null\n@@ -1 +0,0 @@\n-vm.overcommit_memory = 1\n"},
+		{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "shared_buffers=128MB", After: "shared_buffers=11GB"},
+	})}
+	r := &Report{Mode: ModeCheck, Hosts: []Host{same("db01"), same("db02"), same("db03"), same("db04"), other,
+		{Name: "db06", Status: InPolicy, Changes: []Change{}}}}
+	r.Summarize()
+	return r
+}
+
 func TestRenderGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
@@ -66,6 +93,12 @@ func TestRenderGolden(t *testing.T) {
 		{"check.json", sample, func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) }},
 		{"hostile.txt", hostile, func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) }},
 		{"hostile.json", hostile, func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) }},
+		{"fleet.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) }},
+		{"fleet-color.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{Color: true}) }},
+		{"fleet-nodiff.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{NoDiff: true}) }},
+		{"check.junit.xml", sample, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
+		{"hostile.junit.xml", hostile, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
+		{"check-color.txt", sample, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{Color: true}) }},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -101,7 +134,11 @@ func TestHostileTextIsInert(t *testing.T) {
 	if err := WriteJSON(&doc, hostile()); err != nil {
 		t.Fatal(err)
 	}
-	for name, out := range map[string]string{"text": text.String(), "json": doc.String()} {
+	var junit bytes.Buffer
+	if err := WriteJUnit(&junit, hostile()); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "json": doc.String(), "junit": junit.String()} {
 		for _, r := range out {
 			if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e || r == 0xfffd && name == "text" {
 				t.Errorf("%s output holds %U", name, r)

@@ -24,7 +24,7 @@ const (
 
 // Report is one run over a set of hosts.
 type Report struct {
-	Mode    string  `json:"-"` // check | apply | rollback
+	Mode    Mode    `json:"-"`
 	RunID   string  `json:"run_id,omitempty"`
 	Hosts   []Host  `json:"hosts"`
 	Summary Summary `json:"summary"`
@@ -38,6 +38,9 @@ type Host struct {
 	Error   *string  `json:"error"`
 	// Notes are things worth knowing that are not changes.
 	Notes []string `json:"notes,omitempty"`
+	// HugePageSize (bytes; 0 unknown) lets the text show a page count as
+	// memory. Not part of the JSON contract.
+	HugePageSize int64 `json:"-"`
 }
 
 // Change is plan.Change as rendered for people and tools: secrets are
@@ -48,6 +51,8 @@ type Change struct {
 	Before string `json:"before"`
 	After  string `json:"after"`
 	Kind   string `json:"kind"`
+	// Action is create, update, delete or restart (plan.ActionOf).
+	Action string `json:"action"`
 	Diff   string `json:"diff,omitempty"`
 }
 
@@ -65,7 +70,7 @@ func FromPlan(cs []plan.Change) []Change {
 	out := make([]Change, 0, len(cs))
 	for _, c := range cs {
 		rc := Change{Module: c.Module, Target: mask.Text(c.Target), Before: mask.Config(c.Before), After: mask.Config(c.After),
-			Kind: string(c.Kind), Diff: mask.Diff(c.Diff)}
+			Kind: string(c.Kind), Action: string(plan.ActionOf(c)), Diff: mask.Diff(c.Diff)}
 		if c.Sensitive {
 			rc.Before, rc.After = Masked, Masked
 			if rc.Diff != "" {

@@ -40,7 +40,10 @@ type Rollout struct {
 	// Confirm is asked before a wave with changes is applied; an error
 	// stops the rollout there (nothing more changes).
 	Confirm func(b Batch, planned *report.Report) error
-	Log     *slog.Logger
+	// BeforeWave, when set, is told each wave before it is planned (the
+	// CLI heads the wave's streamed plan with it).
+	BeforeWave func(b Batch)
+	Log        *slog.Logger
 }
 
 // Outcome is how a rollout ended.
@@ -158,6 +161,9 @@ func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *
 		b.Hosts = names(wave)
 		if len(waves) > 1 || b.Of > 1 {
 			r.Log.Info("batch", "batch", b.Number, "of", b.Of, "wave", b.Wave, "hosts", len(wave))
+		}
+		if r.BeforeWave != nil {
+			r.BeforeWave(b)
 		}
 		n, applied, err := r.wave(ctx, b, wave)
 		failed += n

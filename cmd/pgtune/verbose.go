@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/internal/mask"
+)
+
+// connectionLine says how a host is reached, for -vvv: user, address,
+// port, key, jump host and where its host key is checked. Values the
+// inventory leaves to ssh_config or to defaults say so.
+func connectionLine(h *inventory.Host) string {
+	c := h.Conn
+	if c.Connection == "local" {
+		line := "local connection"
+		if c.Become {
+			line += ", become (sudo -n)"
+		}
+		return line
+	}
+	or := func(v, dflt string) string {
+		if v == "" {
+			return dflt
+		}
+		return v
+	}
+	addr := or(c.Address, h.Name)
+	port := "22 (default)"
+	if c.Port != 0 {
+		port = fmt.Sprint(c.Port)
+	} else if c.ConfigFile != "" {
+		port = "from ssh_config"
+	}
+	parts := []string{
+		fmt.Sprintf("ssh %s@%s port %s", or(c.User, "(current user)"), addr, port),
+		"key " + or(c.PrivateKeyFile, "(SSH agent and default keys)"),
+	}
+	switch {
+	case c.ProxyJump != "":
+		parts = append(parts, "jump host "+c.ProxyJump)
+	case c.ProxyCommand != "":
+		parts = append(parts, "proxy command "+mask.Text(c.ProxyCommand))
+	default:
+		parts = append(parts, "no jump host"+map[bool]string{true: " (unless ssh_config sets one)"}[c.ConfigFile != ""])
+	}
+	checking := or(c.HostKeyChecking, "strict")
+	parts = append(parts, fmt.Sprintf("host key from %s (%s)", or(c.KnownHostsFile, "~/.ssh/known_hosts"), checking))
+	if c.ConfigFile != "" {
+		parts = append(parts, "ssh_config "+c.ConfigFile)
+	}
+	if c.Become {
+		parts = append(parts, "become (sudo -n)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// showConnections prints, with -vvv, how every targeted host is reached.
+func (a *App) showConnections(o *options, hosts []*inventory.Host) {
+	if o.verbose < 3 {
+		return
+	}
+	for _, h := range hosts {
+		fmt.Fprintf(a.Stderr, "pgtune: %s: %s\n", safeText(h.Name), safeText(connectionLine(h)))
+	}
+}

@@ -45,7 +45,7 @@ type JournalRecord struct {
 
 // JournalEntry is one recorded change.
 type JournalEntry struct {
-	Kind string `json:"kind"` // "file" or "sysctl"
+	Kind string `json:"kind"` // "file", "sysctl" or "sysfs"
 	// Module is the module that made the change; rollback undoes modules
 	// in reverse order (overcommit, then pgconf with a restart, then
 	// hugepages) so postgres never sits on a pool being taken away.
@@ -57,7 +57,8 @@ type JournalEntry struct {
 	Path    string `json:"path,omitempty"`
 	Backup  string `json:"backup,omitempty"`
 	Existed bool   `json:"existed,omitempty"`
-	// Key and Before are the kernel value changed and its previous value.
+	// Key and Before are the kernel value changed and its previous value
+	// (for kind "sysfs", Path is the file under /sys/ and Before its value).
 	Key    string `json:"key,omitempty"`
 	Before string `json:"before,omitempty"`
 }
@@ -205,6 +206,8 @@ func validEntry(e JournalEntry, runDir string) error {
 		if e.Path != "" || e.Backup != "" || e.Existed {
 			return errors.New("a kernel entry with a file")
 		}
+	case "sysfs":
+		return validSysfsEntry(e)
 	default:
 		return errors.New("unknown kind")
 	}
@@ -214,11 +217,11 @@ func validEntry(e JournalEntry, runDir string) error {
 // describeEntry names an entry for errors; its parts come from the host.
 func describeEntry(e JournalEntry) string {
 	target := printable(e.Path)
-	if e.Kind != "file" {
+	if e.Kind != "file" && e.Kind != "sysfs" {
 		target = printable(e.Key)
-		if e.Before != "" {
-			target += " = " + printable(e.Before)
-		}
+	}
+	if e.Kind != "file" && e.Before != "" {
+		target += " = " + printable(e.Before)
 	}
 	return fmt.Sprintf("%s %s by module %s", printable(e.Kind), target, printable(e.Module))
 }

@@ -45,8 +45,8 @@ type rollback struct {
 // kernel.core_pattern must not make rollback write them.
 type TargetManager interface {
 	// Manages reports whether the module changes target, a clean absolute
-	// path (kind "file") or a kernel key such as vm.nr_hugepages (kind
-	// "sysctl"), on t. Facts are gathered; params are not known.
+	// path (kind "file"), a kernel key such as vm.nr_hugepages (kind
+	// "sysctl") or a clean path under /sys/ (kind "sysfs"), on t. Facts are gathered; params are not known.
 	Manages(t *Target, kind, target string) bool
 }
 
@@ -237,6 +237,15 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 				continue
 			}
 			p.Add(plan.Change{Kind: plan.KindSysctl, Target: e.Key, Before: current, After: e.Before})
+		case "sysfs":
+			current, err := t.ReadSysfs(ctx, e.Path)
+			if err != nil {
+				return nil, err
+			}
+			if current == e.Before {
+				continue
+			}
+			p.Add(plan.Change{Kind: plan.KindSysfs, Target: e.Path, Before: current, After: e.Before})
 		}
 		st.items = append(st.items, item)
 	}
@@ -290,6 +299,10 @@ func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) erro
 			}
 		case e.Kind == "sysctl" && changed[e.Key]:
 			if err := t.SetSysctl(ctx, e.Key, e.Before); err != nil {
+				return err
+			}
+		case e.Kind == "sysfs" && changed[e.Path]:
+			if err := t.SetSysfs(ctx, e.Path, e.Before); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ type Kind string
 
 const (
 	KindSysctl  Kind = "sysctl"  // a live kernel value
+	KindSysfs   Kind = "sysfs"   // a live kernel value under /sys/
 	KindFile    Kind = "file"    // a file, rewritten whole
 	KindRestart Kind = "restart" // a service restart
 	KindAction  Kind = "action"  // anything else worth showing

@@ -63,6 +63,8 @@ type gainSize struct {
 	Name   string    `json:"name"` // "4kB", "2MB", "1GB"
 	PageKB int64     `json:"page_kb"`
 	TPS    []float64 `json:"tps"` // in run order
+	// Load is /proc/loadavg after each run: how busy the shared machine was.
+	Load []string `json:"loadavg,omitempty"`
 	// Sweep is page-table memory against open connections.
 	Sweep []sweepPoint `json:"sweep"`
 }
@@ -167,12 +169,16 @@ func (r *gainResult) markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.1f%% | %s |\n", g.Name, len(g.TPS), st.Median, st.Min, st.Max, 100*st.Spread, gain)
 	}
-	fmt.Fprintf(&b, "\nEvery run, in order:\n\n| # | page size | TPS |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "\nEvery run, in order:\n\n| # | page size | TPS | load average after |\n|---|---|---|---|\n")
 	next := map[string]int{}
 	for i, name := range r.Order {
 		for _, g := range r.Sizes {
 			if g.Name == name && next[name] < len(g.TPS) {
-				fmt.Fprintf(&b, "| %d | %s | %.0f |\n", i+1, name, g.TPS[next[name]])
+				load := ""
+				if next[name] < len(g.Load) {
+					load = g.Load[next[name]]
+				}
+				fmt.Fprintf(&b, "| %d | %s | %.0f | %s |\n", i+1, name, g.TPS[next[name]], load)
 				next[name]++
 			}
 		}
@@ -292,7 +298,7 @@ func TestGainMarkdown(t *testing.T) {
 			LoadBefore: "5.0", LoadAfter: "4.0", SharedNotes: "Shared machine."},
 		Setup: gainSetup{SharedBuffersMB: 1024, Scale: 30, DataMB: 450, Clients: 8, Threads: 2, Seconds: 15, Rounds: 2, ScanMB: 384},
 		Sizes: []gainSize{
-			{Name: "4kB", PageKB: 4, TPS: []float64{1000, 1100, 1050, 990},
+			{Name: "4kB", PageKB: 4, TPS: []float64{1000, 1100, 1050, 990}, Load: []string{"1.00 2.00 3.00"},
 				Sweep: []sweepPoint{{0, 1000, 0}, {10, 8680, 7700}, {100, 77800, 80000}}},
 			{Name: "2MB", PageKB: 2048, TPS: []float64{1080, 1150, 1120, 1100},
 				Sweep: []sweepPoint{{0, 900, 0}, {10, 1000, 120}, {100, 1900, 1500}}},

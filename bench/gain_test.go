@@ -107,6 +107,7 @@ func TestGain(t *testing.T) {
 				t.Logf("run %d %s: %.0f TPS (load %s)", i+1, name, tps, loadAvg())
 				g := sizeOf(res, name)
 				g.TPS = append(g.TPS, tps)
+				g.Load = append(g.Load, loadAvg())
 			})
 		})
 	}
@@ -256,8 +257,12 @@ func sweep(t *testing.T, pg *testhost.Cluster, scanMB int64) []sweepPoint {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, read, _, err := parseExplain(lines); err != nil || read != 0 {
-				t.Fatalf("connection %d: scan read %d blocks from disk (%v); the table must sit in shared buffers", open, read, err)
+			// A block or two may come from outside shared buffers (the
+			// table's last page, a hint-bit rewrite): the page tables
+			// measured are those of the hundreds of MB that are hits.
+			hit, read, _, err := parseExplain(lines)
+			if err != nil || read*100 > hit+read {
+				t.Fatalf("connection %d: scan hit %d blocks and read %d (%v); the table must sit in shared buffers", open, hit, read, err)
 			}
 		}
 		mi, err := testhost.Meminfo()

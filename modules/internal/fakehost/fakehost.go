@@ -52,6 +52,13 @@ type Host struct {
 
 	// Log records one summary line per command, in order.
 	Log []string
+
+	// ExtraSizesKB are huge page sizes offered besides HugePageKB (e.g.
+	// 1048576); NodeMax caps what a node's nr_hugepages write can give
+	// (nil: no cap). See pools.go.
+	ExtraSizesKB []int64
+	NodeMax      func(node int) int64
+	pools        map[int64]*pool
 }
 
 // New returns a 16 GiB single-node host with 2 MiB huge pages, no pool,
@@ -170,6 +177,7 @@ func (h *Host) Facts() *facts.Facts {
 			f.NodeHugePages[i] = h.pages() / int64(h.Nodes)
 		}
 	}
+	h.addPools(f)
 	return f
 }
 
@@ -208,6 +216,7 @@ func (h *Host) setSysctl(key, value string) error {
 			n = min(n, max(h.MaxPages(h.Compactions), h.pages()))
 		}
 		value = strconv.FormatInt(n, 10)
+		defer h.syncDefaultPool()
 	case "vm.overcommit_kbytes":
 		h.Sysctl["vm.overcommit_ratio"] = "0"
 	case "vm.overcommit_ratio":
@@ -238,6 +247,9 @@ func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result
 		case "/proc/meminfo":
 			return ok(h.Meminfo())
 		}
+		if v, found := h.readSysfs(p); found {
+			return ok(v)
+		}
 		if strings.HasPrefix(p, "/proc/sys/") {
 			k := strings.ReplaceAll(strings.TrimPrefix(p, "/proc/sys/"), "/", ".")
 			if v, found := h.Sysctl[k]; found {
@@ -266,6 +278,12 @@ func (h *Host) Run(ctx context.Context, cmd transport.Command) (transport.Result
 	case strings.Contains(script, "sysctl -q -w"): // Target.SetSysctl
 		h.Log = append(h.Log, "sysctl "+args[0]+"="+args[1])
 		if err := h.setSysctl(args[0], args[1]); err != nil {
+			return h.fail(cmd, 1, err.Error())
+		}
+		return ok("")
+	case strings.Contains(script, "no such kernel setting"): // Target.SetSysfs
+		h.Log = append(h.Log, "sysfs "+args[0]+"="+args[1])
+		if err := h.writeSysfs(args[0], args[1]); err != nil {
 			return h.fail(cmd, 1, err.Error())
 		}
 		return ok("")

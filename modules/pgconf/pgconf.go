@@ -99,7 +99,9 @@ type State struct {
 	OnOverride string
 	Restart    bool // a restart is planned
 	Pending    bool // a restart is needed but policy says not now
-	// Desired values.
+	// Desired values. HugePageSize is the huge_page_size setting: "0"
+	// (the kernel's default) or the hugepages module's page_size in kB.
+	HugePageSize  string
 	SharedBuffers int64
 	SegmentMB     int64
 	SegmentPages  int64
@@ -219,6 +221,13 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if hp <= 0 {
 		return nil, fmt.Errorf("the kernel reports no huge page size (Hugepagesize in /proc/meminfo)")
 	}
+	// The segment goes on the pages the hugepages module reserves: a size
+	// other than the default is named in huge_page_size, and PostgreSQL
+	// sizes shared_memory_size_in_huge_pages in it.
+	hps := "0"
+	if n, ok := t.Int64Output("hugepages", "page_size"); ok && n > 0 && n != hp {
+		hp, hps = n, fmt.Sprintf("%dkB", n>>10)
+	}
 	if s.pool < hp {
 		return nil, fmt.Errorf("no huge page pool to size shared_buffers against (pool %d bytes): reserve huge pages first (hugepages module) or set pool", s.pool)
 	}
@@ -264,7 +273,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	// server accepts the file): sizing runs with shared_buffers on the
 	// command line, which beats every file.
 	planned := fs.clone()
-	planned.put(dropin, dropinContent(placeholder))
+	planned.put(dropin, dropinFor(placeholder, hps))
 	pw, err := walkConfig(planned, pg.ConfigFile, autoConf)
 	if err != nil {
 		return nil, err
@@ -287,7 +296,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 					planned.Files[k[2:]] = fs.Files[k[2:]]
 				}
 			}
-			planned.put(dropin, dropinContent(placeholder))
+			planned.put(dropin, dropinFor(placeholder, hps))
 			if pw, err = walkConfig(planned, pg.ConfigFile, autoConf); err != nil {
 				return nil, err
 			}
@@ -324,6 +333,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		return nil, err
 	}
 	defer removeScratch(t, pg, sc)
+	sc.HugePageSize = hps
 	first, err := probe(ctx, t, pg, sc,
 		query{Name: "shared_memory_size", SharedBuffers: roundDown(s.pool, hp)},
 		query{Name: "block_size"},
@@ -371,7 +381,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		case "huge_pages":
 			same = sameSetting(name, got[name], "on")
 		case "huge_page_size":
-			same = sameSetting(name, got[name], "0")
+			same = sameSetting(name, got[name], hps)
 		}
 		if same || overridden(overrides, name, s.onOverride) {
 			continue
@@ -380,7 +390,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 			name, got[name], dropin)
 	}
 
-	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: overrides,
+	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: overrides, HugePageSize: hps,
 		SharedBuffers: fit.SharedBuffers, SegmentMB: fit.SegmentMB, SegmentPages: fit.SegmentPages}
 	p.State = st
 	p.Outputs = map[string]any{
@@ -390,7 +400,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	}
 
 	// The changes, files first, in the order Apply writes them.
-	planned.put(dropin, dropinContent(fit.SharedBuffers))
+	planned.put(dropin, dropinFor(fit.SharedBuffers, hps))
 	owner := pg.Owner + ":"
 	for _, o := range overrides {
 		if s.onOverride == "fail" || !o.Fixable {
@@ -429,18 +439,18 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	}
 
 	// The running server: does it need a restart to take the values?
-	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=0", formatSize(fit.SharedBuffers))
+	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=%s", formatSize(fit.SharedBuffers), hps)
 	var live map[string]string
 	if pg.Running {
 		if live, err = liveSettings(ctx, t, pg); err != nil {
 			return nil, err
 		}
 	}
-	if err := roomInPool(t.Facts, pg, live, s.pool, fit.SegmentPages); err != nil {
+	if err := roomInPoolOf(t.Facts, pg, live, s.pool, fit.SegmentPages, hp); err != nil {
 		return nil, err
 	}
 	if pg.Running {
-		before, differs := describeLive(live)
+		before, differs := describeLiveFor(live, hps)
 		if differs(fit.SharedBuffers) {
 			if s.restart {
 				st.Restart = true
@@ -462,8 +472,16 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 }
 
 // describeLive renders the running values and returns a test for whether
-// they differ from the desired shared_buffers with huge_pages on.
+// they differ from the desired shared_buffers with huge_pages on and the
+// default huge page size.
 func describeLive(live map[string]string) (string, func(int64) bool) {
+	return describeLiveFor(live, "0")
+}
+
+// describeLiveFor is describeLive for the huge_page_size setting hps.
+func describeLiveFor(live map[string]string, want string) (string, func(int64) bool) {
+	wantKB, _ := parseSize(want, 1024)
+	wantKB /= 1024
 	// Out of range reads as 0 (unknown), as an unparsable value did: the
 	// product below must not wrap around.
 	block, _ := facts.ParseInt("block_size", live["block_size"], 1, maxBlockSize)
@@ -471,8 +489,8 @@ func describeLive(live map[string]string) (string, func(int64) bool) {
 	sb := nb * block
 	hps, _ := facts.ParseInt("huge_page_size", live["huge_page_size"], 0, facts.MaxHugePageSize>>10)
 	before := fmt.Sprintf("shared_buffers=%s huge_pages=%s huge_page_size=%s", formatSize(sb), live["huge_pages"], formatSize(hps*1024))
-	return before, func(want int64) bool {
-		return sb != want || hugePagesValue(live["huge_pages"]) != "on" || hps != 0
+	return before, func(wantSB int64) bool {
+		return sb != wantSB || hugePagesValue(live["huge_pages"]) != "on" || hps != wantKB
 	}
 }
 
@@ -588,16 +606,19 @@ func splitOpts(s string) []string {
 	return out
 }
 
-// dropinContent is the whole drop-in file.
-func dropinContent(sharedBuffers int64) []byte {
+// dropinContent is the whole drop-in file for the default huge page size.
+func dropinContent(sharedBuffers int64) []byte { return dropinFor(sharedBuffers, "0") }
+
+// dropinFor is the whole drop-in file with huge_page_size = hps.
+func dropinFor(sharedBuffers int64, hps string) []byte {
 	return []byte(fmt.Sprintf(`# Managed by pgtune (pgconf); rewritten whole on every apply.
 # shared_buffers is sized so the whole shared memory segment fits the
 # reserved huge page pool; huge_pages = 'on' makes the server refuse to
 # start rather than silently run without huge pages.
 huge_pages = 'on'
-huge_page_size = 0
+huge_page_size = %s
 shared_buffers = %dkB
-`, sharedBuffers/1024))
+`, hps, sharedBuffers/1024))
 }
 
 // includeDirective is the line that makes postgresql.conf read the
@@ -640,9 +661,17 @@ func newFileMode(mainMode string) string {
 // held when this server restarts, and with huge_pages = 'on' it would then
 // refuse to start. Pages this server holds itself are freed by its restart.
 func roomInPool(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages int64) error {
-	hp := f.HugePageSize
+	return roomInPoolOf(f, pg, live, pool, segmentPages, f.HugePageSize)
+}
+
+// roomInPoolOf is roomInPool for the pool of page size hp.
+func roomInPoolOf(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages, hp int64) error {
 	// Mapped pages plus pages promised to mappings not yet touched.
 	held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
+	if hp != f.HugePageSize {
+		p, _ := f.Pool(hp)
+		held = p.Pages + p.Surplus - p.Free + p.Resv
+	}
 	ours := int64(0)
 	if pg.Running && pg.HugetlbPages > 0 {
 		if n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 1, facts.MaxPages); err == nil {

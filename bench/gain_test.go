@@ -28,10 +28,11 @@ import (
 // TestGain is `make bench-gain`: pgbench -S throughput and page-table
 // memory with 4 kB pages (huge_pages = off), 2 MB pages and 1 GB pages
 // where the kernel offers them, side by side on one cluster. It changes the
-// huge page pools, so every run on huge pages holds the kernel lock (taken
-// per run, so other packages' tests are not blocked for the whole
-// experiment) and gives the pool back when the server is down. Results go
-// to bench/results/gain.{md,json,png}.
+// huge page pools, so it holds the kernel lock from before the cluster
+// starts until after it stopped (taken once: on a machine where many test
+// packages queue for the lock, taking it per run made each run wait
+// minutes), reserves each size's pool once and gives it back at the end.
+// Results go to bench/results/gain.{md,json,png}.
 //
 // It is behind the build tag `gain`: never part of `go test ./...`.
 const (
@@ -70,6 +71,9 @@ func TestGain(t *testing.T) {
 	res.Setup = gainSetup{SharedBuffersMB: gainSharedBuffersMB, Scale: gainScale, Clients: gainClients,
 		Threads: gainThreads, Seconds: gainSeconds, Rounds: gainRounds}
 
+	lockWait := time.Now()
+	testhost.LockKernel(t) // first: its restore runs after the cluster stopped
+	t.Logf("kernel lock taken after %v", time.Since(lockWait).Round(time.Second))
 	pg := testhost.Postgres(t, testhost.WithConf(
 		fmt.Sprintf("shared_buffers = %dMB", gainSharedBuffersMB),
 		fmt.Sprintf("max_connections = %d", gainMaxConnections+20),
@@ -94,6 +98,11 @@ func TestGain(t *testing.T) {
 	res.Setup.ScanMB = mb("SELECT pg_relation_size('pgbench_accounts')")
 	t.Logf("pgbench -i -s %d: %d MB in %v", gainScale, res.Setup.DataMB, time.Since(load).Round(time.Second))
 	pg.Stop(t)
+	for _, s := range sizes {
+		if s.sysfs != "" {
+			reserve(t, pg, s)
+		}
+	}
 
 	byName := map[string]pageSize{}
 	for _, s := range sizes {
@@ -161,16 +170,13 @@ func gainSizes(t *testing.T, r *gainResult) []pageSize {
 	return out
 }
 
-// withPageSize starts the cluster on page size s and runs f, then stops
-// it. On huge pages it holds the kernel lock, grows that size's pool by what
-// postgres says the segment needs and puts the pool back after the stop.
+// withPageSize starts the cluster on page size s (its pool reserved by
+// reserve) and runs f, then stops it.
 func withPageSize(t *testing.T, pg *testhost.Cluster, s pageSize, f func()) {
 	if s.sysfs == "" {
 		pg.AppendConf(t, "huge_pages = off")
 	} else {
-		testhost.LockKernel(t) // restores vm.nr_hugepages
 		pg.AppendConf(t, "huge_pages = on", "huge_page_size = "+s.hpSize)
-		reserve(t, pg, s)
 	}
 	pg.Start(t)
 	defer pg.Stop(t)
@@ -181,11 +187,11 @@ func withPageSize(t *testing.T, pg *testhost.Cluster, s pageSize, f func()) {
 	f()
 }
 
-// reserve grows the pool of size s by the segment's need. Pools of a size
-// other than the default are not in testhost's snapshot: the cleanup puts
-// them back itself.
+// reserve grows the pool of size s by the segment's need, under the
+// kernel lock. Pools of a size other than the default are not in
+// testhost's snapshot: the cleanup puts them back itself.
 func reserve(t *testing.T, pg *testhost.Cluster, s pageSize) {
-	out := pg.AsOwner(t, pg.BinDir+"/postgres", "-D", pg.DataDir, "-C", "shared_memory_size_in_huge_pages")
+	out := pg.AsOwner(t, pg.BinDir+"/postgres", "-D", pg.DataDir, "-c", "huge_page_size="+s.hpSize, "-C", "shared_memory_size_in_huge_pages")
 	need, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
 	if err != nil || need <= 0 {
 		t.Fatalf("shared_memory_size_in_huge_pages = %q", out)

@@ -226,7 +226,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	}
 	st := &State{PageSize: size, Pages: pages, PrevPages: cur, Live: pages != cur, Pool: lp}
 	nodes := f.NodesOf(size)
-	if set.numa == NUMASpread && len(nodes) > 1 {
+	if set.numa == NUMASpread && len(nodes) > 0 {
 		st.Nodes = evenShares(nodes, pages)
 		for _, n := range st.Nodes {
 			st.Live = st.Live || n.After != n.Before

@@ -192,3 +192,66 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 		t.Errorf("re-check: %q", moduletest.Changes(again))
 	}
 }
+
+// TestIntegrationNUMASpread grows the pool through each NUMA node's own
+// nr_hugepages on this machine (one node here: node0's file), reads every
+// node back, and shrinks it back the same way.
+func TestIntegrationNUMASpread(t *testing.T) {
+	st := testhost.LockKernel(t)
+	ctx := ctxT(t)
+	tr := transport.NewLocal()
+	m := New()
+	tg := moduletest.LocalTarget(t, tr)
+	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
+	size := tg.Facts.HugePageSize
+	nodes := tg.Facts.NodesOf(size)
+	if len(nodes) == 0 {
+		t.Fatalf("no per-node pools in the facts of this machine: %+v", tg.Facts.NodePools)
+	}
+	want := before + 64*MiB/size
+	prm, _ := integrationParams(t, strconv.FormatInt(want*size, 10))
+	prm.NUMA = val(t, NUMASpread)
+	p, err := m.Check(ctx, tg, prm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := evenShares(nodes, want)
+	var targets []string
+	for _, c := range p.Changes {
+		targets = append(targets, c.Target)
+	}
+	for _, s := range shares {
+		if s.After != s.Before && !slices.Contains(targets, s.Path) {
+			t.Errorf("plan %q lacks %s", targets, s.Path)
+		}
+	}
+	if slices.Contains(targets, key) {
+		t.Errorf("plan %q sets vm.nr_hugepages as well as the nodes", targets)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shares {
+		if got := readNr(t, s.Path); got != strconv.FormatInt(s.After, 10) {
+			t.Errorf("%s = %s, want %d", s.Path, got, s.After)
+		}
+	}
+	if got := readNr(t, "/proc/sys/vm/nr_hugepages"); got != strconv.FormatInt(want, 10) {
+		t.Errorf("vm.nr_hugepages %s, want %d", got, want)
+	}
+
+	prm.Pool = val(t, strconv.FormatInt(before*size, 10))
+	tg = moduletest.LocalTarget(t, tr)
+	if p, err = m.Check(ctx, tg, prm); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -47,7 +47,7 @@ bench:
 # Root; changes the huge page pools under the kernel lock and puts them back.
 # Behind the build tag gain: never part of `make test` or `make bench`.
 bench-gain:
-	$(GO) test -tags gain -count=1 -run '^TestGain$$' -v -timeout 20m ./bench
+	$(GO) test -tags gain -count=1 -run '^TestGain$$' -v -timeout 60m ./bench
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuote -fuzztime 30s ./engine/transport

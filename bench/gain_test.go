@@ -40,7 +40,7 @@ const (
 	gainScale           = 30 // ~385 MB pgbench_accounts + 64 MB index: fits shared_buffers
 	gainClients         = 8
 	gainThreads         = 2
-	gainSeconds         = 15
+	gainSeconds         = 12
 	gainRounds          = 3
 	gainMaxConnections  = 100
 )

@@ -185,7 +185,7 @@ func (r *gainResult) markdown() string {
 	}
 
 	fmt.Fprintf(&b, "\n## Page tables against connections\n\n")
-	fmt.Fprintf(&b, "Each connection reads all of pgbench_accounts (%d MB) from shared buffers once and stays open. "+
+	fmt.Fprintf(&b, "Each connection reads all of pgbench_accounts (%d MB) from shared buffers once (`SELECT sum(abalance)`, a sequential scan, every block a hit) and stays open. "+
 		"`cluster VmPTE` sums `VmPTE` of the postmaster and every child (exact, this cluster only); "+
 		"`PageTables Δ` is `/proc/meminfo` against the point with no connection (machine-wide, noisy).\n\n", s.ScanMB)
 	fmt.Fprintf(&b, "| connections |")

@@ -54,6 +54,19 @@ func TestRoomInGigPool(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "needs 4 huge pages but only 3 of the 4-page pool would be free for this cluster: 1 are held") {
 		t.Errorf("4 of 3 free: %v", err)
 	}
+	// A server running on 2 MiB pages frees those at its restart, not
+	// 1 GiB pages: its segment does not count toward the 1 GiB pool.
+	running := &facts.Postgres{Running: true, HugetlbPages: 512 << 21}
+	live := map[string]string{"shared_memory_size_in_huge_pages": "512", "huge_page_size": "0"}
+	if err := roomInPoolOf(f, running, live, 4*gib, 4, gib); err == nil {
+		t.Error("a 2 MiB segment's pages made room in the 1 GiB pool")
+	}
+	live["huge_page_size"] = "1048576"
+	running.HugetlbPages = gib
+	live["shared_memory_size_in_huge_pages"] = "1"
+	if err := roomInPoolOf(f, running, live, 4*gib, 4, gib); err != nil {
+		t.Errorf("our own 1 GiB page is freed by the restart: %v", err)
+	}
 }
 
 // TestCheckSizesInGigPages sizes a real cluster for a pool of two 1 GiB

@@ -664,6 +664,17 @@ func roomInPool(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool
 	return roomInPoolOf(f, pg, live, pool, segmentPages, f.HugePageSize)
 }
 
+// runsOnSize says whether the running server's segment sits on pages of
+// size hp (its huge_page_size, 0 meaning the default): only then do its
+// restart's freed pages count toward that pool.
+func runsOnSize(f *facts.Facts, live map[string]string, hp int64) bool {
+	kb, err := facts.ParseInt("huge_page_size", live["huge_page_size"], 0, facts.MaxHugePageSize>>10)
+	if err != nil || kb == 0 {
+		return hp == f.HugePageSize
+	}
+	return kb<<10 == hp
+}
+
 // roomInPoolOf is roomInPool for the pool of page size hp.
 func roomInPoolOf(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages, hp int64) error {
 	// Mapped pages plus pages promised to mappings not yet touched.
@@ -673,7 +684,7 @@ func roomInPoolOf(f *facts.Facts, pg *facts.Postgres, live map[string]string, po
 		held = p.Pages + p.Surplus - p.Free + p.Resv
 	}
 	ours := int64(0)
-	if pg.Running && pg.HugetlbPages > 0 {
+	if pg.Running && pg.HugetlbPages > 0 && runsOnSize(f, live, hp) {
 		if n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 1, facts.MaxPages); err == nil {
 			ours = n
 		} else {

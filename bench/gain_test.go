@@ -73,7 +73,8 @@ func TestGain(t *testing.T) {
 
 	lockWait := time.Now()
 	testhost.LockKernel(t) // first: its restore runs after the cluster stopped
-	t.Logf("kernel lock taken after %v", time.Since(lockWait).Round(time.Second))
+	waited := time.Since(lockWait).Round(time.Second)
+	t.Logf("kernel lock taken after %v", waited)
 	pg := testhost.Postgres(t, testhost.WithConf(
 		fmt.Sprintf("shared_buffers = %dMB", gainSharedBuffersMB),
 		fmt.Sprintf("max_connections = %d", gainMaxConnections+20),
@@ -128,7 +129,7 @@ func TestGain(t *testing.T) {
 		})
 	}
 	res.Machine.LoadAfter = loadAvg()
-	res.Machine.SharedNotes += fmt.Sprintf(" The whole experiment took %v.", time.Since(start).Round(time.Second))
+	res.Machine.SharedNotes += fmt.Sprintf(" The whole experiment took %v, of which %v waiting for the kernel lock.", time.Since(start).Round(time.Second), waited)
 	writeResults(t, res)
 }
 

@@ -66,7 +66,7 @@ func TestIntegrationGigPages(t *testing.T) {
 	prm.PageSize = val(t, "1GiB")
 	file := tmpfilesParam(t, prm)
 	m := New()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 
 	if !slices.Contains(sizes, GiB) {
 		prm.Pool = val(t, "${1 * GiB}")
@@ -129,7 +129,7 @@ func TestIntegrationGigPages(t *testing.T) {
 		t.Errorf("tmpfiles file: %q %v", data, err)
 	}
 	prm.Pool = val(t, strconv.FormatInt(before*GiB, 10))
-	tg = moduletest.LocalTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr, New())
 	if p, err = m.Check(ctx, tg, prm); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 	ctx := ctxT(t)
 	tr := transport.NewLocal()
 	m := New()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
 	size := tg.Facts.HugePageSize
 	pool := strconv.FormatInt((before*size)+64*MiB, 10)
@@ -184,7 +184,7 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 	if n := readNr(t, "/proc/sys/vm/nr_hugepages"); n != strconv.FormatInt(want, 10) {
 		t.Errorf("vm.nr_hugepages %s, want %d", n, want)
 	}
-	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr), explicit)
+	again, err := m.Check(ctx, moduletest.LocalTarget(t, tr, New()), explicit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestIntegrationNUMASpread(t *testing.T) {
 	ctx := ctxT(t)
 	tr := transport.NewLocal()
 	m := New()
-	tg := moduletest.LocalTarget(t, tr)
+	tg := moduletest.LocalTarget(t, tr, New())
 	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
 	size := tg.Facts.HugePageSize
 	nodes := tg.Facts.NodesOf(size)
@@ -244,7 +244,7 @@ func TestIntegrationNUMASpread(t *testing.T) {
 	}
 
 	prm.Pool = val(t, strconv.FormatInt(before*size, 10))
-	tg = moduletest.LocalTarget(t, tr)
+	tg = moduletest.LocalTarget(t, tr, New())
 	if p, err = m.Check(ctx, tg, prm); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/pgtune
 GOFLAGS ?=
 
-.PHONY: all build demo test unit unit-nonroot vet deps bench bench-fleet fuzz clean
+.PHONY: all build demo test unit unit-nonroot vet deps bench bench-fleet bench-gain fuzz clean
 
 all: build
 
@@ -41,6 +41,13 @@ test: deps vet
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# pgbench -S throughput and page tables on 4 kB, 2 MB and (where the kernel
+# offers them) 1 GB pages, side by side; writes bench/results/gain.{md,json,png}.
+# Root; changes the huge page pools under the kernel lock and puts them back.
+# Behind the build tag gain: never part of `make test` or `make bench`.
+bench-gain:
+	$(GO) test -tags gain -count=1 -run '^TestGain$$' -v -timeout 60m ./bench
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuote -fuzztime 30s ./engine/transport

@@ -17,8 +17,9 @@ import (
 var moduleWords = regexp.MustCompile(`\b(hugepages|pgconf|overcommit|thp|oom)\b|vm\.nr_hugepages|vm\.overcommit_|transparent_hugepage`)
 
 // kernelPaths are the kernel's own names that contain a module's name: the
-// per-node huge page directory is a core memory fact every module reads.
-var kernelPaths = strings.NewReplacer("/hugepages/hugepages-", "")
+// per-node huge page directory, the per-size pools' directory and each
+// size's hugepages-<kB>kB are core memory facts every module reads.
+var kernelPaths = strings.NewReplacer("/hugepages/hugepages-", "", "/sys/kernel/mm/hugepages", "", "hugepages-", "")
 
 // pendingModuleWords are files other branches are moving module knowledge
 // out of, with the words left; the test fails as soon as an entry is no

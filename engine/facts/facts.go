@@ -46,6 +46,11 @@ type Facts struct {
 	// NodeHugePages is nr_hugepages per NUMA node (by node number) for the
 	// default huge page size; empty on single-node hosts.
 	NodeHugePages map[int]int64 `json:"node_hugepages,omitempty"`
+	// HugePagePools is every huge page size the kernel offers
+	// (/sys/kernel/mm/hugepages), smallest first; NodePools is each NUMA
+	// node's share of each, by size then node (see pools.go).
+	HugePagePools []HugePagePool `json:"hugepage_pools,omitempty"`
+	NodePools     []NodePool     `json:"node_pools,omitempty"`
 
 	// Postgres is the cluster pgtune manages on this host; nil when none
 	// was found (PostgresError says why). It is a core fact, not one

@@ -23,6 +23,8 @@ import (
 //	F path (a sysctl file starts)          L line of that file
 //	E path (that file could not be read)
 //	R vm.min_free_kbytes (read-only: not a declared key)
+//	P sizekB nr free resv surplus (one huge page size's pool)
+//	Q node sizekB nr free (a NUMA node's share of that pool)
 //	X module (its facts start)             Y line the module's snippet printed
 const gatherScript = `export LC_ALL=C
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
@@ -43,6 +45,18 @@ for n in /sys/devices/system/node/node[0-9]*; do
   [ -d "$n" ] || continue
   c=$(cat "$n/hugepages/hugepages-${hp}kB/nr_hugepages" 2>/dev/null) || c=
   printf 'N %s %s\n' "${n##*/node}" "$c"
+  for d in "$n"/hugepages/hugepages-*kB; do
+    [ -d "$d" ] || continue
+    s=${d##*/hugepages-}
+    printf 'Q %s %s %s %s\n' "${n##*/node}" "${s%kB}" "$(cat "$d/nr_hugepages" 2>/dev/null)" "$(cat "$d/free_hugepages" 2>/dev/null)"
+  done
+done
+for d in /sys/kernel/mm/hugepages/hugepages-*kB; do
+  [ -d "$d" ] || continue
+  s=${d##*/hugepages-}
+  printf 'P %s' "${s%kB}"
+  for v in nr_hugepages free_hugepages resv_hugepages surplus_hugepages; do printf ' %s' "$(cat "$d/$v" 2>/dev/null)"; done
+  echo
 done
 emit() {
   printf 'F %s\n' "$1"
@@ -94,6 +108,8 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 	nodes := map[int]int64{}
 	var files []SysctlFile
 	var cur *SysctlFile
+	var pools []HugePagePool
+	var nodePools []NodePool
 	sawMeminfo := false
 	minFreeKB := ""
 	for _, line := range strings.Split(string(out), "\n") {
@@ -139,6 +155,18 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 				}
 			}
 			nodes[int(node)] = n
+		case "P":
+			p, err := parsePoolLine(rest)
+			if err != nil {
+				return nil, err
+			}
+			pools = append(pools, p)
+		case "Q":
+			n, err := parseNodePoolLine(rest)
+			if err != nil {
+				return nil, err
+			}
+			nodePools = append(nodePools, n)
 		case "F":
 			files = append(files, SysctlFile{Path: rest})
 			cur = &files[len(files)-1]
@@ -186,6 +214,9 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 	}
 	if len(nodes) > 1 {
 		f.NodeHugePages = nodes
+	}
+	if err := f.setPools(pools, nodePools); err != nil {
+		return nil, err
 	}
 	f.SysctlFiles = SysctlSettings(OrderSysctlFiles(files), SysctlKeys(sets))
 	mods, err := parseSets(sets, setOut)

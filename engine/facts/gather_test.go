@@ -234,6 +234,7 @@ func TestGatherLocal(t *testing.T) {
 	if f.NUMANodes < 1 {
 		t.Errorf("NUMANodes %d", f.NUMANodes)
 	}
+	checkPoolsAgainstSysfs(t, f)
 	b, err := os.ReadFile("/proc/sys/vm/min_free_kbytes")
 	if err != nil {
 		t.Fatal(err)

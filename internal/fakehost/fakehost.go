@@ -64,6 +64,11 @@ type Host struct {
 	// Sysctl, which the host hands it locked) or an error. Unset, the
 	// value is kept as written.
 	OnSysctl func(sysctl map[string]string, key, value string) (string, error)
+	// OnSysfs, when set, models a sysfs write the host computes (files
+	// Generated answers reads of): handled says it took the write, err is
+	// the kernel's refusal. Not handled, the write goes to Sysfs (or
+	// Files). It runs with the host locked and is handed Sysfs.
+	OnSysfs func(sysfs map[string]string, p, value string) (handled bool, err error)
 	// Fail makes an operation fail with exit status 1: it is given the
 	// operation and its arguments (after sh -c SCRIPT NAME, or after the
 	// command's name) and returns the message, "" to let it run.
@@ -351,6 +356,15 @@ func (h *Host) setSysctl(cmd transport.Command, a []string) (transport.Result, e
 func (h *Host) writeSysfs(cmd transport.Command, a []string) (transport.Result, error) {
 	p, value := a[0], a[1]
 	h.Log = append(h.Log, "sysfs "+p+"="+value)
+	if h.OnSysfs != nil {
+		handled, err := h.OnSysfs(h.Sysfs, p, value)
+		if err != nil {
+			return fail(cmd, 1, err.Error())
+		}
+		if handled {
+			return ok("")
+		}
+	}
 	values := h.Sysfs
 	if _, found := values[p]; !found {
 		values = h.Files // a test may keep a sysfs file's content among the files

@@ -6,12 +6,12 @@ package hugepages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
-	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
 )
@@ -37,6 +37,15 @@ type Params struct {
 	// OnConflict says what to do about other sysctl files that would
 	// override SysctlFile at boot: fail or comment.
 	OnConflict expr.Value `yaml:"on_conflict"`
+	// PageSize is the huge page size to reserve ("2MiB", "1GiB", bytes);
+	// unset, the kernel's default (Hugepagesize). A size other than the
+	// default is set through sysfs and persisted by TmpfilesFile.
+	PageSize expr.Value `yaml:"page_size"`
+	// TmpfilesFile persists a pool of a non-default size (see pagesize.go).
+	TmpfilesFile expr.Value `yaml:"tmpfiles_file"`
+	// NUMA is kernel (leave the distribution over nodes to the kernel) or
+	// spread (every node gets an even share, a node falling short fails).
+	NUMA expr.Value `yaml:"numa"`
 }
 
 // Defaults, as expressions evaluated per host.
@@ -56,6 +65,8 @@ func DefaultParams() *Params {
 		MaxPool:      expr.MustParse(DefaultMaxPool),
 		SysctlFile:   expr.MustParse(DefaultSysctlFile),
 		OnConflict:   expr.MustParse(DefaultOnConflict),
+		TmpfilesFile: expr.MustParse(DefaultTmpfilesFile),
+		NUMA:         expr.MustParse(NUMAKernel),
 	}
 }
 
@@ -74,14 +85,23 @@ type State struct {
 	PageSize  int64
 	Pages     int64 // planned nr_hugepages
 	PrevPages int64 // nr_hugepages when checked
-	Live      bool  // vm.nr_hugepages must change
-	Files     *sysctlconf.Plan
+	Live      bool  // the pool (or a node's share) must change
+	// Files is the sysctl.d plan (default page size); Boot the tmpfiles.d
+	// file (any other size). One of them is nil.
+	Files *sysctlconf.Plan
+	Boot  *bootFile
+	Pool  livePool
+	// Nodes is each node's planned share under numa: spread (nil: the
+	// kernel distributes).
+	Nodes []nodeShare
 }
 
 // settings are the params evaluated for one host.
 type settings struct {
 	pool, maxPool, minAvailable int64
 	sysctlFile, onConflict      string
+	pageSize                    int64 // 0: the kernel's default
+	tmpfilesFile, numa          string
 }
 
 // Validate checks, without a host, every param that needs none: plain
@@ -140,6 +160,31 @@ func (prm *Params) eval(s *expr.Scope, static bool, memTotal int64) (settings, e
 			return out, s.Errorf(prm.OnConflict, "%v", err)
 		}
 	}
+	if prm.PageSize.IsSet() && !skip(prm.PageSize) {
+		v, err := s.String(prm.PageSize)
+		if err != nil {
+			return out, fmt.Errorf("page_size: %w", err)
+		}
+		if out.pageSize, err = parsePageSize(v); err != nil {
+			return out, s.Errorf(prm.PageSize, "%v", err)
+		}
+	}
+	if !skip(prm.TmpfilesFile) {
+		if out.tmpfilesFile, err = s.String(prm.TmpfilesFile); err != nil {
+			return out, fmt.Errorf("tmpfiles_file: %w", err)
+		}
+		if err := validTmpfilesFile(out.tmpfilesFile); err != nil {
+			return out, s.Errorf(prm.TmpfilesFile, "%v", err)
+		}
+	}
+	if !skip(prm.NUMA) {
+		if out.numa, err = s.String(prm.NUMA); err != nil {
+			return out, fmt.Errorf("numa: %w", err)
+		}
+		if err := validNUMA(out.numa); err != nil {
+			return out, s.Errorf(prm.NUMA, "%v", err)
+		}
+	}
 	return out, nil
 }
 
@@ -158,15 +203,18 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 		return nil, err
 	}
 	pool, floor, path, onConflict := set.pool, set.minAvailable, set.sysctlFile, set.onConflict
-	size := f.HugePageSize
-	if size <= 0 {
+	if f.HugePageSize <= 0 {
 		return nil, fmt.Errorf("no Hugepagesize in /proc/meminfo: the kernel has no huge page support")
 	}
-	curStr, ok := f.Sysctl[key]
-	if !ok {
-		return nil, fmt.Errorf("%s is not readable on the host (kernel without hugetlbfs?)", key)
+	size := f.HugePageSize
+	if set.pageSize > 0 {
+		if err := offered(f, set.pageSize); err != nil {
+			return nil, err
+		}
+		size = set.pageSize
 	}
-	cur, err := facts.ParseInt(key, curStr, 0, facts.MaxPages)
+	lp := poolFor(f, size)
+	cur, held, err := current(f, lp)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +224,17 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 		Module:  Name,
 		Outputs: map[string]any{"pool": pages * size, "pages": pages, "page_size": size},
 	}
-	st := &State{PageSize: size, Pages: pages, PrevPages: cur, Live: pages != cur}
+	st := &State{PageSize: size, Pages: pages, PrevPages: cur, Live: pages != cur, Pool: lp}
+	nodes := f.NodesOf(size)
+	if set.numa == NUMASpread && len(nodes) > 0 {
+		st.Nodes = evenShares(nodes, pages)
+		for _, n := range st.Nodes {
+			st.Live = st.Live || n.After != n.Before
+		}
+	}
 	if st.Live {
 		if !f.SysctlWritable {
-			if err := sysctlconf.Unwritable(f, key, p); err != nil {
+			if err := sysctlconf.Unwritable(f, lp.Target(), p); err != nil {
 				return nil, err
 			}
 		}
@@ -190,29 +245,47 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 				return nil, fmt.Errorf("preflight: growing the pool by %d pages (%s) leaves MemAvailable at %s, below min_available %s: %s missing",
 					pages-cur, sysctlconf.Bytes(grow), sysctlconf.Bytes(left), sysctlconf.Bytes(floor), sysctlconf.Bytes(floor-left))
 			}
-		} else {
+		} else if pages < cur && pages < held {
 			// Pages faulted in (Total-Free) plus pages promised to
 			// mappings not yet touched (Rsvd) cannot be given back.
-			held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
-			if pages < held {
-				return nil, fmt.Errorf("refusing to shrink the pool to %d pages: %d pages are in use or reserved (a running postmaster's shared memory sits on them); lower shared_buffers and restart PostgreSQL first",
-					pages, held)
-			}
+			return nil, fmt.Errorf("refusing to shrink the pool to %d pages: %d pages are in use or reserved (a running postmaster's shared memory sits on them); lower shared_buffers and restart PostgreSQL first",
+				pages, held)
 		}
-		p.Add(plan.Change{Kind: plan.KindSysctl, Target: key, Before: curStr, After: sysctlconf.Itoa(pages)})
+		if st.Nodes != nil {
+			if err := planSpread(p, st.Nodes, size); err != nil {
+				return nil, err
+			}
+		} else if pages != cur {
+			p.Add(plan.Change{Kind: lp.kind(), Target: lp.Target(), Before: sysctlconf.Itoa(cur), After: sysctlconf.Itoa(pages)})
+		}
 	}
-	files, err := sysctlconf.Check(ctx, t, p, sysctlconf.File{
-		Path:       path,
-		Module:     Name,
-		Settings:   []sysctlconf.Setting{{Key: key, Value: sysctlconf.Itoa(pages)}},
-		OnConflict: onConflict,
-	})
-	if err != nil {
-		return nil, err
+	if lp.Sysfs == "" {
+		files, err := sysctlconf.Check(ctx, t, p, sysctlconf.File{
+			Path:       path,
+			Module:     Name,
+			Settings:   []sysctlconf.Setting{{Key: key, Value: sysctlconf.Itoa(pages)}},
+			OnConflict: onConflict,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.Files = files
+	} else {
+		if st.Boot, err = checkBootFile(ctx, t, p, set.tmpfilesFile, lp, pages); err != nil {
+			return nil, err
+		}
+		if f.HugePagesTotal > 0 {
+			p.Note(fmt.Sprintf("%d huge pages of the default size (%s) stay reserved: page_size %s manages only its own pool",
+				f.HugePagesTotal, sizeName(f.HugePageSize), sizeName(size)))
+		}
 	}
-	st.Files = files
-	if f.NUMANodes > 1 {
+	if f.NUMANodes > 1 && size == f.HugePageSize {
 		p.Note(fmt.Sprintf("%d NUMA nodes, huge pages per node now: %s", f.NUMANodes, f.NodeList()))
+	}
+	if st.Nodes == nil {
+		if note := unevenNote(nodes, size); note != "" {
+			p.Note(note)
+		}
 	}
 	p.State = st
 	return p, nil
@@ -229,60 +302,128 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		return fmt.Errorf("hugepages: no plan state")
 	}
 	if st.Live {
-		if err := sysctlconf.RequireRoot(t.Facts, key); err != nil {
+		if err := sysctlconf.RequireRoot(t.Facts, st.Pool.Target()); err != nil {
 			return err
 		}
 	}
 	mark := t.Mark()
-	if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
+	if st.Files != nil {
+		if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
+			return err
+		}
+	}
+	if err := applyBootFile(ctx, t, st.Boot); err != nil {
 		return err
 	}
 	if !st.Live {
 		return nil
 	}
-	grow := st.Pages > st.PrevPages
+	grow := st.Pages > st.PrevPages || st.nodesGrow()
 	if grow {
 		if err := prepare(ctx, t, true); err != nil {
 			return m.backOut(ctx, t, st, mark, fmt.Errorf("prepare memory: %w", err))
 		}
 	}
-	got, err := setPool(ctx, t, st.Pages)
+	short, err := st.setLive(ctx, t)
 	if err != nil {
 		return m.backOut(ctx, t, st, mark, err)
 	}
-	if got < st.Pages && grow {
+	if short != "" && grow {
 		if t.Log != nil {
-			t.Log.Warn("huge page shortfall, compacting and retrying", "got", got, "want", st.Pages)
+			t.Log.Warn("huge page shortfall, compacting and retrying", "short", short)
 		}
 		if err := prepare(ctx, t, false); err != nil {
 			return m.backOut(ctx, t, st, mark, fmt.Errorf("compact memory: %w", err))
 		}
-		if got, err = setPool(ctx, t, st.Pages); err != nil {
+		if short, err = st.setLive(ctx, t); err != nil {
 			return m.backOut(ctx, t, st, mark, err)
 		}
 	}
-	if got != st.Pages {
-		return m.backOut(ctx, t, st, mark, fmt.Errorf("allocated %d of %d huge pages (%s of %s)",
-			got, st.Pages, sysctlconf.Bytes(got*st.PageSize), sysctlconf.Bytes(st.Pages*st.PageSize)))
+	if short != "" {
+		return m.backOut(ctx, t, st, mark, errors.New(short))
 	}
 	return nil
 }
 
-// backOut undoes what Apply recorded since mark (the pool, then the
-// files, newest first) and returns cause with what was restored.
+// nodesGrow says whether a node's share grows under numa: spread.
+func (st *State) nodesGrow() bool {
+	for _, n := range st.Nodes {
+		if n.After > n.Before {
+			return true
+		}
+	}
+	return false
+}
+
+// setLive sets the pool (or each node's share) and returns the shortfall
+// in words, "" when the kernel gave every page.
+func (st *State) setLive(ctx context.Context, t *engine.Target) (string, error) {
+	if st.Nodes != nil {
+		short, err := setNodes(ctx, t, st.Nodes)
+		if err != nil || len(short) == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("NUMA node shortfall: %s huge pages of %s", strings.Join(short, ", "), sizeName(st.PageSize)), nil
+	}
+	if err := st.Pool.set(ctx, t, st.Pages); err != nil {
+		return "", err
+	}
+	got, err := st.Pool.read(ctx, t)
+	if err != nil || got == st.Pages {
+		return "", err
+	}
+	return fmt.Sprintf("allocated %d of %d huge pages (%s of %s)",
+		got, st.Pages, sysctlconf.Bytes(got*st.PageSize), sysctlconf.Bytes(st.Pages*st.PageSize)), nil
+}
+
+// backAt checks that the pool (or each node's share) is back as checked.
+func (st *State) backAt(ctx context.Context, t *engine.Target) error {
+	if st.Nodes != nil {
+		back := make([]nodeShare, len(st.Nodes))
+		for i, s := range st.Nodes {
+			back[i] = nodeShare{Node: s.Node, Path: s.Path, After: s.Before}
+		}
+		short, err := shortNodes(ctx, t, back)
+		if err != nil {
+			return err
+		}
+		if len(short) > 0 {
+			return fmt.Errorf("nodes not back: %s", strings.Join(short, ", "))
+		}
+		return nil
+	}
+	got, err := st.Pool.read(ctx, t)
+	if err != nil {
+		return err
+	}
+	if got != st.PrevPages {
+		return fmt.Errorf("pool is at %d pages, not back at %d", got, st.PrevPages)
+	}
+	return nil
+}
+
+// persistPath is the file that keeps the pool across reboots.
+func (st *State) persistPath() string {
+	if st.Files != nil {
+		return st.Files.File.Path
+	}
+	return st.Boot.Path
+}
+
+// backOut undoes what Apply recorded since mark (the pool or the nodes'
+// shares, then the files, newest first), checks the pool is back, and
+// returns cause with what was restored.
 func (m *Module) backOut(ctx context.Context, t *engine.Target, st *State, mark engine.JournalMark, cause error) error {
 	var errs []string
 	if err := t.UndoSince(ctx, mark); err != nil {
 		errs = append(errs, err.Error())
-	} else if got, err := livePages(ctx, t); err != nil {
+	} else if err := st.backAt(ctx, t); err != nil {
 		errs = append(errs, err.Error())
-	} else if got != st.PrevPages {
-		errs = append(errs, fmt.Sprintf("pool is at %d pages, not back at %d", got, st.PrevPages))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; backing out also failed: %s", cause, strings.Join(errs, "; "))
 	}
-	return fmt.Errorf("%w; the pool is back at %d pages and %s is as it was", cause, st.PrevPages, st.Files.File.Path)
+	return fmt.Errorf("%w; the pool is back at %d pages and %s is as it was", cause, st.PrevPages, st.persistPath())
 }
 
 // prepareScript gives the kernel its best chance at contiguous 2 MB
@@ -339,15 +480,35 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 	if !ok {
 		return fmt.Errorf("hugepages: no plan state")
 	}
-	got, err := livePages(ctx, t)
+	got, err := st.Pool.read(ctx, t)
 	if err != nil {
 		return err
 	}
 	if got != st.Pages {
+		if st.Pool.Sysfs != "" {
+			return fmt.Errorf("%s is %d, planned %d", st.Pool.Sysfs, got, st.Pages)
+		}
 		return fmt.Errorf("HugePages_Total is %d (without surplus), planned %d", got, st.Pages)
 	}
-	if err := sysctlconf.VerifyOwn(ctx, t, st.Files); err != nil {
+	if st.Nodes != nil {
+		short, err := shortNodes(ctx, t, st.Nodes)
+		if err != nil {
+			return err
+		}
+		if len(short) > 0 {
+			return fmt.Errorf("NUMA node shortfall: %s huge pages of %s", strings.Join(short, ", "), sizeName(st.PageSize))
+		}
+	}
+	if st.Files != nil {
+		if err := sysctlconf.VerifyOwn(ctx, t, st.Files); err != nil {
+			return err
+		}
+	}
+	if err := verifyBootFile(ctx, t, st.Boot); err != nil {
 		return err
+	}
+	if st.Pool.Sysfs != "" {
+		return nil // nodeScript lists the default size
 	}
 	res, err := t.Run(ctx, "sh", "-c", nodeScript, "sh")
 	if err != nil {

@@ -1,6 +1,8 @@
 package hugepages
 
 import (
+	"regexp"
+
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/modules/internal/sysctlconf"
@@ -19,13 +21,20 @@ func (*Module) FactSet() facts.Set {
 }
 
 // Manages says what rollback may put back for this module: the pool's
-// kernel value and sysctl configuration files.
+// kernel values (vm.nr_hugepages, any size's and any node's sysfs
+// nr_hugepages), sysctl configuration files and tmpfiles.d files.
 func (*Module) Manages(_ *engine.Target, kind, target string) bool {
 	switch kind {
 	case "sysctl":
 		return target == key
+	case "sysfs":
+		return poolSysfsPath.MatchString(target)
 	case "file":
-		return sysctlconf.ManagedFile(target)
+		return sysctlconf.ManagedFile(target) || managedTmpfilesFile(target)
 	}
 	return false
 }
+
+// poolSysfsPath matches the nr_hugepages of a page size, globally or on
+// one NUMA node.
+var poolSysfsPath = regexp.MustCompile(`^/sys/(kernel/mm|devices/system/node/node[0-9]+)/hugepages/hugepages-[0-9]+kB/nr_hugepages$`)

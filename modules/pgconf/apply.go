@@ -182,7 +182,7 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		return err
 	}
 	fs := newConfFS()
-	want := map[string][]byte{st.Dropin: dropinContent(st.SharedBuffers)}
+	want := map[string][]byte{st.Dropin: dropinFor(st.SharedBuffers, st.hugePageSize())}
 	for _, f := range st.Files {
 		want[f.Path] = f.After
 	}
@@ -222,9 +222,9 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 	if err != nil {
 		return err
 	}
-	before, differs := describeLive(live)
+	before, differs := describeLiveFor(live, st.hugePageSize())
 	if differs(st.SharedBuffers) {
-		return fmt.Errorf("the server runs with %s, not shared_buffers=%s huge_pages=on huge_page_size=0", before, formatSize(st.SharedBuffers))
+		return fmt.Errorf("the server runs with %s, not shared_buffers=%s huge_pages=on huge_page_size=%s", before, formatSize(st.SharedBuffers), st.hugePageSize())
 	}
 	if pg.HugetlbPages <= 0 {
 		return fmt.Errorf("postmaster pid %d maps no huge pages (HugetlbPages 0 kB in /proc/%d/status)", pg.PID, pg.PID)

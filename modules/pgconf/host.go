@@ -283,6 +283,9 @@ printf '%s\n' "$s"
 type scratch struct {
 	Dir    string
 	Config string // its postgresql.conf
+	// HugePageSize is the huge_page_size probes size the segment in ("0"
+	// or empty: the kernel's default).
+	HugePageSize string
 }
 
 // scratchPath is where a configuration file of the host lives inside the
@@ -439,8 +442,8 @@ func removeScratch(t *engine.Target, pg *facts.Postgres, s *scratch) {
 // asked, so each needs its own run. An empty shared_buffers asks what the
 // files say; a value probes the segment with that size. Output: R name value.
 const probeScript = `export LC_ALL=C
-owner=$1 pg=$2 s=$3 conf=$4
-shift 4
+owner=$1 pg=$2 s=$3 conf=$4 hps=$5
+shift 5
 ` + asOwnerFn + `cd /
 err=$(mktemp)
 trap 'rm -f -- "$err"' EXIT
@@ -448,7 +451,7 @@ while [ $# -ge 2 ]; do
   n=$1 sb=$2
   shift 2
   if [ -n "$sb" ]; then
-    v=$(as_owner "$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -c huge_page_size=0 -c "shared_buffers=$sb" -C "$n" 2>"$err") || { cat -- "$err" >&2; exit 1; }
+    v=$(as_owner "$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -c "huge_page_size=$hps" -c "shared_buffers=$sb" -C "$n" 2>"$err") || { cat -- "$err" >&2; exit 1; }
   else
     v=$(as_owner "$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -C "$n" 2>"$err") || { cat -- "$err" >&2; exit 1; }
   fi
@@ -463,7 +466,11 @@ type query struct {
 
 // probe runs the queries in one round trip and returns name → value.
 func probe(ctx context.Context, t *engine.Target, pg *facts.Postgres, s *scratch, qs ...query) ([]string, error) {
-	args := []string{"sh", "-c", probeScript, "sh", pg.Owner, path.Join(pg.BinDir, "postgres"), s.Dir, s.Config}
+	hps := s.HugePageSize
+	if hps == "" {
+		hps = "0"
+	}
+	args := []string{"sh", "-c", probeScript, "sh", pg.Owner, path.Join(pg.BinDir, "postgres"), s.Dir, s.Config, hps}
 	for _, q := range qs {
 		sb := ""
 		if q.SharedBuffers > 0 {

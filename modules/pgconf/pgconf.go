@@ -106,7 +106,9 @@ type State struct {
 	OnOverride string
 	Restart    bool // a restart is planned
 	Pending    bool // a restart is needed but policy says not now
-	// Desired values.
+	// Desired values. HugePageSize is the huge_page_size setting: "0"
+	// (the kernel's default) or the hugepages module's page_size in kB.
+	HugePageSize  string
 	SharedBuffers int64
 	SegmentMB     int64
 	SegmentPages  int64
@@ -244,6 +246,13 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if hp <= 0 {
 		return nil, fmt.Errorf("the kernel reports no huge page size (Hugepagesize in /proc/meminfo)")
 	}
+	// The segment goes on the pages the hugepages module reserves: a size
+	// other than the default is named in huge_page_size, and PostgreSQL
+	// sizes shared_memory_size_in_huge_pages in it.
+	hps := "0"
+	if n, ok := t.Int64Output("hugepages", "page_size"); ok && n > 0 && n != hp {
+		hp, hps = n, fmt.Sprintf("%dkB", n>>10)
+	}
 	if s.pool < hp {
 		return nil, fmt.Errorf("no huge page pool to size shared_buffers against (pool %d bytes): reserve huge pages first (hugepages module) or set pool", s.pool)
 	}
@@ -252,6 +261,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	}
 
 	c := newCheckRun(pg, s)
+	c.hp, c.hps = hp, hps
 	// A Patroni-managed member is left alone before anything is read.
 	if rp := patroniRefusal(pg, t.Facts.Topology, c.dropin); rp != nil {
 		return rp, nil
@@ -292,6 +302,10 @@ type checkRun struct {
 	pw          *walk     // the planned configuration, walked
 	includeLine string    // appended to the main file ("" when not needed)
 	overrides   []override
+	// hp is the size of the pages the segment goes on; hps the
+	// huge_page_size naming it ("0": the kernel's default).
+	hp  int64
+	hps string
 }
 
 func newCheckRun(pg *facts.Postgres, s settings) *checkRun {
@@ -342,7 +356,7 @@ func (c *checkRun) readConfiguration(ctx context.Context, t *engine.Target) erro
 func (c *checkRun) renderDropin(ctx context.Context, t *engine.Target) error {
 	pg, dropin := c.pg, c.dropin
 	planned := c.fs.clone()
-	planned.put(dropin, dropinContent(placeholder))
+	planned.put(dropin, dropinFor(placeholder, c.hps))
 	pw, err := walkConfig(planned, pg.ConfigFile, c.autoConf)
 	if err != nil {
 		return err
@@ -364,7 +378,7 @@ func (c *checkRun) renderDropin(ctx context.Context, t *engine.Target) error {
 					planned.Files[k[2:]] = c.fs.Files[k[2:]]
 				}
 			}
-			planned.put(dropin, dropinContent(placeholder))
+			planned.put(dropin, dropinFor(placeholder, c.hps))
 			if pw, err = walkConfig(planned, pg.ConfigFile, c.autoConf); err != nil {
 				return err
 			}
@@ -414,6 +428,7 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 		return sizing{}, err
 	}
 	defer removeScratch(t, pg, sc)
+	sc.HugePageSize = c.hps
 	first, err := probe(ctx, t, pg, sc,
 		query{Name: "shared_memory_size", SharedBuffers: roundDown(s.pool, hp)},
 		query{Name: "block_size"},
@@ -458,7 +473,7 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 		case "huge_pages":
 			same = sameSetting(name, got[name], "on")
 		case "huge_page_size":
-			same = sameSetting(name, got[name], "0")
+			same = sameSetting(name, got[name], c.hps)
 		}
 		if same || overridden(c.overrides, name, s.onOverride) {
 			continue
@@ -474,7 +489,7 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 // restart to take the values.
 func (c *checkRun) plan(ctx context.Context, t *engine.Target, p *plan.ModulePlan, fit sizing) error {
 	pg, s, dropin := c.pg, c.s, c.dropin
-	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: c.overrides,
+	st := &State{PG: pg, Dropin: dropin, OnOverride: s.onOverride, Overrides: c.overrides, HugePageSize: c.hps,
 		SharedBuffers: fit.SharedBuffers, SegmentMB: fit.SegmentMB, SegmentPages: fit.SegmentPages}
 	p.State = st
 	p.Outputs = map[string]any{
@@ -482,7 +497,7 @@ func (c *checkRun) plan(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		"segment":        fit.SegmentMB * mib,
 		"segment_pages":  fit.SegmentPages,
 	}
-	c.planned.put(dropin, dropinContent(fit.SharedBuffers))
+	c.planned.put(dropin, dropinFor(fit.SharedBuffers, c.hps))
 	for _, o := range c.overrides {
 		if s.onOverride == "fail" || !o.Fixable {
 			p.Add(plan.Change{Kind: plan.KindAction, Target: o.Entry.where(),
@@ -533,7 +548,7 @@ func (c *checkRun) planFiles(p *plan.ModulePlan, st *State) {
 // room for the new segment.
 func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.ModulePlan, st *State, fit sizing) error {
 	pg, s := c.pg, c.s
-	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=0", formatSize(fit.SharedBuffers))
+	after := fmt.Sprintf("shared_buffers=%s huge_pages=on huge_page_size=%s", formatSize(fit.SharedBuffers), c.hps)
 	var live map[string]string
 	if pg.Running {
 		var err error
@@ -541,14 +556,14 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 			return err
 		}
 	}
-	if err := roomForShare(t.Facts, pg, live, s.pool, s.whole, fit.SegmentPages); err != nil {
+	if err := roomForShare(t.Facts, pg, live, s.pool, s.whole, fit.SegmentPages, c.hp); err != nil {
 		return err
 	}
 	if err := primaryPolicy(t.Facts.Topology, &s, p); err != nil {
 		return err
 	}
 	if pg.Running {
-		before, differs := describeLive(live)
+		before, differs := describeLiveFor(live, c.hps)
 		if differs(fit.SharedBuffers) || oom.NeedsRestart(t) {
 			after = withOOMShield(t, after) // oomshield.go
 			if s.restart {
@@ -571,8 +586,16 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 }
 
 // describeLive renders the running values and returns a test for whether
-// they differ from the desired shared_buffers with huge_pages on.
+// they differ from the desired shared_buffers with huge_pages on and the
+// default huge page size.
 func describeLive(live map[string]string) (string, func(int64) bool) {
+	return describeLiveFor(live, "0")
+}
+
+// describeLiveFor is describeLive for the huge_page_size setting hps.
+func describeLiveFor(live map[string]string, want string) (string, func(int64) bool) {
+	wantKB, _ := parseSize(want, 1024)
+	wantKB /= 1024
 	// Out of range reads as 0 (unknown), as an unparsable value did: the
 	// product below must not wrap around.
 	block, _ := facts.ParseInt("block_size", live["block_size"], 1, maxBlockSize)
@@ -580,8 +603,8 @@ func describeLive(live map[string]string) (string, func(int64) bool) {
 	sb := nb * block
 	hps, _ := facts.ParseInt("huge_page_size", live["huge_page_size"], 0, facts.MaxHugePageSize>>10)
 	before := fmt.Sprintf("shared_buffers=%s huge_pages=%s huge_page_size=%s", formatSize(sb), live["huge_pages"], formatSize(hps*1024))
-	return before, func(want int64) bool {
-		return sb != want || hugePagesValue(live["huge_pages"]) != "on" || hps != 0
+	return before, func(wantSB int64) bool {
+		return sb != wantSB || hugePagesValue(live["huge_pages"]) != "on" || hps != wantKB
 	}
 }
 
@@ -697,16 +720,19 @@ func splitOpts(s string) []string {
 	return out
 }
 
-// dropinContent is the whole drop-in file.
-func dropinContent(sharedBuffers int64) []byte {
+// dropinContent is the whole drop-in file for the default huge page size.
+func dropinContent(sharedBuffers int64) []byte { return dropinFor(sharedBuffers, "0") }
+
+// dropinFor is the whole drop-in file with huge_page_size = hps.
+func dropinFor(sharedBuffers int64, hps string) []byte {
 	return []byte(fmt.Sprintf(`# Managed by pgtune (pgconf); rewritten whole on every apply.
 # shared_buffers is sized so the whole shared memory segment fits the
 # reserved huge page pool; huge_pages = 'on' makes the server refuse to
 # start rather than silently run without huge pages.
 huge_pages = 'on'
-huge_page_size = 0
+huge_page_size = %s
 shared_buffers = %dkB
-`, sharedBuffers/1024))
+`, hps, sharedBuffers/1024))
 }
 
 // includeDirective is the line that makes postgresql.conf read the
@@ -749,11 +775,30 @@ func newFileMode(mainMode string) string {
 // held when this server restarts, and with huge_pages = 'on' it would then
 // refuse to start. Pages this server holds itself are freed by its restart.
 func roomInPool(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages int64) error {
-	hp := f.HugePageSize
+	return roomInPoolOf(f, pg, live, pool, segmentPages, f.HugePageSize)
+}
+
+// runsOnSize says whether the running server's segment sits on pages of
+// size hp (its huge_page_size, 0 meaning the default): only then do its
+// restart's freed pages count toward that pool.
+func runsOnSize(f *facts.Facts, live map[string]string, hp int64) bool {
+	kb, err := facts.ParseInt("huge_page_size", live["huge_page_size"], 0, facts.MaxHugePageSize>>10)
+	if err != nil || kb == 0 {
+		return hp == f.HugePageSize
+	}
+	return kb<<10 == hp
+}
+
+// roomInPoolOf is roomInPool for the pool of page size hp.
+func roomInPoolOf(f *facts.Facts, pg *facts.Postgres, live map[string]string, pool, segmentPages, hp int64) error {
 	// Mapped pages plus pages promised to mappings not yet touched.
 	held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
+	if hp != f.HugePageSize {
+		p, _ := f.Pool(hp)
+		held = p.Pages + p.Surplus - p.Free + p.Resv
+	}
 	ours := int64(0)
-	if pg.Running && pg.HugetlbPages > 0 {
+	if pg.Running && pg.HugetlbPages > 0 && runsOnSize(f, live, hp) {
 		if n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 1, facts.MaxPages); err == nil {
 			ours = n
 		} else {

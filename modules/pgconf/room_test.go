@@ -63,7 +63,7 @@ func TestRoomForShare(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &facts.Facts{HugePageSize: hp, HugePagesTotal: tt.total, HugePagesFree: tt.free}
-			err := roomForShare(f, &facts.Postgres{}, nil, tt.share, tt.whole, tt.segmnt)
+			err := roomForShare(f, &facts.Postgres{}, nil, tt.share, tt.whole, tt.segmnt, f.HugePageSize)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)

@@ -11,14 +11,14 @@ import (
 // below the whole pool gives this cluster that share, and the segment must
 // fit both the share and what of the whole pool other processes (the
 // other clusters included) do not hold. With no smaller share it is
-// roomInPool against the pool given.
-func roomForShare(f *facts.Facts, pg *facts.Postgres, live map[string]string, share, whole, segmentPages int64) error {
-	hp := f.HugePageSize
+// roomInPoolOf against the pool given. hp is the size of the pages the
+// segment goes on (hugepages' page_size).
+func roomForShare(f *facts.Facts, pg *facts.Postgres, live map[string]string, share, whole, segmentPages, hp int64) error {
 	if whole <= share || hp <= 0 {
-		return roomInPool(f, pg, live, share, segmentPages)
+		return roomInPoolOf(f, pg, live, share, segmentPages, hp)
 	}
 	if segmentPages > share/hp {
 		return fmt.Errorf("the shared memory segment needs %d huge pages but this cluster's share (pool) is %d pages", segmentPages, share/hp)
 	}
-	return roomInPool(f, pg, live, whole, segmentPages)
+	return roomInPoolOf(f, pg, live, whole, segmentPages, hp)
 }

@@ -99,3 +99,12 @@ func roundDown(n, m int64) int64 {
 }
 
 func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
+
+// hugePageSize is the planned huge_page_size setting ("0" for plans made
+// before the setting was recorded).
+func (st *State) hugePageSize() string {
+	if st.HugePageSize == "" {
+		return "0"
+	}
+	return st.HugePageSize
+}

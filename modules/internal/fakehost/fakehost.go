@@ -55,6 +55,13 @@ type Host struct {
 
 	// Committers is the output of the committers script.
 	Committers string
+
+	// ExtraSizesKB are huge page sizes offered besides HugePageKB (e.g.
+	// 1048576); NodeMax caps what a node's nr_hugepages write can give
+	// (nil: no cap). See pools.go.
+	ExtraSizesKB []int64
+	NodeMax      func(node int) int64
+	pools        map[int64]*pool
 }
 
 // New returns a 16 GiB single-node host with 2 MiB huge pages, no pool,
@@ -77,11 +84,12 @@ func New() *Host {
 	h.OnSysctl = h.setSysctl
 	h.StateDir = StateDir
 	h.Generated = func(p string) (string, bool) {
-		if p != "/proc/meminfo" {
-			return "", false
+		if p == "/proc/meminfo" {
+			return h.Meminfo(), true
 		}
-		return h.Meminfo(), true
+		return h.readSysfs(p) // huge page pools, per size and node
 	}
+	h.OnSysfs = h.writeSysfs
 	h.Other = h.runScript
 	return h
 }
@@ -171,6 +179,7 @@ func (h *Host) Facts() *facts.Facts {
 			f.NodeHugePages[i] = h.pages() / int64(h.Nodes)
 		}
 	}
+	h.addPools(f)
 	return f
 }
 
@@ -217,6 +226,8 @@ func (h *Host) setSysctl(sysctl map[string]string, key, value string) (string, e
 			n = min(n, max(h.MaxPages(h.Compactions), h.pages()))
 		}
 		value = strconv.FormatInt(n, 10)
+		sysctl[key] = value
+		h.syncDefaultPool() // the nodes' shares follow the pool
 	case "vm.overcommit_kbytes":
 		sysctl["vm.overcommit_ratio"] = "0"
 	case "vm.overcommit_ratio":

@@ -3,7 +3,10 @@
 // when reality has moved since it was shown.
 package plan
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Kind says what a change touches.
 type Kind string
@@ -110,4 +113,18 @@ func ActionOf(c Change) Action {
 		}
 	}
 	return Update
+}
+
+// StateOf returns p's module-private state as a *T: nil when p carries
+// none (nothing to do), an error when it holds something else (a plan
+// made by another module or version).
+func StateOf[T any](p *ModulePlan) (*T, error) {
+	if p == nil || p.State == nil {
+		return nil, nil
+	}
+	st, ok := p.State.(*T)
+	if !ok {
+		return nil, fmt.Errorf("%s: plan state: got %T", p.Module, p.State)
+	}
+	return st, nil
 }

@@ -5,6 +5,7 @@
 package hugepages
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -297,9 +298,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 // compaction, and otherwise the pool and the files go back to where they
 // were and the module fails with the numbers.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return fmt.Errorf("hugepages: no plan state")
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return cmp.Or(err, errors.New("hugepages: no plan state"))
 	}
 	if st.Live {
 		if err := sysctlconf.RequireRoot(t.Facts, st.Pool.Target()); err != nil {
@@ -476,9 +477,9 @@ done
 // Verify reads the pool back from the kernel and the file from disk, and
 // reports pages per NUMA node when there is more than one.
 func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return fmt.Errorf("hugepages: no plan state")
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return cmp.Or(err, errors.New("hugepages: no plan state"))
 	}
 	got, err := st.Pool.read(ctx, t)
 	if err != nil {

@@ -14,23 +14,12 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-func state(p *plan.ModulePlan) (*State, error) {
-	if p == nil || p.State == nil {
-		return nil, nil
-	}
-	st, ok := p.State.(*State)
-	if !ok {
-		return nil, fmt.Errorf("plan state: got %T", p.State)
-	}
-	return st, nil
-}
-
 // Apply writes the drop-in (journaled, root's, 0644) and reloads systemd,
 // and sets the running postmaster's oom_score_adj where that is safe
 // (journaled: rollback puts the value back on the same process). A
 // shield that needs a restart is left to pgconf's restart.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, err := state(p)
+	st, err := plan.StateOf[State](p)
 	if err != nil || st == nil {
 		return err
 	}
@@ -119,7 +108,7 @@ func writeAdj(ctx context.Context, t *engine.Target, pid int, start int64, v int
 // postmaster's and its children's oom_score_adj unless a restart is still
 // to come (pgconf verifies the shield after it restarts).
 func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, err := state(p)
+	st, err := plan.StateOf[State](p)
 	if err != nil || st == nil {
 		return err
 	}

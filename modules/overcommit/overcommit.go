@@ -11,7 +11,9 @@
 package overcommit
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -331,9 +333,9 @@ func formatCommitters(cs []committer, n int) string {
 // Apply writes the file, then sets exactly the planned keys, kbytes before
 // overcommit_memory.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return fmt.Errorf("overcommit: no plan state")
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return cmp.Or(err, errors.New("overcommit: no plan state"))
 	}
 	if st.Unprotective != nil {
 		return unprotectiveError(*st.Unprotective)
@@ -363,9 +365,9 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 // is what the kernel computes from them: overcommit_kbytes rounded down to
 // whole pages plus SwapTotal.
 func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return fmt.Errorf("overcommit: no plan state")
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return cmp.Or(err, errors.New("overcommit: no plan state"))
 	}
 	for k, want := range map[string]string{keyKbytes: sysctlconf.Itoa(st.Kbytes), keyMemory: strict} {
 		got, err := t.ReadSysctl(ctx, k)

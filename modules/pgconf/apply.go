@@ -14,23 +14,12 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
-func state(p *plan.ModulePlan) (*State, error) {
-	if p == nil || p.State == nil {
-		return nil, nil
-	}
-	st, ok := p.State.(*State)
-	if !ok {
-		return nil, fmt.Errorf("plan state: got %T", p.State)
-	}
-	return st, nil
-}
-
 // Apply writes the planned files (journaled, with backups, atomically) and
 // restarts the server when planned. If the server does not come back, the
 // previous files are put back and the server started on them; the error
 // then quotes the server's FATAL line.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, err := state(p)
+	st, err := plan.StateOf[State](p)
 	if err != nil || st == nil {
 		return err
 	}
@@ -177,7 +166,7 @@ func runID(t *engine.Target) string {
 // pending by policy), that the postmaster took the values and maps its
 // segment on huge pages.
 func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, err := state(p)
+	st, err := plan.StateOf[State](p)
 	if err != nil || st == nil {
 		return err
 	}

@@ -257,9 +257,9 @@ func dirRank(dir string) int {
 
 // Apply writes the boot file, then sets the live modes.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return nil // nothing to do: no transparent huge pages
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return err // nil state: nothing to do, no transparent huge pages
 	}
 	if len(st.Live) > 0 {
 		f, err := hostFacts(t)
@@ -286,9 +286,9 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 // Verify reads both modes back from the kernel and the boot file from
 // disk.
 func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
-	st, ok := p.State.(*State)
-	if !ok {
-		return nil
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil {
+		return err
 	}
 	for _, s := range st.Want {
 		got, err := t.ReadSysfs(ctx, s.path)

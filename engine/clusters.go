@@ -44,7 +44,7 @@ func (s *Session) members() []topology.Member {
 	for _, hr := range s.hosts {
 		m := topology.Member{Host: hr.host.Name}
 		if hr.facts != nil {
-			m.Topo = hr.facts.Topology
+			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 		}
 		out = append(out, m)
 	}
@@ -223,7 +223,7 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 	for _, h := range hosts {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
-			m.Topo = h.Facts.Topology
+			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
 		}
 		members = append(members, m)
 	}
@@ -236,4 +236,14 @@ func Clusters(hosts []HostFacts) []*topology.Cluster {
 		return cs
 	}
 	return []*topology.Cluster{}
+}
+
+// serverOf names the server a host's facts describe (machine, data
+// directory, port): two inventory names that reach the same server are
+// one member of its cluster, not two.
+func serverOf(f *facts.Facts) string {
+	if f == nil || f.Postgres == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%s:%d", f.Hostname, f.Postgres.DataDir, f.Postgres.Port)
 }

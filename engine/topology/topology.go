@@ -17,6 +17,10 @@ import (
 type Member struct {
 	Host string
 	Topo *facts.Topology
+	// Server names the server the host reaches (machine, data directory,
+	// port; "" when unknown): a second host reaching the same server is
+	// the same member under another name, not another member.
+	Server string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -90,9 +94,19 @@ func Group(members []Member) *Layout {
 	l := &Layout{of: map[string]*Cluster{}}
 	byID := map[string]*Cluster{}
 	byIDTopos := map[string][]Member{}
+	seen := map[string]bool{}
 	for _, m := range members {
 		if m.Topo == nil || m.Topo.SystemID == "" {
 			continue
+		}
+		if m.Server != "" {
+			// Another name for a server already grouped: it is left out
+			// of the cluster (and of its order) rather than counted as a
+			// second primary.
+			if seen[m.Topo.SystemID+"|"+m.Server] {
+				continue
+			}
+			seen[m.Topo.SystemID+"|"+m.Server] = true
 		}
 		c := byID[m.Topo.SystemID]
 		if c == nil {

@@ -62,12 +62,13 @@ func TestGroupOutside(t *testing.T) {
 		members []Member
 		want    string
 	}{
-		{"a standby left out", []Member{{"p", primary("1", 2)}, {"s1", standby("1")}}, "cluster 1: primary p, standbys s1; outside this run: 1 standby(s) the primary streams to"},
-		{"the primary left out", []Member{{"s1", standby("1")}, {"s2", standby("1")}}, "cluster 1: primary not in this run, standbys s1, s2; outside this run: the primary (upstream 10.0.0.1:5432)"},
-		{"two primaries", []Member{{"p", primary("1", 0)}, {"q", primary("1", 0)}}, "cluster 1: primary p, standbys q; outside this run: 2 servers of this cluster say they are primary"},
-		{"Patroni names who is missing", []Member{{"h1", patroni("primary", "n1")}, {"h2", patroni("standby", "n2")}},
+		{"a standby left out", []Member{{Host: "p", Topo: primary("1", 2)}, {Host: "s1", Topo: standby("1")}}, "cluster 1: primary p, standbys s1; outside this run: 1 standby(s) the primary streams to"},
+		{"the primary left out", []Member{{Host: "s1", Topo: standby("1")}, {Host: "s2", Topo: standby("1")}}, "cluster 1: primary not in this run, standbys s1, s2; outside this run: the primary (upstream 10.0.0.1:5432)"},
+		{"one server under two names", []Member{{Host: "p", Topo: primary("1", 0), Server: "m:/d:5432"}, {Host: "q", Topo: primary("1", 0), Server: "m:/d:5432"}}, "cluster 1: primary p"},
+		{"two primaries", []Member{{Host: "p", Topo: primary("1", 0)}, {Host: "q", Topo: primary("1", 0)}}, "cluster 1: primary p, standbys q; outside this run: 2 servers of this cluster say they are primary"},
+		{"Patroni names who is missing", []Member{{Host: "h1", Topo: patroni("primary", "n1")}, {Host: "h2", Topo: patroni("standby", "n2")}},
 			`cluster 9 (Patroni scope "demo"): primary h1, standbys h2; outside this run: Patroni member "n3" (replica)`},
-		{"all in", []Member{{"p", primary("1", 1)}, {"s1", standby("1")}}, "cluster 1: primary p, standbys s1"},
+		{"all in", []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: standby("1")}}, "cluster 1: primary p, standbys s1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := Group(tc.members)

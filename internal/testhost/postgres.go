@@ -68,29 +68,7 @@ func Postgres(t testing.TB, opts ...PGOption) *Cluster {
 
 	// t.TempDir lives under a 0700 root-only directory that postgres cannot
 	// traverse, so make our own world-traversable root under /tmp.
-	root, err := os.MkdirTemp("/tmp", "pgtune-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Cluster{
-		Root:      root,
-		DataDir:   filepath.Join(root, "data"),
-		BinDir:    o.binDir,
-		SocketDir: filepath.Join(root, "sock"),
-		LogFile:   filepath.Join(root, "server.log"),
-		Owner:     "postgres",
-	}
-	t.Cleanup(func() {
-		c.stopForCleanup(t)
-		_ = os.RemoveAll(root)
-	})
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(c.SocketDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	chown(t, c.Owner, root, c.SocketDir)
+	c := emptyCluster(t, o.binDir)
 
 	c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
 		"--locale=C", "--no-sync", "--no-instructions")

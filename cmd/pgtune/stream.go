@@ -82,6 +82,20 @@ func (lv *live) hostDone(_ string, h report.Host) {
 	lv.draw()
 }
 
+// block counts one host done and writes its block with write, the
+// progress line erased around it (facts, whose blocks are not a report's).
+func (lv *live) block(failed bool, write func()) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.done++
+	if failed {
+		lv.failed++
+	}
+	lv.clear()
+	write()
+	lv.draw()
+}
+
 // finish stops the progress line and prints, in report order, the hosts
 // whose result did not come through the hook (a rollback's plan).
 func (lv *live) finish(r *report.Report) {

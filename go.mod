@@ -7,7 +7,6 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/gliderlabs/ssh v0.3.8
 	github.com/hashicorp/hcl/v2 v2.25.0
-	github.com/kevinburke/ssh_config v1.6.0
 	github.com/melbahja/goph v1.5.2
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/skeema/knownhosts v1.3.3

@@ -14,7 +14,7 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 	}
 	c := h.Conn
 	if c.Connection == "local" {
-		return transport.NewLocal(), nil
+		return transport.NewLocalBecome(c.BecomePassword), nil
 	}
 	addr := c.Address
 	if addr == h.Name {

@@ -17,12 +17,18 @@ type HostFacts struct {
 
 // Facts gathers facts from every host, Forks at a time.
 func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts {
+	return r.FactsEach(ctx, hosts, nil)
+}
+
+// FactsEach is Facts that also hands each host's facts to done (when not
+// nil) as soon as that host is finished, from the host's goroutine.
+func (r *Runner) FactsEach(ctx context.Context, hosts []*inventory.Host, done func(HostFacts)) []HostFacts {
 	s := &Session{runner: r}
 	for _, h := range hosts {
 		s.hosts = append(s.hosts, &hostRun{host: h, secrets: hostSecrets(h)})
 	}
 	defer s.Close()
-	s.each(ctx, func(ctx context.Context, hr *hostRun) {
+	s.eachFacts(ctx, func(ctx context.Context, hr *hostRun) {
 		tr, err := r.Dial(ctx, hr.host)
 		if err != nil {
 			hr.unreachable = true
@@ -34,15 +40,32 @@ func (r *Runner) Facts(ctx context.Context, hosts []*inventory.Host) []HostFacts
 		// Done with this host: free its sshd session now, not at the end.
 		_ = tr.Close()
 		hr.tr = nil
-	})
+	}, done)
 	out := make([]HostFacts, len(s.hosts))
 	for i, hr := range s.hosts {
-		// Sensitive vars are masked here as in every report.
-		out[i] = HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable}
-		if hr.err != nil {
-			msg := redact(hr.err.Error(), hr.secrets)
-			out[i].Error = &msg
+		out[i] = hostFacts(hr)
+	}
+	return out
+}
+
+// eachFacts runs gather on every host and tells done each host's result
+// once it is known, a dial failure included.
+func (s *Session) eachFacts(ctx context.Context, gather func(context.Context, *hostRun), done func(HostFacts)) {
+	s.each(ctx, func(ctx context.Context, hr *hostRun) {
+		s.runHost(ctx, hr, gather) // a panic becomes the host's error before done sees it
+		if done != nil {
+			done(hostFacts(hr))
 		}
+	})
+}
+
+// hostFacts is a host's facts as shown: sensitive vars masked here as in
+// every report.
+func hostFacts(hr *hostRun) HostFacts {
+	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable}
+	if hr.err != nil {
+		msg := redact(hr.err.Error(), hr.secrets)
+		out.Error = &msg
 	}
 	return out
 }

@@ -33,6 +33,7 @@ Usage:
   pgtune explain  [-i INVENTORY] [--limit PATTERN] [PLAYBOOK]
   pgtune validate [-i INVENTORY] [PLAYBOOK]
   pgtune inventory list [-i INVENTORY] [--host HOST] [--format text|json]
+  pgtune report merge [--format json|text|junit] FILE...
   pgtune version
   pgtune completion bash|zsh|fish
 
@@ -100,7 +101,7 @@ func (a *App) rootCommand(code *int) *cobra.Command {
 	for _, spec := range a.commandSpecs() {
 		root.AddCommand(a.planningCommand(spec, code))
 	}
-	root.AddCommand(a.inventoryCommand(code), a.versionCommand())
+	root.AddCommand(a.inventoryCommand(code), a.reportCommand(code), a.versionCommand())
 	return root
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/internal/termsafe"
 )
 
@@ -20,7 +21,19 @@ func (a *App) runFacts(o *options) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	hosts := a.runner(o, mods).Facts(ctx, l.hosts)
+	r := a.runner(o, mods)
+	lv := a.newLive(o, "facts", report.ModeCheck, nil)
+	lv.attach(a, o, r, len(l.hosts))
+	var streamed func(engine.HostFacts)
+	if o.format != "json" {
+		// Each host's facts as soon as it is done; the clusters, which
+		// need every host, at the end.
+		streamed = func(h engine.HostFacts) {
+			lv.block(h.Error != nil, func() { writeFactsText(a.Stdout, h) })
+		}
+	}
+	hosts := r.FactsEach(ctx, l.hosts, streamed)
+	lv.finish(&report.Report{})
 	if o.format == "json" {
 		// encoding/json escapes C0 controls; termsafe.JSON the C1 and
 		// bidi controls it leaves raw.
@@ -30,9 +43,6 @@ func (a *App) runFacts(o *options) int {
 		}
 		_, _ = a.Stdout.Write(append(termsafe.JSON(doc), '\n'))
 	} else {
-		for _, h := range hosts {
-			writeFactsText(a.Stdout, h)
-		}
 		writeClusters(a.Stdout, engine.Clusters(hosts)) // facts_topology.go
 	}
 	for _, h := range hosts {

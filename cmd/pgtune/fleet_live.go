@@ -55,6 +55,7 @@ func (v *rolloutView) hostDone(phase string, h report.Host) {
 
 // beforeWave heads a wave's plan with its batch when there are several.
 func (v *rolloutView) beforeWave(b rollout.Batch) {
+	v.applied.setBatch(b)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.shown = map[string]bool{}

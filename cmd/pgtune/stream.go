@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/rollout"
 )
 
 // live shows a phase's results as they come: each host's block as soon as
@@ -28,6 +29,7 @@ type live struct {
 	done     int
 	failed   int
 	drawn    bool
+	batch    rollout.Batch // the rollout's current batch (Of 0: none)
 	shown    map[string]bool
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -77,6 +79,20 @@ func (lv *live) hostDone(_ string, h report.Host) {
 		}
 		lv.shown[h.Name] = true
 	}
+	lv.draw()
+}
+
+// block counts one host done and writes its block with write, the
+// progress line erased around it (facts, whose blocks are not a report's).
+func (lv *live) block(failed bool, write func()) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.done++
+	if failed {
+		lv.failed++
+	}
+	lv.clear()
+	write()
 	lv.draw()
 }
 
@@ -131,13 +147,32 @@ func (lv *live) draw() {
 	if !lv.progress {
 		return
 	}
-	elapsed := lv.now().Sub(lv.start).Truncate(time.Second)
+	fmt.Fprint(lv.stderr, "\r\x1b[K"+lv.progressText())
+	lv.drawn = true
+}
+
+// progressText is the progress line: the counts of the whole run, the
+// batch being worked on when a rollout has several, the time spent.
+func (lv *live) progressText() string {
 	failed := fmt.Sprintf("%d failed", lv.failed)
 	if lv.failed > 0 {
 		failed = lv.st.Red(failed)
 	}
-	fmt.Fprintf(lv.stderr, "\r\x1b[K%s: %d/%d done, %s, %d left · %s", lv.verb, lv.done, lv.total, failed, lv.total-lv.done, elapsed)
-	lv.drawn = true
+	batch := ""
+	if lv.batch.Of > 1 {
+		batch = fmt.Sprintf(" · batch %d of %d (%s)", lv.batch.Number, lv.batch.Of, plural(len(lv.batch.Hosts), "host"))
+	}
+	elapsed := lv.now().Sub(lv.start).Truncate(time.Second)
+	return fmt.Sprintf("%s: %d/%d done, %s, %d left%s · %s", lv.verb, lv.done, lv.total, failed, lv.total-lv.done, batch, elapsed)
+}
+
+// setBatch puts the batch now worked on in the progress line.
+func (lv *live) setBatch(b rollout.Batch) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.batch = b
+	lv.clear()
+	lv.draw()
 }
 
 // clear erases the progress line; the caller holds mu.
@@ -164,3 +199,11 @@ func (lv *live) around(w io.Writer) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// plural is "1 host", "3 hosts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

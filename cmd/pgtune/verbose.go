@@ -16,7 +16,7 @@ func connectionLine(h *inventory.Host) string {
 	if c.Connection == "local" {
 		line := "local connection"
 		if c.Become {
-			line += ", become (sudo -n)"
+			line += ", " + becomeText(c)
 		}
 		return line
 	}
@@ -51,7 +51,7 @@ func connectionLine(h *inventory.Host) string {
 		parts = append(parts, "ssh_config "+c.ConfigFile)
 	}
 	if c.Become {
-		parts = append(parts, "become (sudo -n)")
+		parts = append(parts, becomeText(c))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -64,4 +64,13 @@ func (a *App) showConnections(o *options, hosts []*inventory.Host) {
 	for _, h := range hosts {
 		fmt.Fprintf(a.Stderr, "pgtune: %s: %s\n", safeText(h.Name), safeText(connectionLine(h)))
 	}
+}
+
+// becomeText says how privileged steps run: sudo -S answered with the
+// become password when there is one, else sudo -n.
+func becomeText(c inventory.Conn) string {
+	if c.BecomePassword != "" {
+		return "become (sudo -S with the become password)"
+	}
+	return "become (sudo -n)"
 }

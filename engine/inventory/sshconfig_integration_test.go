@@ -17,7 +17,9 @@ import (
 // TestIntegrationUserSSHConfig: the inventory names only pg1; where it is,
 // which user logs in and with which key is said by ~/.ssh/config alone,
 // as for `ssh pg1`. A real sshd on 127.0.0.1 must see that user log in
-// with that key.
+// with that key. pg2 gets its port, user and key only through a Match
+// block (host tests the HostName, exec runs a command), as ssh(1) would:
+// were the block ignored, pg2 would be dialled at port 1.
 func TestIntegrationUserSSHConfig(t *testing.T) {
 	srv := testhost.SSHD(t)
 	const login = "pgtune-sshcfg"
@@ -26,8 +28,11 @@ func TestIntegrationUserSSHConfig(t *testing.T) {
 	t.Setenv("HOME", home)
 	t.Setenv("USER", "root")
 	t.Setenv("SSH_AUTH_SOCK", "")
-	conf := fmt.Sprintf("Host pg1\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
-		srv.Port, login, srv.KeyFile, srv.KnownHostsFile)
+	settings := fmt.Sprintf("  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n", srv.Port, login, srv.KeyFile, srv.KnownHostsFile)
+	conf := "Host pg1\n  HostName 127.0.0.1\n" + settings +
+		"Host pg2\n  HostName 127.0.0.1\n" +
+		"Match originalhost pg2 host 127.0.0.1 exec \"test %n = pg2 && test %h = 127.0.0.1\"\n" + settings +
+		"Host *\n  Port 1\n"
 	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -35,24 +40,26 @@ func TestIntegrationUserSSHConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := filepath.Join(t.TempDir(), "hosts")
-	if err := os.WriteFile(src, []byte("[postgres]\npg1\n"), 0o600); err != nil {
+	if err := os.WriteFile(src, []byte("[postgres]\npg1\npg2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := inventory.Open(src, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _ := inv.Host("pg1")
-	tr, err := engine.Dial(context.Background(), h)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"pg1", "pg2"} {
+		h, _ := inv.Host(name)
+		tr, err := engine.Dial(context.Background(), h)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		res, err := tr.Run(context.Background(), transport.Command{Args: []string{"id", "-un"}})
+		tr.Close()
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != login {
+			t.Fatalf("%s: id -un = %q, %v; want %s", name, res.Stdout, err, login)
+		}
 	}
-	defer tr.Close()
-	res, err := tr.Run(context.Background(), transport.Command{Args: []string{"id", "-un"}})
-	if err != nil || strings.TrimSpace(string(res.Stdout)) != login {
-		t.Fatalf("id -un = %q, %v; want %s", res.Stdout, err, login)
-	}
-	if !strings.Contains(srv.Log(), "Accepted publickey for "+login) {
-		t.Errorf("sshd did not log a key login for %s:\n%s", login, srv.Log())
+	if n := strings.Count(srv.Log(), "Accepted publickey for "+login); n != 2 {
+		t.Errorf("sshd logged %d key logins for %s, want 2:\n%s", n, login, srv.Log())
 	}
 }

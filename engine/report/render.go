@@ -291,9 +291,50 @@ func (p *Printer) Recap(r *Report) error {
 	for _, g := range samePlanGroups(r) {
 		fmt.Fprintf(&b, "same plan on %d hosts: %s\n", len(g), termsafe.Line(nameRange(g)))
 	}
+	for _, n := range sharedNotes(r) {
+		fmt.Fprintf(&b, "%s on %d hosts (%s): %s\n", p.st.Dim("note"), len(n.hosts), termsafe.Line(nameRange(n.hosts)),
+			strings.Join(termsafe.Lines(n.text), "\n    "))
+	}
 	b.WriteString(summaryLine(r) + "\n")
 	_, err := io.WriteString(p.w, b.String())
 	return err
+}
+
+// sharedNote is a note that two or more hosts got, with those hosts.
+type sharedNote struct {
+	text  string
+	hosts []string
+}
+
+// sharedNotes groups the warnings of a fleet: each note given to two or
+// more hosts once, with the hosts, in the order first seen (their blocks
+// said it host by host, or once for a group of the same plan).
+func sharedNotes(r *Report) []sharedNote {
+	index := map[string]int{}
+	var notes []sharedNote
+	for _, h := range r.Hosts {
+		seen := map[string]bool{}
+		for _, n := range maskHost(h).Notes {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			i, ok := index[n]
+			if !ok {
+				i = len(notes)
+				index[n] = i
+				notes = append(notes, sharedNote{text: n})
+			}
+			notes[i].hosts = append(notes[i].hosts, h.Name)
+		}
+	}
+	out := notes[:0]
+	for _, n := range notes {
+		if len(n.hosts) > 1 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // signature identifies a host's plan: its status, changes and notes.

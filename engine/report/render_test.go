@@ -57,8 +57,10 @@ func hostile() *Report {
 }
 
 // fleet is a check over a fleet: four hosts with one plan, one host with
-// another plan making every kind of change, one in policy.
+// another plan making every kind of change, one in policy; the five with
+// changes share a warning, which the recap gives once.
 func fleet() *Report {
+	const swapNote = "swap (2 GiB) adds to the commit limit: a runaway query may swap before it fails"
 	same := func(name string) Host {
 		return Host{Name: name, Status: Drift, HugePageSize: 2 << 20, Changes: FromPlan([]plan.Change{
 			{Module: "hugepages", Kind: plan.KindSysctl, Target: "vm.nr_hugepages", Before: "0", After: "3013"},
@@ -66,7 +68,7 @@ func fleet() *Report {
 				Diff: "--- /dev/null\n+++ /etc/sysctl.d/10-hugepages.conf\n@@ -0,0 +1 @@\n+vm.nr_hugepages = 3013\n"},
 			{Module: "overcommit", Kind: plan.KindSysctl, Target: "vm.overcommit_kbytes", Before: "0", After: "16353123"},
 			{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "shared_buffers=128MB", After: "shared_buffers=6010880kB"},
-		}), Notes: []string{"segment 6023 MB = 3012 huge pages of a 3013-page pool"}}
+		}), Notes: []string{"segment 6023 MB = 3012 huge pages of a 3013-page pool", swapNote}}
 	}
 	other := Host{Name: "db05", Status: Drift, HugePageSize: 1 << 30, Changes: FromPlan([]plan.Change{
 		{Module: "hugepages", Kind: plan.KindSysctl, Target: "vm.nr_hugepages", Before: "16", After: "12"},
@@ -76,7 +78,7 @@ func fleet() *Report {
 		{Module: "overcommit", Kind: plan.KindFile, Target: "/etc/sysctl.d/99-old.conf", Before: "vm.overcommit_memory = 1\n",
 			Diff: "--- /etc/sysctl.d/99-old.conf\n+++ /dev/null\n@@ -1 +0,0 @@\n-vm.overcommit_memory = 1\n"},
 		{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "shared_buffers=128MB", After: "shared_buffers=11GB"},
-	})}
+	}), Notes: []string{swapNote}}
 	r := &Report{Mode: ModeCheck, Hosts: []Host{same("db01"), same("db02"), same("db03"), same("db04"), other,
 		{Name: "db06", Status: InPolicy, Changes: []Change{}}}}
 	r.Summarize()

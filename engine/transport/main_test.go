@@ -13,6 +13,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == proxyHelperArg {
 		os.Exit(runProxyHelper(os.Args[2:]))
 	}
+	// And as a local-connection controller run by another user.
+	if len(os.Args) > 1 && os.Args[1] == localBecomeHelperArg {
+		os.Exit(runLocalBecomeHelper())
+	}
 	// The developer's agent and keys must not decide a test's outcome.
 	os.Unsetenv("SSH_AUTH_SOCK")
 	// Nor the machine's /etc/ssh/ssh_config (tests that need one set it).

@@ -66,15 +66,25 @@ func (f *becomeFeed) line(args []string) string {
 	return "sudo -S -p " + Quote(f.prompt) + " -- " + Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
 }
 
+// argv is line as an argument vector, for the local connection.
+func (f *becomeFeed) argv(args []string) []string {
+	return append([]string{"sudo", "-S", "-p", f.prompt, "--", "sh", "-c", wrapperScript, "sh"}, args...)
+}
+
 // attach takes the session's stdin and makes stderr watch for the prompt.
 func (f *becomeFeed) attach(sess *ssh.Session, stderr *pidCapture) error {
 	stdin, err := sess.StdinPipe()
 	if err != nil {
 		return err
 	}
+	f.attachPipe(stdin, stderr)
+	return nil
+}
+
+// attachPipe is attach for any command's stdin pipe and stderr.
+func (f *becomeFeed) attachPipe(stdin io.WriteCloser, stderr *pidCapture) {
 	f.stdin, f.stderr = stdin, stderr
 	stderr.watchPrompt(f.prompt)
-	return nil
 }
 
 // run answers sudo and then hands the command its stdin; the returned

@@ -45,46 +45,6 @@ type route struct {
 	timeout time.Duration
 }
 
-// get returns the first value for key in the blocks matching alias, as
-// OpenSSH does (first obtained value wins, the user's file before the
-// system's), unquoted.
-func (f *sshConfigFile) get(alias, key string) string {
-	v, _ := f.lookup(alias, key)
-	return v
-}
-
-// lookup is get with the file the value came from.
-func (f *sshConfigFile) lookup(alias, key string) (string, string) {
-	if f == nil {
-		return "", ""
-	}
-	for _, l := range f.layers {
-		if v, err := l.cfg.Get(alias, key); err == nil && v != "" {
-			return unquote(v), l.path
-		}
-	}
-	return "", ""
-}
-
-// getAll returns every value for key (IdentityFile accumulates), across
-// the files in order.
-func (f *sshConfigFile) getAll(alias, key string) []string {
-	if f == nil {
-		return nil
-	}
-	var out []string
-	for _, l := range f.layers {
-		vs, err := l.cfg.GetAll(alias, key)
-		if err != nil {
-			continue
-		}
-		for _, v := range vs {
-			out = append(out, unquote(v))
-		}
-	}
-	return out
-}
-
 // unquote strips the double quotes `vagrant ssh-config` puts around paths
 // with spaces.
 func unquote(s string) string {
@@ -312,20 +272,24 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	if err != nil {
 		return nil, err
 	}
+	sc.local = local
+	alias := cfg.Name
+	if alias == "" {
+		alias = cfg.Address
+	}
+	if err := sc.evaluate(alias, configPresets{address: cfg.Address, user: cfg.User, port: cfg.Port}); err != nil {
+		return nil, err
+	}
 	r := &route{timeout: cfg.ConnectTimeout}
 	if r.timeout <= 0 {
 		r.timeout = 10 * time.Second
-		if v := sc.get(cfg.Name, "ConnectTimeout"); v != "" {
+		if v := sc.get(alias, "ConnectTimeout"); v != "" {
 			if n, err := strconv.Atoi(v); err == nil && n > 0 {
 				r.timeout = time.Duration(n) * time.Second
 			}
 		}
 	}
 
-	alias := cfg.Name
-	if alias == "" {
-		alias = cfg.Address
-	}
 	policy := ""
 	if cfg.HostKeyPolicy != "" {
 		if policy, err = normalizePolicy(cfg.HostKeyPolicy); err != nil {
@@ -402,6 +366,9 @@ type endpointOverrides struct {
 }
 
 func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local localIdentity, agentAvailable bool) (*endpoint, error) {
+	if err := sc.evaluate(alias, configPresets{address: o.address, user: o.user, port: o.port}); err != nil {
+		return nil, err
+	}
 	e := &endpoint{host: o.address, port: o.port, user: o.user}
 	if e.host == "" {
 		if hn := sc.get(alias, "HostName"); hn != "" {
@@ -462,7 +429,7 @@ func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local
 	}
 	e.globalKnownHosts = knownHostsFiles(sc.get(alias, "GlobalKnownHostsFile"), e, local)
 	e.hostKeyAlias = sc.get(alias, "HostKeyAlias")
-	if err := sc.checkUnsupported(alias, e.host); err != nil {
+	if err := sc.checkUnsupported(alias); err != nil {
 		return nil, err
 	}
 	if pc := sc.get(alias, "ProxyCommand"); pc != "" && !strings.EqualFold(pc, "none") {

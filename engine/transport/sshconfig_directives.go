@@ -35,13 +35,10 @@ var refusedDirectives = []refusedDirective{
 }
 
 // checkUnsupported fails when the ssh_config gives alias a directive pgtune
-// refuses, or a Match block whose meaning differs from ssh(1)'s for it.
-func (f *sshConfigFile) checkUnsupported(alias, hostName string) error {
+// refuses.
+func (f *sshConfigFile) checkUnsupported(alias string) error {
 	if f == nil {
 		return nil
-	}
-	if err := f.checkMatches(alias, hostName); err != nil {
-		return err
 	}
 	for _, d := range refusedDirectives {
 		v, file := f.lookup(alias, d.key)

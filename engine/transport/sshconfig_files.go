@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/kevinburke/ssh_config"
 )
 
 // systemSSHConfig is the system-wide ssh_config, read after the user's
@@ -18,120 +16,181 @@ var systemSSHConfig = "/etc/ssh/ssh_config"
 // sshConfigFile is the ssh_config a host is resolved with: one file named
 // by ssh_config_file, or else the user's and the system's, in the order
 // ssh(1) reads them, so the first value obtained wins across both.
+//
+// The files are evaluated the way ssh(1) evaluates them, line by line for
+// one host at a time (sshconfig_eval.go), not looked up key by key: a
+// Match line's outcome depends on what the lines before it set (Match host
+// tests the HostName obtained so far, Match user the User), Match exec
+// runs a command, and Match final asks for a second pass. A key-by-key
+// lookup library (kevinburke/ssh_config, used before) cannot express that
+// and refuses Match exec and Match user, so this package reads the files
+// itself.
 type sshConfigFile struct {
-	path    string // the files read, for messages
-	layers  []configLayer
-	matches []matchBlock // Match host blocks, in every file and every file they include
+	path  string // the files read, for messages
+	home  string
+	local localIdentity // who runs pgtune: Match localuser, %u, %d
+	files []configSource
+	// hosts caches each alias's evaluation; presets are what the
+	// inventory fixed for it before the files are read (as ssh's -l, -p).
+	hosts   map[string]*hostOptions
+	presets map[string]configPresets
+	// runExec runs a Match exec command (nil: execMatch).
+	runExec func(cmd string) (bool, error)
 }
 
-type configLayer struct {
-	path string
-	cfg  *ssh_config.Config
+// configSource is one top-level file, with how its relative Include
+// arguments resolve.
+type configSource struct {
+	path   string
+	system bool // the system file: relative includes under its directory
 }
 
-// matchBlock is a `Match host …` line. ssh(1) tests it against the
-// HostName; the parser tests it against the name given. pgtune uses it
-// only for hosts where both agree.
-type matchBlock struct {
-	file string
-	line int
-	text string
-	host *ssh_config.Host
-}
-
-// loadSSHConfigs reads explicit (which must exist) or, when it is empty,
-// ~/.ssh/config and the system's ssh_config (either may be missing).
+// loadSSHConfigs finds explicit (which must exist) or, when it is empty,
+// ~/.ssh/config and the system's ssh_config (either may be missing). The
+// files are read when a host is evaluated.
 func loadSSHConfigs(explicit, home string) (*sshConfigFile, error) {
-	f := &sshConfigFile{}
-	if explicit != "" {
-		if err := f.add(explicit, home, false, true); err != nil {
-			return nil, err
+	f := &sshConfigFile{home: home, hosts: map[string]*hostOptions{}, presets: map[string]configPresets{}}
+	add := func(path string, system, required bool) error {
+		if _, err := os.Stat(path); err != nil {
+			if !required && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("ssh_config: %w", err)
 		}
+		f.files = append(f.files, configSource{path: path, system: system})
+		return nil
+	}
+	var err error
+	if explicit != "" {
+		err = add(explicit, false, true)
 	} else {
 		if home != "" {
-			if err := f.add(filepath.Join(home, ".ssh", "config"), home, false, false); err != nil {
-				return nil, err
-			}
+			err = add(filepath.Join(home, ".ssh", "config"), false, false)
 		}
-		if systemSSHConfig != "" {
-			if err := f.add(systemSSHConfig, home, true, false); err != nil {
-				return nil, err
-			}
+		if err == nil && systemSSHConfig != "" {
+			err = add(systemSSHConfig, true, false)
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	for _, l := range f.layers {
-		names = append(names, l.path)
+	for _, s := range f.files {
+		names = append(names, s.path)
 	}
 	f.path = strings.Join(names, ", ")
 	if f.path == "" {
 		f.path = "(none)"
 	}
+	// Every file must parse, whichever host is asked about: a syntax
+	// error is an error for all of them, as in ssh(1).
+	for _, s := range f.files {
+		if _, err := readConfigLines(s.path); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
-// add parses one file and appends it as the next layer.
-func (f *sshConfigFile) add(path, home string, system, required bool) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if !required && errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("ssh_config: %w", err)
-	}
-	base := filepath.Join(home, ".ssh")
-	if system {
-		base = filepath.Dir(systemSSHConfig)
-	}
-	data = absoluteIncludes(data, base, home)
-	cfg, err := ssh_config.DecodeBytes(data)
-	if err != nil {
-		return fmt.Errorf("ssh_config %s: %w", path, err)
-	}
-	f.layers = append(f.layers, configLayer{path: path, cfg: cfg})
-	return f.scanMatches(path, data, base, home, 0)
+// configLine is one directive of an ssh_config file.
+type configLine struct {
+	file string
+	num  int
+	key  string   // lower case
+	raw  string   // the arguments as written, a trailing comment removed
+	args []string // the arguments split as ssh(1) splits them, quotes removed
 }
 
-// directive splits an ssh_config line into its lower-case keyword and its
-// arguments ("Key value", "Key=value"); "" for blank lines and comments.
-func directive(line string) (string, []string) {
-	line = strings.TrimSpace(line)
+func (l configLine) where() string { return fmt.Sprintf("ssh_config %s line %d", l.file, l.num) }
+
+// commandKeys take the rest of the line as written, comments included
+// (ssh(1) hands it to the shell).
+var commandKeys = map[string]bool{"proxycommand": true, "localcommand": true, "remotecommand": true, "knownhostscommand": true}
+
+// readConfigLines reads one file's directives.
+func readConfigLines(path string) ([]configLine, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ssh_config: %w", err)
+	}
+	var out []configLine
+	for n, text := range strings.Split(string(data), "\n") {
+		key, rest := directive(text)
+		if key == "" {
+			continue
+		}
+		l := configLine{file: path, num: n + 1, key: key, raw: rest}
+		if !commandKeys[key] {
+			words, cut, err := splitConfigArgs(rest)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", l.where(), err)
+			}
+			l.args, l.raw = words, strings.TrimSpace(rest[:cut])
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// directive splits an ssh_config line into its lower-case keyword and the
+// rest ("Key value", "Key=value", "Key = value"); "" for blank lines and
+// comments.
+func directive(line string) (string, string) {
+	line = strings.TrimSpace(strings.TrimRight(line, "\r\f"))
 	if line == "" || line[0] == '#' {
-		return "", nil
+		return "", ""
 	}
 	i := strings.IndexAny(line, " \t=")
 	if i < 0 {
-		return strings.ToLower(line), nil
+		return strings.ToLower(line), ""
 	}
 	rest := strings.TrimLeft(line[i:], " \t")
 	rest = strings.TrimLeft(strings.TrimPrefix(rest, "="), " \t")
-	return strings.ToLower(line[:i]), strings.Fields(rest)
+	return strings.ToLower(line[:i]), rest
 }
 
-// absoluteIncludes rewrites relative Include arguments the way ssh(1)
-// resolves them (against ~/.ssh for user files, /etc/ssh for the system
-// file) with the home pgtune uses, so the parser does not resolve them
-// against another one.
-func absoluteIncludes(data []byte, base, home string) []byte {
-	lines := strings.Split(string(data), "\n")
-	changed := false
-	for i, line := range lines {
-		key, args := directive(line)
-		if key != "include" {
-			continue
+// splitConfigArgs splits arguments at unquoted white space, removing
+// double and single quotes, up to a word that starts with # (a comment).
+// It returns the words and where the comment starts in s.
+func splitConfigArgs(s string) ([]string, int, error) {
+	var out []string
+	var cur strings.Builder
+	have := false
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteByte(c)
+		case c == '"' || c == '\'':
+			quote, have = c, true
+		case c == ' ' || c == '\t':
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		case c == '#' && !have:
+			return out, i, nil
+		default:
+			cur.WriteByte(c)
+			have = true
 		}
-		for j, a := range args {
-			args[j] = includePath(strings.Trim(a, `"`), base, home)
-		}
-		lines[i] = "Include " + strings.Join(args, " ")
-		changed = true
 	}
-	if !changed {
-		return data
+	if quote != 0 {
+		return nil, 0, fmt.Errorf("unterminated %c quote", quote)
 	}
-	return []byte(strings.Join(lines, "\n"))
+	if have {
+		out = append(out, cur.String())
+	}
+	return out, len(s), nil
 }
 
+// includePath is where an Include argument points: ~/ under home, a
+// relative path under base (~/.ssh for the user's files, /etc/ssh for the
+// system's), as ssh(1) resolves them.
 func includePath(p, base, home string) string {
 	switch {
 	case strings.HasPrefix(p, "~/"):
@@ -142,60 +201,5 @@ func includePath(p, base, home string) string {
 	return filepath.Join(base, p)
 }
 
-// maxIncludeDepth is the parser's own limit on nested Include.
-const maxIncludeDepth = 5
-
-// scanMatches records the Match host blocks of data and of every file it
-// includes (the parser keeps included files out of reach).
-func (f *sshConfigFile) scanMatches(path string, data []byte, base, home string, depth int) error {
-	if depth > maxIncludeDepth {
-		return nil
-	}
-	for n, line := range strings.Split(string(data), "\n") {
-		key, args := directive(line)
-		switch key {
-		case "match":
-			if len(args) == 0 || !strings.EqualFold(args[0], "host") {
-				continue // "all"; other criteria the parser refused already
-			}
-			h := &ssh_config.Host{}
-			for _, a := range args[1:] {
-				for _, one := range strings.Split(a, ",") {
-					pat, err := ssh_config.NewPattern(one)
-					if err != nil {
-						return fmt.Errorf("ssh_config %s line %d: %w", path, n+1, err)
-					}
-					h.Patterns = append(h.Patterns, pat)
-				}
-			}
-			f.matches = append(f.matches, matchBlock{file: path, line: n + 1, text: strings.TrimSpace(line), host: h})
-		case "include":
-			for _, a := range args {
-				files, _ := filepath.Glob(includePath(strings.Trim(a, `"`), base, home))
-				for _, inc := range files {
-					b, err := os.ReadFile(inc)
-					if err != nil {
-						continue
-					}
-					if err := f.scanMatches(inc, b, base, home, depth+1); err != nil {
-						return err
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// checkMatches refuses a host for which a Match host block would apply
-// differently in ssh(1) (tested against hostName) than in the parser
-// (tested against alias): pgtune would resolve it otherwise than ssh.
-func (f *sshConfigFile) checkMatches(alias, hostName string) error {
-	for _, m := range f.matches {
-		if m.host.Matches(alias) != m.host.Matches(hostName) {
-			return fmt.Errorf("ssh_config %s line %d: %q is not supported by pgtune for host %s: ssh(1) tests it against the HostName %s, pgtune against the name %s, and they disagree (use Host blocks)",
-				m.file, m.line, m.text, alias, hostName, alias)
-		}
-	}
-	return nil
-}
+// maxIncludeDepth is ssh(1)'s limit on nested Include.
+const maxIncludeDepth = 16

@@ -102,31 +102,40 @@ Host *
 	})
 }
 
-// A Match host block is used only where ssh(1) (testing the HostName)
-// and the parser (testing the name) agree, in included files too; where
-// they disagree the host fails naming the file and line.
+// Match blocks in included files are evaluated where they are included,
+// as ssh(1) does: pg1's HostName is set after the Include, so Match host
+// pg1 tests the name and matches (ssh -G agrees).
 func TestDefaultSSHConfigMatchInInclude(t *testing.T) {
 	local := userAndSystemConfigs(t, map[string]string{
 		".ssh/config":            "Include ~/.ssh/conf.d/*\nHost pg1\n  HostName 127.0.0.9\n",
 		".ssh/conf.d/match.conf": "# db hosts\nMatch host pg1\n  Port 2201\nMatch host db*\n  Port 2202\n",
 	})
-	_, err := resolve(SSHConfig{Name: "pg1"}, local, false)
-	want := local.home + `/.ssh/conf.d/match.conf line 2: "Match host pg1" is not supported by pgtune for host pg1`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("pg1: err = %v, want %q", err, want)
+	r, err := resolve(SSHConfig{Name: "pg1"}, local, false)
+	if err != nil || r.target.port != 2201 || r.target.host != "127.0.0.9" {
+		t.Fatalf("pg1: %v, %+v; want 127.0.0.9:2201", err, r)
 	}
-	r, err := resolve(SSHConfig{Name: "db7"}, local, false)
+	r, err = resolve(SSHConfig{Name: "db7"}, local, false)
 	if err != nil || r.target.port != 2202 {
 		t.Fatalf("db7: %v, port %d; want 2202", err, r.target.port)
 	}
-	t.Run("Match exec in an included file is refused", func(t *testing.T) {
+	t.Run("Match exec in an included file runs", func(t *testing.T) {
 		local := userAndSystemConfigs(t, map[string]string{
 			".ssh/config":        "Include inc\n",
 			".ssh/inc":           "Match exec \"true\"\n  Port 2\n",
 			"etc-ssh/ssh_config": "Host *\n  Port 3\n",
 		})
-		if _, err := resolve(SSHConfig{Name: "db"}, local, false); err == nil || !strings.Contains(err.Error(), "Match Exec is not supported") {
-			t.Fatalf("err = %v", err)
+		if r, err := resolve(SSHConfig{Name: "db"}, local, false); err != nil || r.target.port != 2 {
+			t.Fatalf("err = %v, %+v", err, r)
+		}
+	})
+	t.Run("an unsupported criterion in an included file names it", func(t *testing.T) {
+		local := userAndSystemConfigs(t, map[string]string{
+			".ssh/config": "Include inc\n",
+			".ssh/inc":    "\nMatch localnetwork 10.0.0.0/8\n  Port 2\n",
+		})
+		_, err := resolve(SSHConfig{Name: "db"}, local, false)
+		if want := local.home + "/.ssh/inc line 2: Match localnetwork is not supported"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want %q", err, want)
 		}
 	})
 	t.Run("the system file's relative Include is under its directory", func(t *testing.T) {

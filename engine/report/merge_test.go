@@ -1,0 +1,140 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// doc renders a report of hosts (name:status) as a shard job prints it.
+func doc(t *testing.T, runID string, hosts ...string) []byte {
+	t.Helper()
+	r := &Report{RunID: runID, Hosts: []Host{}}
+	for _, hs := range hosts {
+		name, status, _ := strings.Cut(hs, ":")
+		h := Host{Name: name, Status: Status(status), Changes: []Change{}}
+		if status == string(Failed) {
+			msg := "hugepages: allocated 2911 of 3013 pages"
+			h.Error = &msg
+		}
+		if status == string(Drift) {
+			h.Changes = []Change{{Module: "overcommit", Target: "vm.overcommit_memory", Before: "0", After: "2", Kind: "sysctl", Action: "update"}}
+		}
+		r.Hosts = append(r.Hosts, h)
+	}
+	r.Summarize()
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestMerge(t *testing.T) {
+	tests := []struct {
+		name  string
+		parts map[string][]byte
+		want  Summary
+		order string
+		mode  Mode
+		runID string
+		exit  int
+	}{{
+		name:  "check shards, drift",
+		parts: map[string][]byte{"1.json": doc(t, "", "db3:in_policy", "db1:drift"), "2.json": doc(t, "", "db2:in_policy")},
+		want:  Summary{Hosts: 3, InPolicy: 2, Drift: 1}, order: "db1 db2 db3", mode: ModeCheck, exit: 2,
+	}, {
+		name:  "a failure anywhere wins over drift",
+		parts: map[string][]byte{"1.json": doc(t, "", "db1:drift"), "2.json": doc(t, "", "db2:failed", "db4:skipped")},
+		want:  Summary{Hosts: 3, Drift: 1, Failed: 1, Skipped: 1}, order: "db1 db2 db4", mode: ModeCheck, exit: 1,
+	}, {
+		name:  "apply shards of one run keep its id",
+		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:changed"), "2.json": doc(t, "R1", "db2:ok")},
+		want:  Summary{Hosts: 2, Changed: 1, OK: 1}, order: "db1 db2", mode: ModeApply, runID: "R1", exit: 0,
+	}, {
+		name:  "apply shards of different runs: no run id",
+		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:changed"), "2.json": doc(t, "R2", "db2:unreachable")},
+		want:  Summary{Hosts: 2, Changed: 1, Unreachable: 1}, order: "db1 db2", mode: ModeApply, exit: 1,
+	}, {
+		name:  "an empty shard",
+		parts: map[string][]byte{"1.json": doc(t, ""), "2.json": doc(t, "", "db1:in_policy")},
+		want:  Summary{Hosts: 1, InPolicy: 1}, order: "db1", mode: ModeCheck, exit: 0,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Merge(partsOf(tt.parts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Summary != tt.want {
+				t.Errorf("summary = %+v, want %+v", r.Summary, tt.want)
+			}
+			var names []string
+			for _, h := range r.Hosts {
+				names = append(names, h.Name)
+			}
+			if got := strings.Join(names, " "); got != tt.order {
+				t.Errorf("hosts = %q, want %q", got, tt.order)
+			}
+			if r.Mode != tt.mode || r.RunID != tt.runID || r.ExitCode() != tt.exit {
+				t.Errorf("mode %q run %q exit %d, want %q %q %d", r.Mode, r.RunID, r.ExitCode(), tt.mode, tt.runID, tt.exit)
+			}
+		})
+	}
+}
+
+// TestMergeKeepsHosts: a merged document holds each host exactly as its
+// shard printed it (changes, errors), in the single run's shape.
+func TestMergeKeepsHosts(t *testing.T) {
+	one := doc(t, "", "db1:drift", "db2:failed")
+	r, err := Merge([]Part{{Name: "1.json", Data: one}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != string(one) {
+		t.Errorf("one part merged is not the same document:\n%s\nwant:\n%s", buf.String(), one)
+	}
+}
+
+func TestMergeRefuses(t *testing.T) {
+	good := doc(t, "", "db1:in_policy")
+	tests := []struct {
+		name  string
+		parts []Part
+		want  string
+	}{
+		{"nothing", nil, "no report to merge"},
+		{"a file twice", []Part{{"1.json", good}, {"1.json", good}}, "1.json is given twice"},
+		{"a host twice in a file", []Part{{"1.json", doc(t, "", "db1:drift", "db1:drift")}}, `1.json: host "db1" is listed twice`},
+		{"a host twice", []Part{{"1.json", good}, {"2.json", doc(t, "", "db1:drift")}}, `2.json: host "db1" is also in 1.json`},
+		{"check and apply", []Part{{"1.json", good}, {"2.json", doc(t, "R", "db2:changed")}}, `2.json: host "db2" has status "changed" of an apply report, and 1.json is a check report`},
+		{"not JSON", []Part{{"1.json", good}, {"x.json", []byte("{\n\"hosts\": [\n,]}")}}, "x.json: not a pgtune JSON report: line 3"},
+		{"other JSON", []Part{{"x.json", []byte(`{"name": "x"}`)}}, `x.json: not a pgtune JSON report: it has no "hosts" and "summary"`},
+		{"two documents", []Part{{"x.json", append(append([]byte{}, good...), good...)}}, "x.json: more than one JSON document"},
+		{"unknown status", []Part{{"x.json", []byte(`{"hosts":[{"name":"db1","status":"great"}],"summary":{"hosts":1}}`)}}, `x.json: host "db1": unknown status "great"`},
+		{"no name", []Part{{"x.json", []byte(`{"hosts":[{"status":"ok"}],"summary":{"hosts":1,"ok":1}}`)}}, "x.json: hosts[0] has no name"},
+		{"summary off", []Part{{"x.json", []byte(`{"hosts":[{"name":"db1","status":"ok"}],"summary":{"hosts":2,"ok":2}}`)}}, "x.json: its summary does not count its hosts (1 hosts listed, summary says 2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Merge(tt.parts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func partsOf(m map[string][]byte) []Part {
+	var out []Part
+	for _, name := range []string{"1.json", "2.json", "3.json"} {
+		if d, ok := m[name]; ok {
+			out = append(out, Part{Name: name, Data: d})
+		}
+	}
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // LockFile is the machine-wide lock every kernel-changing test takes.
@@ -45,6 +46,7 @@ func LockKernel(t testing.TB) *KernelState {
 	if err != nil {
 		t.Fatalf("kernel lock: %v", err)
 	}
+	asked := time.Now()
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {
@@ -78,8 +80,11 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("kernel lock: %v", err)
 	}
+	taken := time.Now()
+	t.Logf("kernel lock: waited %s", taken.Sub(asked).Round(time.Millisecond))
 	t.Cleanup(func() {
 		defer f.Close() // closing releases the flock
+		defer func() { traceLock(t, taken.Sub(asked), time.Since(taken)) }()
 		if err := st.Restore(); err != nil {
 			t.Errorf("restore kernel settings: %v", err)
 			return
@@ -87,6 +92,27 @@ func LockKernel(t testing.TB) *KernelState {
 		os.Remove(SnapshotFile)
 	})
 	return st
+}
+
+// LockTraceEnv names a file to which every holder of the kernel lock
+// appends a line "test waited held" (seconds) when it lets go: the lock
+// serialises the integration tests of every package, so its holding times
+// are what a whole run's length is made of.
+const LockTraceEnv = "PGTUNE_KERNEL_LOCK_TRACE"
+
+func traceLock(t testing.TB, waited, held time.Duration) {
+	t.Logf("kernel lock: held %s", held.Round(time.Millisecond))
+	path := os.Getenv(LockTraceEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Logf("kernel lock trace: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %.1f %.1f\n", t.Name(), waited.Seconds(), held.Seconds())
 }
 
 // SnapshotFile holds the values the current lock holder must restore. It

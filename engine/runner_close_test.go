@@ -73,7 +73,7 @@ func (p *probe) Verify(context.Context, *Target, *plan.ModulePlan) error { retur
 // (sshd's children) after planning.
 func TestConnectionsClosedWhenDone(t *testing.T) {
 	srv := testhost.SSHD(t)
-	testhost.LockKernel(t) // facts read the kernel's values
+	testhost.WatchKernel(t) // facts read the kernel's values
 	dir := t.TempDir()
 	var hosts strings.Builder
 	hosts.WriteString("all:\n  hosts:\n")

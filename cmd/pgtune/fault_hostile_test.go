@@ -26,7 +26,7 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd, sudo, PostgreSQL")
 	}
-	kernel := testhost.LockKernel(t) // the healthy host's check reads it
+	kernel := testhost.WatchKernel(t) // the healthy host's check reads it
 	srv := testhost.SSHD(t)
 	pg := testhost.Postgres(t)
 	work := t.TempDir()

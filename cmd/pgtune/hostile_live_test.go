@@ -25,7 +25,7 @@ func TestHostileClusterOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd and PostgreSQL")
 	}
-	kernel := testhost.LockKernel(t) // check reads the kernel: it must hold still
+	kernel := testhost.WatchKernel(t) // check reads the kernel: it must hold still
 	sshd := testhost.SSHD(t)
 	pg := testhost.Postgres(t, testhost.Stopped())
 

@@ -40,7 +40,7 @@ func TestAcceptance(t *testing.T) {
 	kernel := false
 	if !testing.Short() && os.Geteuid() == 0 {
 		// The sshd scripts read the kernel and must see it hold still.
-		testhost.LockKernel(t)
+		testhost.WatchKernel(t)
 		kernel = true
 		sshd = testhost.SSHD(t)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // LockFile is the machine-wide lock every kernel-changing test takes.
@@ -45,6 +46,7 @@ func LockKernel(t testing.TB) *KernelState {
 	if err != nil {
 		t.Fatalf("kernel lock: %v", err)
 	}
+	asked := time.Now()
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {
@@ -78,8 +80,11 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("kernel lock: %v", err)
 	}
+	taken := time.Now()
+	t.Logf("kernel lock: waited %s", taken.Sub(asked).Round(time.Millisecond))
 	t.Cleanup(func() {
 		defer f.Close() // closing releases the flock
+		defer func() { traceLock(t, "exclusive", taken.Sub(asked), time.Since(taken)) }()
 		if err := st.Restore(); err != nil {
 			t.Errorf("restore kernel settings: %v", err)
 			return
@@ -87,6 +92,131 @@ func LockKernel(t testing.TB) *KernelState {
 		os.Remove(SnapshotFile)
 	})
 	return st
+}
+
+// WatchKernel takes the kernel lock shared, for a test that reads the
+// kernel's values and needs them to hold still but must change none of
+// them (check, facts, explain, refusals): such tests run side by side,
+// while a test that changes the kernel (LockKernel) waits for all of them
+// and they for it. The values are snapshotted as LockKernel does; when the
+// test ends they must be unchanged: a change fails the test and is undone.
+// It skips the test as LockKernel does.
+func WatchKernel(t testing.TB) *KernelState {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("watches kernel settings (integration test; run without -short)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: reads kernel settings under the lock")
+	}
+	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("kernel lock: %v", err)
+	}
+	asked := time.Now()
+	for {
+		if err := flock(f, syscall.LOCK_SH); err != nil {
+			f.Close()
+			t.Fatalf("kernel lock %s: %v", LockFile, err)
+		}
+		if !leftover() {
+			break
+		}
+		// A holder died changing the kernel: putting the machine back
+		// takes the lock exclusively.
+		if err := flock(f, syscall.LOCK_UN); err == nil {
+			err = flock(f, syscall.LOCK_EX)
+		}
+		if err == nil {
+			err = restoreLeftover(t)
+		}
+		if err == nil {
+			err = restoreSysfsLeftover(t)
+		}
+		if err == nil {
+			err = flock(f, syscall.LOCK_UN)
+		}
+		if err != nil {
+			f.Close()
+			t.Fatalf("kernel lock: %v", err)
+		}
+	}
+	st := &KernelState{Values: map[string]string{}}
+	for _, k := range Keys {
+		if st.Values[k], err = ReadSysctl(k); err != nil {
+			f.Close()
+			t.Fatalf("snapshot: %v", err)
+		}
+	}
+	if st.Meminfo, err = Meminfo(); err != nil {
+		f.Close()
+		t.Fatalf("snapshot: %v", err)
+	}
+	taken := time.Now()
+	t.Logf("kernel lock (shared): waited %s", taken.Sub(asked).Round(time.Millisecond))
+	t.Cleanup(func() {
+		defer f.Close()
+		defer func() { traceLock(t, "shared", taken.Sub(asked), time.Since(taken)) }()
+		var changed []string
+		for _, k := range Keys {
+			if v, err := ReadSysctl(k); err != nil || v != st.Values[k] {
+				changed = append(changed, fmt.Sprintf("%s %s → %s", k, st.Values[k], v))
+			}
+		}
+		if len(changed) == 0 {
+			return
+		}
+		t.Errorf("the kernel changed under a test that holds the kernel lock only to watch it: %s", strings.Join(changed, ", "))
+		// Undo it as the only holder, so no test snapshots the change.
+		if err := flock(f, syscall.LOCK_UN); err == nil {
+			err = flock(f, syscall.LOCK_EX)
+		}
+		if err := st.Restore(); err != nil {
+			t.Errorf("restore kernel settings: %v", err)
+		}
+	})
+	return st
+}
+
+// leftover says whether a holder that died changing the kernel left its
+// snapshot behind.
+func leftover() bool {
+	for _, p := range []string{SnapshotFile, SysfsSnapshotFile} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			return true
+		}
+	}
+	return false
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// LockTraceEnv names a file to which every holder of the kernel lock
+// appends a line "test mode waited held" (seconds) when it lets go: the lock
+// serialises the integration tests of every package, so its holding times
+// are what a whole run's length is made of.
+const LockTraceEnv = "PGTUNE_KERNEL_LOCK_TRACE"
+
+func traceLock(t testing.TB, mode string, waited, held time.Duration) {
+	t.Logf("kernel lock (%s): held %s", mode, held.Round(time.Millisecond))
+	path := os.Getenv(LockTraceEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Logf("kernel lock trace: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s %.1f %.1f\n", t.Name(), mode, waited.Seconds(), held.Seconds())
 }
 
 // SnapshotFile holds the values the current lock holder must restore. It

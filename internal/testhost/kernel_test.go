@@ -3,6 +3,7 @@ package testhost
 import (
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -72,5 +73,25 @@ func TestKernelLeftoverSnapshotRestored(t *testing.T) {
 	}
 	if _, err := os.Stat(SnapshotFile); !os.IsNotExist(err) {
 		t.Errorf("leftover snapshot not removed: %v", err)
+	}
+}
+
+// WatchKernel holds the lock shared: other watchers get it meanwhile, a
+// test that would change the kernel does not.
+func TestWatchKernelShared(t *testing.T) {
+	st := WatchKernel(t)
+	if len(st.Values) != len(Keys) || st.Meminfo["MemTotal"] <= 0 {
+		t.Fatalf("snapshot: %v, MemTotal %d", st.Values, st.Meminfo["MemTotal"])
+	}
+	other, err := os.OpenFile(LockFile, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+		t.Fatalf("exclusive lock while watched: %v, want EWOULDBLOCK", err)
+	}
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		t.Fatalf("a second watcher is refused: %v", err)
 	}
 }

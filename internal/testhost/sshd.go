@@ -127,6 +127,12 @@ func SSHD(t testing.TB, extra ...string) *SSHServer {
 			"LogLevel VERBOSE",
 			"PrintMotd no",
 			"Subsystem sftp internal-sftp",
+			// bash runs ~/.bashrc for every command sshd starts, unless
+			// SHLVL says it is not a top-level shell. The tests are about
+			// pgtune, not about the rc file of whoever runs them (root's
+			// here starts pyenv: seconds per command, and pgtune runs
+			// dozens per host).
+			"SetEnv SHLVL=1",
 			"",
 		}, extra), "\n"), 0o600)
 		if out, err := exec.Command(sshd, "-t", "-f", conf).CombinedOutput(); err != nil {

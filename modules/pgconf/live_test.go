@@ -134,7 +134,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	}
 	// Check reads the huge page pool: another test's pool in use would
 	// change its answer.
-	testhost.LockKernel(t)
+	testhost.WatchKernel(t)
 	c := testhost.Postgres(t)
 	tg := liveTarget(t, c)
 	hp := hugePageSize(t)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -16,23 +16,6 @@ import (
 	"github.com/pgtune/pgtune/internal/mask"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
-
-// buildPgtune returns a pgtune binary tests can run as a process of its
-// own and kill: the test binary itself, which testscript.Main (TestMain)
-// puts on PATH as "pgtune" and which runs the CLI under that name; else a
-// fresh build.
-func buildPgtune(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("pgtune"); err == nil && strings.Contains(p, "testscript-main") {
-		return p
-	}
-	bin := filepath.Join(t.TempDir(), "pgtune")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.
 type syncBuffer struct {

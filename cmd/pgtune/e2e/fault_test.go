@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -332,7 +332,7 @@ func TestReadOnlyProcSys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: needs root and a mount namespace")
 	}
-	testhost.LockKernel(t) // reads the kernel; must see it hold still
+	testhost.WatchKernel(t) // reads the kernel; must see it hold still
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatal("unshare (util-linux) not installed")
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads this machine's kernel and postgres")
 	}
-	testhost.LockKernel(t) // the kernel holds still between plan and apply
+	testhost.WatchKernel(t) // the kernel holds still between plan and apply
 	const token, siteKey = "tok-Zq81-do-not-print", "sk-99x-do-not-print"
 	work := t.TempDir()
 	sysctlDir := filepath.Join(work, "sysctl.d")

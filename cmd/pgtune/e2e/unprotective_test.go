@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestUnprotectiveRefusedUpFront(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads this machine's kernel")
 	}
-	kernel := testhost.LockKernel(t) // the kernel holds still between plan and apply
+	kernel := testhost.WatchKernel(t) // the kernel holds still between plan and apply
 	work := t.TempDir()
 	sysctlDir := filepath.Join(work, "sysctl.d")
 	inv := filepath.Join(work, "inventory.yml")

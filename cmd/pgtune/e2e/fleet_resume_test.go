@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -176,7 +176,7 @@ func TestInterruptAndResume(t *testing.T) {
 	}
 	bin := buildPgtune(t)
 	f := newFleetHosts(t)
-	testhost.LockKernel(t) // the hosts read the kernel's pool and verify it holds
+	testhost.WatchKernel(t) // the hosts read the kernel's pool and verify it holds
 
 	// 1. Ctrl-C while h2 (second batch, one host at a time) applies.
 	code, stderr, _ := f.run(t, bin, regexp.MustCompile(`apply.*host=h2`), syscall.SIGINT,

@@ -1,0 +1,202 @@
+// Package e2e runs the pgtune binary, built from cmd/pgtune, against real
+// components: sshd on 127.0.0.1, PostgreSQL 15 clusters (streaming and
+// Patroni), real users and this machine's kernel. These tests live apart
+// from cmd/pgtune's unit and acceptance tests, which run the CLI
+// in-process, so that neither test binary comes near go test's timeout and
+// the two can run side by side.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// pgtuneBin is the binary TestMain built for this run ("" under -short,
+// where every test here skips before running it).
+var pgtuneBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Applies keep their run state (fleet.go) in a directory of this test
+	// process, never in the home directory of whoever runs the tests.
+	if os.Getenv("XDG_STATE_HOME") == "" {
+		if dir, err := os.MkdirTemp("", "pgtune-test-state-"); err == nil {
+			_ = os.Setenv("XDG_STATE_HOME", dir)
+		}
+	}
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "pgtune-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	pgtuneBin = filepath.Join(dir, "pgtune")
+	out, err := exec.Command("go", "build", "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build cmd/pgtune: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildPgtune returns the pgtune binary, for tests that run it as a
+// process of their own and signal it.
+func buildPgtune(t *testing.T) string {
+	t.Helper()
+	if pgtuneBin == "" {
+		t.Fatal("e2e: no pgtune binary (TestMain builds it unless -short)")
+	}
+	return pgtuneBin
+}
+
+// App is pgtune as the tests here run it: a process of the built binary
+// with the test's standard streams, as an operator's shell runs it. Its
+// stdin is never a terminal; IsTerminal, which the in-process App of
+// cmd/pgtune takes, must say so.
+type App struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	IsTerminal     func() bool
+}
+
+func newApp() *App {
+	return &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// Run runs pgtune with args and returns its exit code (-1 when a signal
+// ended it).
+func (a *App) Run(args []string) int {
+	if a.IsTerminal != nil && a.IsTerminal() {
+		panic("e2e: pgtune runs as a process whose stdin is not a terminal")
+	}
+	if pgtuneBin == "" {
+		panic("e2e: no pgtune binary (TestMain builds it unless -short)")
+	}
+	cmd := exec.Command(pgtuneBin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.Stdin, a.Stdout, a.Stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	default:
+		panic(fmt.Sprintf("e2e: run %s: %v", pgtuneBin, err))
+	}
+}
+
+// The helpers below are cmd/pgtune's (integration_test.go), for the
+// tests moved here from there.
+
+// jsonReport is the JSON contract of DESIGN.md, as a consumer reads it.
+type jsonReport struct {
+	Hosts []struct {
+		Name    string       `json:"name"`
+		Status  string       `json:"status"`
+		Changes []jsonChange `json:"changes"`
+		Error   *string      `json:"error"`
+		Notes   []string     `json:"notes"`
+	} `json:"hosts"`
+	Summary map[string]int `json:"summary"`
+}
+
+type jsonChange struct {
+	Module string `json:"module"`
+	Target string `json:"target"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// exitInterrupted is the exit code of a run stopped by Ctrl-C (DESIGN.md).
+const exitInterrupted = 130
+
+// pgtune runs the CLI and decodes its JSON report.
+func pgtune(t *testing.T, args ...string) (int, jsonReport, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := newApp()
+	app.Stdin = strings.NewReader("")
+	app.Stdout, app.Stderr = &stdout, &stderr
+	app.IsTerminal = func() bool { return false }
+	code := app.Run(append(args, "--format", "json"))
+	var r jsonReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("pgtune %s: exit %d, stdout is not a JSON report (%v):\n%s\nstderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	}
+	return code, r, stderr.String()
+}
+
+// hostState is everything check must leave alone.
+type hostState struct {
+	kernel map[string]string
+	files  map[string]string
+	pid    int
+}
+
+func snapshot(t *testing.T, c *testhost.Cluster, dirs ...string) hostState {
+	t.Helper()
+	s := hostState{kernel: map[string]string{}, files: map[string]string{}, pid: c.PID(t)}
+	for _, k := range testhost.Keys {
+		v, err := testhost.ReadSysctl(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.kernel[k] = v
+	}
+	for _, d := range dirs {
+		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			// Configuration, not the server's own state: the postmaster
+			// rewrites postmaster.pid and postmaster.opts at every start.
+			name := filepath.Base(p)
+			if err == nil && info.Mode().IsRegular() && !strings.Contains(p, "/pg_") && !strings.Contains(p, "/base/") &&
+				!strings.Contains(p, "/global/") && !strings.HasPrefix(name, "postmaster.") && !strings.HasSuffix(name, ".log") {
+				b, _ := os.ReadFile(p)
+				s.files[p] = string(b)
+			}
+			return nil
+		})
+	}
+	return s
+}
+
+func changeSet(cs []jsonChange) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%s %s: %q → %q", c.Module, c.Target, c.Before, c.After)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func targets(cs []jsonChange) map[string]bool {
+	m := map[string]bool{}
+	for _, c := range cs {
+		m[c.Module+" "+c.Target] = true
+	}
+	return m
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -380,8 +380,9 @@ func (pc *PatroniCluster) PatchConfig(t testing.TB, patch string) {
 }
 
 // SetPaused pauses or resumes the cluster (Patroni's maintenance mode) and
-// waits until every member's GET /patroni says so (each sees it at its
-// next loop, which logs).
+// waits until every member's GET /patroni says so and its cache of the
+// DCS configuration (data/patroni.dynamic.json) holds it (each sees it
+// at its next loop, which logs).
 func (pc *PatroniCluster) SetPaused(t testing.TB, paused bool) {
 	t.Helper()
 	pc.PatchConfig(t, fmt.Sprintf(`{"pause": %v}`, paused))
@@ -399,6 +400,16 @@ func (pc *PatroniCluster) SetPaused(t testing.TB, paused bool) {
 				Pause bool `json:"pause"`
 			}
 			if json.Unmarshal(b, &st) != nil || st.Pause != paused {
+				return false
+			}
+			cache, err := os.ReadFile(filepath.Join(m.PG.DataDir, "patroni.dynamic.json"))
+			if err != nil {
+				return false
+			}
+			var dyn struct {
+				Pause bool `json:"pause"`
+			}
+			if json.Unmarshal(cache, &dyn) != nil || dyn.Pause != paused {
 				return false
 			}
 		}

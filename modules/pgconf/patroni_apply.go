@@ -95,6 +95,11 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	}
 	answer, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
 		(patroniStartTimeout+restartTimeout)*time.Second)
+	if err != nil && strings.Contains(answer, "still starting") {
+		// Patroni stopped waiting before the server was up; it is not a
+		// failed start yet.
+		err = api.awaitRunning(ctx, t)
+	}
 	if err != nil {
 		return m.patroniPutBack(ctx, t, st, api, mark, true, err.Error())
 	}
@@ -152,43 +157,9 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 	if code != 200 {
 		return fmt.Errorf("GET %s/cluster: HTTP %d", a.URL, code)
 	}
-	var c struct {
-		Members []struct {
-			Name           string          `json:"name"`
-			Role           string          `json:"role"`
-			State          string          `json:"state"`
-			Lag            json.RawMessage `json:"lag"`
-			PendingRestart bool            `json:"pending_restart"`
-			Tags           map[string]any  `json:"tags"`
-		} `json:"members"`
-	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("GET %s/cluster: not Patroni's JSON", a.URL)
-	}
-	candidate, best := "", int64(-1)
-	var passed []string
-	for _, m := range c.Members {
-		lag, err := facts.ParseInt("patroni member lag", string(m.Lag), 0, facts.MaxBytes)
-		nofailover := fmt.Sprint(m.Tags["nofailover"]) == "true"
-		switch {
-		case m.Name == ps.Member:
-			continue
-		case m.Role != "replica" && m.Role != "sync_standby":
-			passed = append(passed, m.Name+" (role "+m.Role+")")
-		case m.State != "streaming" && m.State != "running":
-			passed = append(passed, m.Name+" (state "+m.State+")")
-		case m.PendingRestart:
-			passed = append(passed, m.Name+" (restart pending: not on the new values)")
-		case nofailover:
-			passed = append(passed, m.Name+" (nofailover)")
-		case err != nil:
-			passed = append(passed, m.Name+" (lag unknown)")
-		case best < 0 || lag < best:
-			candidate, best = m.Name, lag
-		}
-	}
-	if candidate == "" {
-		return fmt.Errorf("primary: switchover: no replica to switch over to (%s): nothing restarted", strings.Join(passed, ", "))
+	candidate, err := switchoverCandidate(b, ps.Member)
+	if err != nil {
+		return err
 	}
 	answer, err := a.post(ctx, t, "/switchover", map[string]string{"leader": ps.Member, "candidate": candidate}, patroniSettle)
 	if err != nil {
@@ -248,16 +219,38 @@ func checkPoolForRestart(ctx context.Context, t *engine.Target, st *State) error
 	if err != nil {
 		return err
 	}
-	cur, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, pg)
-	ours := int64(0)
-	if err == nil && cur.Running && cur.HugetlbPages > 0 && t.Facts.HugePageSize > 0 {
-		ours = (cur.HugetlbPages + t.Facts.HugePageSize - 1) / t.Facts.HugePageSize
+	ours, err := pagesFreedByRestart(ctx, t, pg)
+	if err != nil {
+		return err
 	}
 	if need > free+ours {
 		return fmt.Errorf("postgres -C on the configuration Patroni wrote needs %d huge pages (shared_buffers %s) but the pool has %d free (and this server frees %d): the server would refuse to start",
 			need, v[1], free, ours)
 	}
 	return nil
+}
+
+// pagesFreedByRestart is the segment the running server holds on huge
+// pages, faulted and reserved alike (its shared_memory_size_in_huge_pages
+// while it runs with huge_pages on or maps huge pages): its stop returns
+// them to the pool.
+func pagesFreedByRestart(ctx context.Context, t *engine.Target, pg *facts.Postgres) (int64, error) {
+	cur, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, pg)
+	if err != nil || !cur.Running {
+		return 0, err
+	}
+	live, err := liveSettings(ctx, t, cur)
+	if err != nil {
+		return 0, err
+	}
+	if cur.HugetlbPages <= 0 && hugePagesValue(live["huge_pages"]) != "on" {
+		return 0, nil
+	}
+	n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 0, facts.MaxPages)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // freeHugePages is the pool's free pages not promised to a mapping, for
@@ -356,4 +349,49 @@ func patroniRestartRestored(ctx context.Context, t *engine.Target, pat *facts.Pa
 		return fmt.Errorf("restart through Patroni on the restored %s: %w", pat.ConfigFile, err)
 	}
 	return nil
+}
+
+// switchoverCandidate picks, from GET /cluster's answer, the member to
+// hand the leader role to: a streaming (or running) replica without a
+// pending restart (so on the new values) nor the nofailover tag, with the
+// least lag.
+func switchoverCandidate(cluster []byte, self string) (string, error) {
+	var c struct {
+		Members []struct {
+			Name           string          `json:"name"`
+			Role           string          `json:"role"`
+			State          string          `json:"state"`
+			Lag            json.RawMessage `json:"lag"`
+			PendingRestart bool            `json:"pending_restart"`
+			Tags           map[string]any  `json:"tags"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(cluster, &c); err != nil {
+		return "", fmt.Errorf("GET /cluster: not Patroni's JSON")
+	}
+	candidate, best := "", int64(-1)
+	var passed []string
+	for _, m := range c.Members {
+		lag, err := facts.ParseInt("patroni member lag", string(m.Lag), 0, facts.MaxBytes)
+		switch {
+		case m.Name == self:
+			continue
+		case m.Role != "replica" && m.Role != "sync_standby":
+			passed = append(passed, m.Name+" (role "+m.Role+")")
+		case m.State != "streaming" && m.State != "running":
+			passed = append(passed, m.Name+" (state "+m.State+")")
+		case m.PendingRestart:
+			passed = append(passed, m.Name+" (restart pending: not on the new values)")
+		case fmt.Sprint(m.Tags["nofailover"]) == "true":
+			passed = append(passed, m.Name+" (nofailover)")
+		case err != nil:
+			passed = append(passed, m.Name+" (lag unknown)")
+		case best < 0 || lag < best:
+			candidate, best = m.Name, lag
+		}
+	}
+	if candidate == "" {
+		return "", fmt.Errorf("primary: switchover: no replica to switch over to (%s): nothing restarted", strings.Join(passed, ", "))
+	}
+	return candidate, nil
 }

@@ -62,9 +62,14 @@ func (r *rig) plan(t *testing.T, pool int64, primary string) *engine.Session {
 		t.Fatal(err)
 	}
 	r.runs++
+	// With -v, the run's log (each step's time) goes to the test's output.
+	var logTo io.Writer = io.Discard
+	if testing.Verbose() {
+		logTo = os.Stderr
+	}
 	runner := &engine.Runner{Modules: mods, Forks: 3, Dial: engine.Dial, HostTimeout: 10 * time.Minute,
 		RunID: fmt.Sprintf("20261201T020000Z-patr%02d", r.runs), StreamTimeout: 2 * time.Minute,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: slog.New(slog.NewTextHandler(logTo, nil))}
 	s, err := runner.Plan(context.Background(), r.inv, book, r.inv.Hosts)
 	if err != nil {
 		t.Fatal(err)
@@ -202,31 +207,29 @@ func TestPatroniRollout(t *testing.T) {
 	}
 
 	t.Run("pool shrunk after check", func(t *testing.T) {
-		// Planned against the pool as it is, then the pool loses its
-		// free pages: the first replica's restart would be refused
-		// (huge_pages = on), which on a primary Patroni would turn into
-		// a failover. pgtune must see it before restarting anything.
-		s := r.plan(t, share-4*r.hpBytes, "restart")
+		// Planned for a bigger segment against a pool grown for it, then
+		// the pool shrinks back: the first replica's restart would be
+		// refused (huge_pages = on), which on a primary Patroni would
+		// turn into a failover. pgtune must see it before restarting.
+		const more = 8
+		before := strconv.FormatInt(total, 10)
+		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+more, 10)); err != nil {
+			t.Fatal(err)
+		}
+		s := r.plan(t, share+more*r.hpBytes, "restart")
 		for _, h := range s.Report("check").Hosts {
 			if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
 				t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
 			}
 		}
 		configs, started := r.configs(t), r.startTimes(t)
-		before, _ := testhost.ReadSysctl("vm.nr_hugepages")
-		n, _ := strconv.ParseInt(before, 10, 64)
-		mi, err := testhost.Meminfo()
-		if err != nil {
-			t.Fatal(err)
-		}
-		free := mi["HugePages_Free"]
-		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(n-free, 10)); err != nil {
-			t.Fatal(err)
-		}
-		s.Apply(context.Background())
 		if err := testhost.WriteSysctl("vm.nr_hugepages", before); err != nil {
 			t.Fatal(err)
 		}
+		if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != before {
+			t.Fatalf("the pool did not shrink back to %s: %s", before, got)
+		}
+		s.Apply(context.Background())
 		first := firstReplica(pc)
 		for _, h := range s.Report("apply").Hosts {
 			if h.Status != report.Failed || h.Error == nil || !strings.Contains(*h.Error, first) {
@@ -287,6 +290,42 @@ func TestPatroniRollout(t *testing.T) {
 		probe.mu.Unlock()
 		probe.finish(t)
 	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("primary restart in place", func(t *testing.T) { restartInPlace(t, r, share-4*r.hpBytes) })
+}
+
+// restartInPlace: primary: restart takes every member to a smaller
+// segment, the leader restarted in place through Patroni (which keeps its
+// leader lock): no failover, same leader, all on huge pages.
+func restartInPlace(t *testing.T, r *rig, share int64) {
+	leader := r.pc.Leader()
+	history := len(r.pc.History(t))
+	started := r.startTimes(t)
+	s := r.plan(t, share, "restart")
+	s.Apply(context.Background())
+	r.pc.WaitHealthy(t)
+	for _, h := range s.Report("apply").Hosts {
+		if h.Status != report.Changed || h.Error != nil {
+			t.Errorf("%s: apply status %s, error %v", h.Name, h.Status, deref(h.Error))
+		}
+	}
+	for name, m := range r.byName {
+		if m.PG.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if hp := m.PG.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages", name)
+		}
+	}
+	if h := r.pc.History(t); len(h) != history {
+		t.Errorf("Patroni history went from %d to %d entries: a failover? %s", history, len(h), h)
+	}
+	if l := r.pc.Leader(); l == nil || l.Name != leader.Name {
+		t.Errorf("leader changed from %s", leader.Name)
+	}
 }
 
 // checkPlan: a member's plan goes through Patroni only.

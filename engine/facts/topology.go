@@ -87,13 +87,17 @@ type PatroniMember struct {
 func (t *Topology) IsPrimary() bool { return t != nil && t.Role == "primary" }
 
 // topologySQL prints key=value records (psql -0 ends each with a NUL).
+// A standby's receive position starts, after a restart, where its WAL
+// receiver began streaming, which can be behind what it already replayed
+// from its own pg_wal: no lag then (0), not a negative one, until new WAL
+// arrives (on an idle cluster, never).
 const topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END
 UNION ALL SELECT 'sysid=' || system_identifier FROM pg_control_system()
 UNION ALL SELECT 'timeline=' || timeline_id FROM pg_control_checkpoint()
 UNION ALL SELECT 'cluster_name=' || current_setting('cluster_name')
 UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
-UNION ALL SELECT 'replay_lag=' || coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0) WHERE pg_is_in_recovery()
+UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
 UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)::bigint, -1)
   || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication`
 

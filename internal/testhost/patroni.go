@@ -354,3 +354,85 @@ func httpGet(url string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// PatchConfig PATCHes Patroni's cluster-wide configuration (the DCS's
+// /config) with patch, a JSON object, through the leader.
+func (pc *PatroniCluster) PatchConfig(t testing.TB, patch string) {
+	t.Helper()
+	l := pc.Leader()
+	if l == nil {
+		t.Fatal("testhost: no Patroni leader")
+	}
+	req, err := http.NewRequest(http.MethodPatch, l.APIURL()+"/config", strings.NewReader(patch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("testhost: PATCH /config: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("testhost: PATCH /config %s: %s: %s", patch, resp.Status, b)
+	}
+}
+
+// SetPaused pauses or resumes the cluster (Patroni's maintenance mode) and
+// waits until every member's GET /patroni says so and its cache of the
+// DCS configuration (data/patroni.dynamic.json) holds it (each sees it
+// at its next loop, which logs).
+func (pc *PatroniCluster) SetPaused(t testing.TB, paused bool) {
+	t.Helper()
+	pc.PatchConfig(t, fmt.Sprintf(`{"pause": %v}`, paused))
+	var dirs []string
+	for _, m := range pc.Members {
+		dirs = append(dirs, m.Dir)
+	}
+	AwaitFiles(t, "every Patroni member to see pause", dirs, nil, func() bool {
+		for _, m := range pc.Members {
+			b, err := httpGet(m.APIURL() + "/patroni")
+			if err != nil {
+				return false
+			}
+			var st struct {
+				Pause bool `json:"pause"`
+			}
+			if json.Unmarshal(b, &st) != nil || st.Pause != paused {
+				return false
+			}
+			cache, err := os.ReadFile(filepath.Join(m.PG.DataDir, "patroni.dynamic.json"))
+			if err != nil {
+				return false
+			}
+			var dyn struct {
+				Pause bool `json:"pause"`
+			}
+			if json.Unmarshal(cache, &dyn) != nil || dyn.Pause != paused {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Freeze stops the member's Patroni process (SIGSTOP; its PostgreSQL runs
+// on) until the returned thaw is called (also at cleanup): its REST API
+// accepts connections but never answers, as an unreachable member's.
+func (m *PatroniMember) Freeze(t testing.TB) (thaw func()) {
+	t.Helper()
+	pid := m.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("testhost: freeze %s's patroni: %v", m.Name, err)
+	}
+	thawed := false
+	thaw = func() {
+		if !thawed {
+			thawed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}

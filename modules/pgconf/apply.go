@@ -23,6 +23,9 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	if err != nil || st == nil {
 		return err
 	}
+	if st.Patroni != nil {
+		return m.applyPatroni(ctx, t, st) // patroni_apply.go
+	}
 	pg := st.PG
 	var blocking []string
 	for _, o := range st.Overrides {
@@ -170,23 +173,8 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 	if err != nil || st == nil {
 		return err
 	}
-	fs := newConfFS()
-	want := map[string][]byte{st.Dropin: dropinFor(st.SharedBuffers, st.hugePageSize())}
-	for _, f := range st.Files {
-		want[f.Path] = f.After
-	}
-	var paths []string
-	for p := range want {
-		paths = append(paths, "f:"+p)
-	}
-	if err := readInto(ctx, t, st.PG, fs, paths); err != nil {
+	if err := verifyFiles(ctx, t, st); err != nil {
 		return err
-	}
-	for p, content := range want {
-		f := fs.Files[p]
-		if f == nil || !f.Exists || string(f.Content) != string(content) {
-			return fmt.Errorf("%s does not hold the planned content", p)
-		}
 	}
 	running := st.PG.Running
 	if !running {
@@ -222,4 +210,31 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		return fmt.Errorf("huge_pages_status is %q, not on", live["huge_pages_status"])
 	}
 	return verifyOOMShield(ctx, t, st, pg) // oomshield.go
+}
+
+// verifyFiles reads back what Apply wrote: the planned files, or a
+// Patroni member's patroni.yml parameters (patroni.go).
+func verifyFiles(ctx context.Context, t *engine.Target, st *State) error {
+	if st.Patroni != nil {
+		return verifyPatroniParams(ctx, t, st.Patroni)
+	}
+	fs := newConfFS()
+	want := map[string][]byte{st.Dropin: dropinFor(st.SharedBuffers, st.hugePageSize())}
+	for _, f := range st.Files {
+		want[f.Path] = f.After
+	}
+	var paths []string
+	for p := range want {
+		paths = append(paths, "f:"+p)
+	}
+	if err := readInto(ctx, t, st.PG, fs, paths); err != nil {
+		return err
+	}
+	for p, content := range want {
+		f := fs.Files[p]
+		if f == nil || !f.Exists || string(f.Content) != string(content) {
+			return fmt.Errorf("%s does not hold the planned content", p)
+		}
+	}
+	return nil
 }

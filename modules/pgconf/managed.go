@@ -17,6 +17,10 @@ func (*Module) Manages(t *engine.Target, kind, target string) bool {
 	if kind != "file" || t.Facts == nil || t.Facts.Postgres == nil {
 		return false
 	}
+	if topo := t.Facts.Topology; topo != nil && topo.Patroni != nil && topo.Patroni.ConfigFile != "" &&
+		target == path.Clean(topo.Patroni.ConfigFile) {
+		return true // a Patroni member's settings (patroni.go)
+	}
 	config, data := path.Clean(t.Facts.Postgres.ConfigFile), path.Clean(t.Facts.Postgres.DataDir)
 	switch {
 	case target == config, target == path.Join(data, "postgresql.auto.conf"):

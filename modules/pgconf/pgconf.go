@@ -112,6 +112,9 @@ type State struct {
 	SharedBuffers int64
 	SegmentMB     int64
 	SegmentPages  int64
+	// Patroni is set for a Patroni-managed member (patroni.go): no files
+	// but its patroni.yml, restarts through its REST API.
+	Patroni *PatroniState
 }
 
 type settings struct {
@@ -262,9 +265,17 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 
 	c := newCheckRun(pg, s)
 	c.hp, c.hps = hp, hps
-	// A Patroni-managed member is left alone before anything is read.
-	if rp := patroniRefusal(pg, t.Facts.Topology, c.dropin); rp != nil {
+	// A Patroni-managed member: refused before anything is read when
+	// Patroni cannot be worked with (paused, no REST API), else planned
+	// through Patroni (patroni.go).
+	if rp := patroniRefusal(pg, t.Facts.Topology); rp != nil {
 		return rp, nil
+	}
+	if topo := t.Facts.Topology; topo != nil && topo.Patroni != nil {
+		if err := c.checkPatroni(ctx, t, p); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	if err := c.readConfiguration(ctx, t); err != nil {
 		return nil, err

@@ -55,6 +55,9 @@ func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error 
 		s.restart, s.skipPrimary = false, true
 		p.Note(fmt.Sprintf("primary of a replicated cluster (%d standby(s)): primary: skip leaves its restart pending; restart it (or switch over) yourself once its standbys are on the new values", len(topo.Standbys)))
 	case primarySwitchover:
+		if topo.Patroni != nil {
+			return nil // Patroni moves the role (patroni_apply.go)
+		}
 		return fmt.Errorf("primary: switchover needs Patroni to move the primary role and repoint the standbys; this plain streaming primary (%d standby(s)) can take primary: restart (after its standbys) or skip", len(topo.Standbys))
 	}
 	return nil

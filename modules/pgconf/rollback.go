@@ -18,6 +18,9 @@ func (m *Module) AfterRollback(ctx context.Context, t *engine.Target) error {
 	if pg == nil || !pg.Running {
 		return nil
 	}
+	if topo := t.Facts.Topology; topo != nil && topo.Patroni != nil {
+		return patroniRestartRestored(ctx, t, topo.Patroni) // never pg_ctl under Patroni
+	}
 	res, err := startAgain(ctx, t, pg)
 	if err != nil {
 		return fmt.Errorf("restart on the restored configuration: %w", err)

@@ -32,17 +32,19 @@ func localMembers(t *testing.T, work string, members map[string]*testhost.Cluste
 	return inv
 }
 
-// TestPatroniMembersLeftAlone: on a real three-member Patroni cluster,
-// check shows each member as Patroni-managed and plans no edit of the
-// postgresql.conf Patroni generates and no restart; apply refuses every
-// member, naming what it would have done, and changes nothing: files,
-// postmasters and Patroni's history stay as they were.
+// TestPatroniMembersLeftAlone: on a real three-member Patroni cluster in
+// pause (maintenance) mode, check shows each member as Patroni-managed
+// and plans no edit of the postgresql.conf Patroni generates and no
+// restart; apply refuses every member, naming why, and changes nothing:
+// files, postmasters and Patroni's history stay as they were. (Unpaused
+// members are rolled out through Patroni: modules/pgconf/patronitest.)
 func TestPatroniMembersLeftAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: etcd, Patroni, PostgreSQL and the kernel")
 	}
 	kernel := testhost.LockKernel(t)
 	pc := testhost.Patroni(t, 3)
+	pc.SetPaused(t, true)
 	work := t.TempDir()
 	members := map[string]*testhost.Cluster{}
 	for _, m := range pc.Members {
@@ -84,7 +86,7 @@ func TestPatroniMembersLeftAlone(t *testing.T) {
 	}
 	for _, h := range r.Hosts {
 		if h.Status != "failed" || h.Error == nil || !strings.Contains(*h.Error, "managed by Patroni") ||
-			!strings.Contains(*h.Error, "include_dir") || !strings.Contains(*h.Error, "restart") {
+			!strings.Contains(*h.Error, "paused") || !strings.Contains(*h.Error, "restart") {
 			t.Errorf("%s: apply status %s, error %v; want a refusal naming what it would have done", h.Name, h.Status, h.Error)
 		}
 		if len(h.Changes) != 0 {

@@ -1,0 +1,397 @@
+package pgconf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// How long pgtune waits on Patroni.
+const (
+	// patroniSettle bounds the wait for Patroni to act on a reload (it
+	// does in its next loop, loop_wait seconds at most) or to report a
+	// member running after a switchover.
+	patroniSettle = 2 * time.Minute
+	// patroniStartTimeout is the start timeout pgtune gives Patroni's
+	// restart (POST /restart timeout): on a primary, Patroni gives up its
+	// leader lock past it, so the pool is checked before the restart.
+	patroniStartTimeout = 120
+	patroniPoll         = 500 * time.Millisecond
+)
+
+// applyPatroni writes the member's patroni.yml parameters, has Patroni
+// reload, checks the huge page pool against the segment the rewritten
+// configuration asks for, and restarts the member through Patroni (after
+// a switchover when the play says so). If the member does not come back,
+// the previous patroni.yml is put back, Patroni reloads and restarts it
+// on it.
+func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) error {
+	ps := st.Patroni
+	if len(st.Overrides) > 0 {
+		var why []string
+		for _, o := range st.Overrides {
+			why = append(why, o.String())
+		}
+		return fmt.Errorf("settings that override Patroni's parameters on this member: %s: nothing was changed (reset them first)", strings.Join(why, "; "))
+	}
+	doc, ok, err := t.ReadFile(ctx, ps.ConfigFile)
+	if err != nil || !ok {
+		return fmt.Errorf("read Patroni's config %s: %v", ps.ConfigFile, orMissing(err))
+	}
+	local, err := readPatroniLocal(doc)
+	if err != nil {
+		return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
+	}
+	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth}
+	now, err := api.status(ctx, t)
+	if err != nil {
+		return fmt.Errorf("Patroni member %q: %w: nothing was changed", ps.Member, err)
+	}
+	if now.Pause {
+		return fmt.Errorf("Patroni member %q: the cluster was paused since check: nothing was changed (resume it and run again)", ps.Member)
+	}
+	mark := t.Mark()
+	if !sameParams(local.Params, ps.Set) {
+		edited, err := setPatroniParams(doc, ps.Set)
+		if err != nil {
+			return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
+		}
+		if err := t.WriteFile(ctx, ps.ConfigFile, edited, transport.WriteOptions{}); err != nil {
+			return fmt.Errorf("write %s: %w", ps.ConfigFile, err)
+		}
+		if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
+			return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+		}
+	}
+	if !st.Restart {
+		return nil
+	}
+	if err := api.awaitPending(ctx, t); err != nil {
+		return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+	}
+	if err := checkPoolForRestart(ctx, t, st); err != nil {
+		return m.patroniPutBack(ctx, t, st, api, mark, false, "not restarted: "+err.Error())
+	}
+	if ps.Switchover {
+		if err := api.switchover(ctx, t, ps); err != nil {
+			return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+		}
+		// Patroni demotes by stopping the server and starting it as a
+		// replica, on the configuration it now writes: that start may
+		// have taken the new values already (Verify checks them).
+		if now, err := api.status(ctx, t); err == nil && !now.PendingRestart {
+			if t.Log != nil {
+				t.Log.Info("the old primary runs as a replica on the new values since the switchover: no restart left", "member", ps.Member)
+			}
+			return nil
+		}
+	}
+	answer, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
+		(patroniStartTimeout+restartTimeout)*time.Second)
+	if err != nil && strings.Contains(answer, "still starting") {
+		// Patroni stopped waiting before the server was up; it is not a
+		// failed start yet.
+		err = api.awaitRunning(ctx, t)
+	}
+	if err != nil {
+		return m.patroniPutBack(ctx, t, st, api, mark, true, err.Error())
+	}
+	if t.Log != nil {
+		t.Log.Info("postgres restarted through Patroni", "member", ps.Member, "answer", answer, "switchover", ps.Switchover)
+	}
+	return api.awaitRunning(ctx, t)
+}
+
+// awaitPending waits until Patroni has taken the new parameters and marks
+// the member's restart pending (GET /patroni pending_restart).
+func (a patroniAPI) awaitPending(ctx context.Context, t *engine.Target) error {
+	return a.await(ctx, t, "Patroni to mark the restart pending after the reload", func(st *patroniStatus) bool {
+		return st.PendingRestart
+	})
+}
+
+// awaitRunning waits until Patroni reports the member's server running.
+func (a patroniAPI) awaitRunning(ctx context.Context, t *engine.Target) error {
+	return a.await(ctx, t, "Patroni to report the member running", func(st *patroniStatus) bool {
+		return st.State == "running"
+	})
+}
+
+func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, done func(*patroniStatus) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, patroniSettle)
+	defer cancel()
+	last := errors.New("not asked yet")
+	for {
+		st, err := a.status(ctx, t)
+		if err == nil && done(st) {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("state %q, role %q, pending_restart %v", st.State, st.Role, st.PendingRestart)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for %s: %v", patroniSettle, what, last)
+		case <-time.After(patroniPoll):
+		}
+	}
+}
+
+// switchover hands the leader role to the streaming replica with the
+// least lag that Patroni reports without a pending restart (so already on
+// the new values), and waits until this member runs as a replica.
+func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *PatroniState) error {
+	code, b, err := a.call(ctx, t, "GET", "/cluster", nil, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("GET %s/cluster: HTTP %d", a.URL, code)
+	}
+	candidate, err := switchoverCandidate(b, ps.Member)
+	if err != nil {
+		return err
+	}
+	answer, err := a.post(ctx, t, "/switchover", map[string]string{"leader": ps.Member, "candidate": candidate}, patroniSettle)
+	if err != nil {
+		return fmt.Errorf("switchover to %q: %w", candidate, err)
+	}
+	if t.Log != nil {
+		t.Log.Info("switched over through Patroni", "from", ps.Member, "to", candidate, "answer", answer)
+	}
+	return a.await(ctx, t, "the old primary to run as a replica of "+candidate, func(st *patroniStatus) bool {
+		return st.Role == "replica" && st.State == "running"
+	})
+}
+
+// checkPoolForRestart asks postgres -C, on the configuration Patroni has
+// just written (with the server's command-line settings), how many huge
+// pages the segment takes, and refuses the restart when the pool's free
+// pages (plus those this server holds and frees) are fewer: Patroni would
+// otherwise see the start fail and, on a primary, give up the leader.
+func checkPoolForRestart(ctx context.Context, t *engine.Target, st *State) error {
+	pg := st.PG
+	c := newCheckRun(pg, settings{})
+	c.dropin, c.hps = pg.ConfigFile, st.hugePageSize()
+	if err := c.readConfiguration(ctx, t); err != nil {
+		return err
+	}
+	c.planned = c.fs.clone()
+	if opts := commandLineSettings(c.fs.Files[c.optsFile]); opts != "" {
+		auto := c.fs.Files[c.autoConf]
+		var content []byte
+		if auto != nil && auto.Exists {
+			content = append(content, auto.Content...)
+		}
+		c.planned.put(c.autoConf, append(appendLine(content, "# the server's command line"), opts...))
+	}
+	w, err := walkConfig(c.planned, pg.ConfigFile, c.autoConf)
+	if err != nil {
+		return err
+	}
+	sc, err := makeScratch(ctx, t, pg, c.planned, w, c.autoConf)
+	if err != nil {
+		return err
+	}
+	defer removeScratch(t, pg, sc)
+	sc.HugePageSize = c.hps
+	v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size_in_huge_pages"}, query{Name: "shared_buffers"}, query{Name: "huge_pages"})
+	if err != nil {
+		return err
+	}
+	need, err := facts.ParseInt("postgres -C shared_memory_size_in_huge_pages", v[0], -1, facts.MaxPages)
+	if err != nil {
+		return err
+	}
+	if hugePagesValue(v[2]) != "on" {
+		return fmt.Errorf("the configuration Patroni wrote has huge_pages = %s, not on: something overrides patroni.yml", v[2])
+	}
+	free, err := freeHugePages(ctx, t, st)
+	if err != nil {
+		return err
+	}
+	ours, err := pagesFreedByRestart(ctx, t, pg)
+	if err != nil {
+		return err
+	}
+	if need > free+ours {
+		return fmt.Errorf("postgres -C on the configuration Patroni wrote needs %d huge pages (shared_buffers %s) but the pool has %d free (and this server frees %d): the server would refuse to start",
+			need, v[1], free, ours)
+	}
+	return nil
+}
+
+// pagesFreedByRestart is the segment the running server holds on huge
+// pages, faulted and reserved alike (its shared_memory_size_in_huge_pages
+// while it runs with huge_pages on or maps huge pages): its stop returns
+// them to the pool.
+func pagesFreedByRestart(ctx context.Context, t *engine.Target, pg *facts.Postgres) (int64, error) {
+	cur, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, pg)
+	if err != nil || !cur.Running {
+		return 0, err
+	}
+	live, err := liveSettings(ctx, t, cur)
+	if err != nil {
+		return 0, err
+	}
+	if cur.HugetlbPages <= 0 && hugePagesValue(live["huge_pages"]) != "on" {
+		return 0, nil
+	}
+	n, err := facts.ParseInt("shared_memory_size_in_huge_pages", live["shared_memory_size_in_huge_pages"], 0, facts.MaxPages)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// freeHugePages is the pool's free pages not promised to a mapping, for
+// the page size the segment goes on.
+func freeHugePages(ctx context.Context, t *engine.Target, st *State) (int64, error) {
+	dir := "/sys/kernel/mm/hugepages/hugepages-" + fmt.Sprint(t.Facts.HugePageSize>>10) + "kB"
+	if st.hugePageSize() != "0" {
+		n, _ := parseSize(st.hugePageSize(), 1024)
+		dir = "/sys/kernel/mm/hugepages/hugepages-" + fmt.Sprint(n>>10) + "kB"
+	}
+	res, err := t.Run(ctx, "cat", dir+"/free_hugepages", dir+"/resv_hugepages")
+	if err != nil {
+		return 0, fmt.Errorf("read the huge page pool (%s): %w", dir, err)
+	}
+	f := strings.Fields(string(res.Stdout))
+	if len(f) != 2 {
+		return 0, fmt.Errorf("read the huge page pool (%s): %q", dir, res.Stdout)
+	}
+	free, err := facts.ParseInt("free_hugepages", f[0], 0, facts.MaxPages)
+	if err != nil {
+		return 0, err
+	}
+	resv, err := facts.ParseInt("resv_hugepages", f[1], 0, facts.MaxPages)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, free-resv), nil
+}
+
+// patroniPutBack puts the previous patroni.yml back, has Patroni reload
+// and, when a restart was attempted, restart the member on it; the error
+// says why and what state the member is in.
+func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State, api patroniAPI, mark engine.JournalMark, restarted bool, cause string) error {
+	ps := st.Patroni
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*patroniSettle+restartTimeout*time.Second)
+	defer cancel()
+	if t.Log != nil {
+		t.Log.Error("Patroni member not taken to the new settings; putting the previous patroni.yml back", "member", ps.Member, "cause", cause)
+	}
+	if err := t.UndoSince(rctx, mark); err != nil {
+		return fmt.Errorf("Patroni member %q: %s; putting the previous %s back FAILED: %v", ps.Member, cause, ps.ConfigFile, err)
+	}
+	if _, err := api.post(rctx, t, "/reload", nil, 30*time.Second); err != nil {
+		return fmt.Errorf("Patroni member %q: %s; previous %s put back, but Patroni's reload failed: %v", ps.Member, cause, ps.ConfigFile, err)
+	}
+	if !restarted {
+		return fmt.Errorf("Patroni member %q: %s; previous %s put back and reloaded, member not restarted", ps.Member, cause, ps.ConfigFile)
+	}
+	// Patroni's restart_pending filter may not hold any more (the old
+	// values may equal what runs): an unconditional restart.
+	if _, err := api.post(rctx, t, "/restart", map[string]any{"timeout": patroniStartTimeout}, (patroniStartTimeout+restartTimeout)*time.Second); err != nil {
+		if werr := api.awaitRunning(rctx, t); werr != nil {
+			return fmt.Errorf("Patroni member %q: %s; previous %s put back, but the member did NOT come back: %v; see Patroni's log", ps.Member, cause, ps.ConfigFile, err)
+		}
+	}
+	return fmt.Errorf("Patroni member %q: %s; previous %s put back, member running again on it", ps.Member, cause, ps.ConfigFile)
+}
+
+// verifyPatroniParams reads back the member's patroni.yml parameters.
+func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState) error {
+	doc, ok, err := t.ReadFile(ctx, ps.ConfigFile)
+	if err != nil || !ok {
+		return fmt.Errorf("read Patroni's config %s: %v", ps.ConfigFile, orMissing(err))
+	}
+	local, err := readPatroniLocal(doc)
+	if err != nil {
+		return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
+	}
+	if !sameParams(local.Params, ps.Set) {
+		return fmt.Errorf("%s postgresql.parameters has %s, not the planned %s", ps.ConfigFile, describeParams(local.Params), describeParams(ps.Set))
+	}
+	return nil
+}
+
+// patroniRestartRestored has Patroni take a restored patroni.yml (after
+// rollback): reload, then restart the member if that leaves a restart
+// pending.
+func patroniRestartRestored(ctx context.Context, t *engine.Target, pat *facts.Patroni) error {
+	doc, ok, err := t.ReadFile(ctx, pat.ConfigFile)
+	if err != nil || !ok {
+		return fmt.Errorf("read Patroni's config %s: %v", pat.ConfigFile, orMissing(err))
+	}
+	local, err := readPatroniLocal(doc)
+	if err != nil {
+		return fmt.Errorf("Patroni's config %s: %w", pat.ConfigFile, err)
+	}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
+	if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
+		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
+	}
+	if api.awaitPending(ctx, t) != nil {
+		return nil // nothing to restart for
+	}
+	if _, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
+		(patroniStartTimeout+restartTimeout)*time.Second); err != nil {
+		return fmt.Errorf("restart through Patroni on the restored %s: %w", pat.ConfigFile, err)
+	}
+	return nil
+}
+
+// switchoverCandidate picks, from GET /cluster's answer, the member to
+// hand the leader role to: a streaming (or running) replica without a
+// pending restart (so on the new values) nor the nofailover tag, with the
+// least lag.
+func switchoverCandidate(cluster []byte, self string) (string, error) {
+	var c struct {
+		Members []struct {
+			Name           string          `json:"name"`
+			Role           string          `json:"role"`
+			State          string          `json:"state"`
+			Lag            json.RawMessage `json:"lag"`
+			PendingRestart bool            `json:"pending_restart"`
+			Tags           map[string]any  `json:"tags"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(cluster, &c); err != nil {
+		return "", fmt.Errorf("GET /cluster: not Patroni's JSON")
+	}
+	candidate, best := "", int64(-1)
+	var passed []string
+	for _, m := range c.Members {
+		lag, err := facts.ParseInt("patroni member lag", string(m.Lag), 0, facts.MaxBytes)
+		switch {
+		case m.Name == self:
+			continue
+		case m.Role != "replica" && m.Role != "sync_standby":
+			passed = append(passed, m.Name+" (role "+m.Role+")")
+		case m.State != "streaming" && m.State != "running":
+			passed = append(passed, m.Name+" (state "+m.State+")")
+		case m.PendingRestart:
+			passed = append(passed, m.Name+" (restart pending: not on the new values)")
+		case fmt.Sprint(m.Tags["nofailover"]) == "true":
+			passed = append(passed, m.Name+" (nofailover)")
+		case err != nil:
+			passed = append(passed, m.Name+" (lag unknown)")
+		case best < 0 || lag < best:
+			candidate, best = m.Name, lag
+		}
+	}
+	if candidate == "" {
+		return "", fmt.Errorf("primary: switchover: no replica to switch over to (%s): nothing restarted", strings.Join(passed, ", "))
+	}
+	return candidate, nil
+}

@@ -1,0 +1,150 @@
+package pgconf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+)
+
+// Patroni's REST API is asked on the member's own host (it usually
+// listens on loopback only), with the python3 Patroni itself runs on.
+// The credentials of restapi.authentication go on stdin, never on a
+// command line; the answer is cut at 1 MiB.
+const patroniRESTScript = `import sys, base64, ssl, urllib.request, urllib.error
+method, url, body, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+auth = sys.stdin.read().strip()
+req = urllib.request.Request(url, data=body.encode() if body else None, method=method)
+if body:
+    req.add_header('Content-Type', 'application/json')
+if auth:
+    req.add_header('Authorization', 'Basic ' + base64.b64encode(auth.encode()).decode())
+ctx = None
+if url.startswith('https:'):
+    # The member's own API on its own host: its certificate may name
+    # another address than the one pgtune connects to.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+try:
+    r = urllib.request.urlopen(req, timeout=timeout, context=ctx)
+    code = r.status
+except urllib.error.HTTPError as e:
+    r, code = e, e.code
+except Exception as e:
+    sys.stdout.write('status=0\n' + type(e).__name__ + ': ' + str(e))
+    sys.exit(0)
+sys.stdout.write('status=%d\n' % code)
+sys.stdout.flush()
+sys.stdout.buffer.write(r.read(1048576))
+`
+
+// patroniAPI is one member's REST API as pgtune calls it.
+type patroniAPI struct {
+	URL  string
+	Auth string // "user:password" or ""
+}
+
+// call makes one request and returns the HTTP status and body; a request
+// that got no HTTP answer is an error.
+func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint string, body any, timeout time.Duration) (int, []byte, error) {
+	js := ""
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		js = string(b)
+	}
+	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 0, 64)
+	res, err := t.RunInput(ctx, []byte(a.Auth), "python3", "-c", patroniRESTScript, method, a.URL+endpoint, js, secs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s%s: %w", method, a.URL, endpoint, err)
+	}
+	head, rest, _ := strings.Cut(string(res.Stdout), "\n")
+	code, perr := strconv.Atoi(strings.TrimPrefix(head, "status="))
+	if perr != nil || !strings.HasPrefix(head, "status=") {
+		return 0, nil, fmt.Errorf("%s %s%s: no answer (%s)", method, a.URL, endpoint, strings.TrimSpace(string(res.Stderr)))
+	}
+	if code == 0 {
+		return 0, nil, fmt.Errorf("%s %s%s: %s", method, a.URL, endpoint, strings.TrimSpace(rest))
+	}
+	return code, []byte(rest), nil
+}
+
+// patroniStatus is the part of GET /patroni pgtune waits on.
+type patroniStatus struct {
+	State          string `json:"state"`
+	Role           string `json:"role"`
+	PendingRestart bool   `json:"pending_restart"`
+	Pause          bool   `json:"pause"`
+	Timeline       int64  `json:"timeline"`
+	Postmaster     string `json:"postmaster_start_time"`
+	Replication    []struct {
+		State string `json:"state"`
+	} `json:"replication"`
+}
+
+func (a patroniAPI) status(ctx context.Context, t *engine.Target) (*patroniStatus, error) {
+	code, b, err := a.call(ctx, t, "GET", "/patroni", nil, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var st patroniStatus
+	// GET /patroni answers 503 on a replica that is not running: the
+	// body is still the member's state.
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("GET %s/patroni: HTTP %d, not Patroni's JSON", a.URL, code)
+	}
+	return &st, nil
+}
+
+// dcsParams reads GET /config (the cluster-wide configuration in the DCS)
+// and returns its postgresql.parameters among the managed settings.
+func (a patroniAPI) dcsParams(ctx context.Context, t *engine.Target) (map[string]string, error) {
+	code, b, err := a.call(ctx, t, "GET", "/config", nil, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if code != 200 {
+		return nil, fmt.Errorf("GET %s/config: HTTP %d", a.URL, code)
+	}
+	var c struct {
+		PostgreSQL struct {
+			Parameters map[string]any `json:"parameters"`
+		} `json:"postgresql"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("GET %s/config: not Patroni's JSON", a.URL)
+	}
+	out := map[string]string{}
+	for k, v := range c.PostgreSQL.Parameters {
+		for _, name := range managed {
+			if strings.EqualFold(k, name) && v != nil {
+				out[name] = fmt.Sprint(v)
+			}
+		}
+	}
+	return out, nil
+}
+
+// post makes a POST and fails unless Patroni answers 2xx; the error
+// quotes its answer.
+func (a patroniAPI) post(ctx context.Context, t *engine.Target, endpoint string, body any, timeout time.Duration) (string, error) {
+	code, b, err := a.call(ctx, t, "POST", endpoint, body, timeout)
+	if err != nil {
+		return "", err
+	}
+	answer := strings.TrimSpace(string(b))
+	if len(answer) > 300 {
+		answer = answer[:300] + "…"
+	}
+	if code < 200 || code > 299 {
+		return answer, fmt.Errorf("POST %s%s: HTTP %d: %s", a.URL, endpoint, code, answer)
+	}
+	return answer, nil
+}

@@ -1,0 +1,452 @@
+package patronitest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/internal/testhost"
+	"github.com/pgtune/pgtune/modules/pgconf"
+)
+
+// rig is the shared Patroni cluster and an inventory of its three members
+// (one host per member, named after it, over the local connection).
+type rig struct {
+	pc      *testhost.PatroniCluster
+	inv     *inventory.Inventory
+	work    string
+	byName  map[string]*testhost.PatroniMember
+	hpBytes int64
+	runs    int
+}
+
+func newRig(t *testing.T, pc *testhost.PatroniCluster, hpBytes int64) *rig {
+	t.Helper()
+	r := &rig{pc: pc, work: t.TempDir(), byName: map[string]*testhost.PatroniMember{}, hpBytes: hpBytes}
+	var b strings.Builder
+	b.WriteString("all:\n  hosts:\n")
+	for _, m := range pc.Members {
+		r.byName[m.Name] = m
+		fmt.Fprintf(&b, "    %s:\n      connection: local\n      pg_data: %s\n      pg_bin: %s\n      pgtune_state_dir: %s\n",
+			m.Name, m.PG.DataDir, m.PG.BinDir, filepath.Join(r.work, m.Name, "state"))
+	}
+	inv, err := inventory.Parse("inventory.yml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.inv = inv
+	return r
+}
+
+// plan runs check with a pgconf policy of this pool (bytes) and primary
+// choice, keeping the session open for apply.
+func (r *rig) plan(t *testing.T, pool int64, primary string) *engine.Session {
+	t.Helper()
+	mods, reg := engine.Registry(pgconf.New())
+	book, err := playbook.Parse("book.yml", []byte(fmt.Sprintf(
+		"- hosts: all\n  policy:\n    pgconf:\n      pool: %d\n      primary: %s\n", pool, primary)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.runs++
+	// With -v, the run's log (each step's time) goes to the test's output.
+	var logTo io.Writer = io.Discard
+	if testing.Verbose() {
+		logTo = os.Stderr
+	}
+	runner := &engine.Runner{Modules: mods, Forks: 3, Dial: engine.Dial, HostTimeout: 10 * time.Minute,
+		RunID: fmt.Sprintf("20261201T020000Z-patr%02d", r.runs), StreamTimeout: 2 * time.Minute,
+		Log: slog.New(slog.NewTextHandler(logTo, nil))}
+	s, err := runner.Plan(context.Background(), r.inv, book, r.inv.Hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// startTimes is each member's pg_postmaster_start_time().
+func (r *rig) startTimes(t *testing.T) map[string]string {
+	out := map[string]string{}
+	for name, m := range r.byName {
+		out[name] = m.PG.Query(t, "SELECT pg_postmaster_start_time()")
+	}
+	return out
+}
+
+func (r *rig) configs(t *testing.T) map[string]string {
+	out := map[string]string{}
+	for name, m := range r.byName {
+		b, err := os.ReadFile(m.ConfigFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = string(b)
+	}
+	return out
+}
+
+var plannedSB = regexp.MustCompile(`shared_buffers=([0-9]+)kB`)
+
+// TestPatroniRollout takes a real three-member Patroni cluster to the
+// policy through Patroni: check plans each member's patroni.yml
+// parameters and a restart through its REST API and reports the DCS's
+// shared_buffers as overridden; apply with primary: switchover, under a
+// prober writing through the current leader, restarts the replicas one
+// at a time, switches over, restarts the old primary; every member ends
+// on huge pages with its planned shared_buffers, no acknowledged row is
+// lost and Patroni's history has the one switchover. Then a member whose
+// Patroni stops answering stops the cluster's rollout, naming it, with
+// nothing restarted and the cluster writable.
+func TestPatroniRollout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: etcd, Patroni, PostgreSQL and the kernel")
+	}
+	kernel := testhost.LockKernel(t)
+	// The three members share this machine's pool: room for three small
+	// segments beside whatever the pool holds now, each member a third.
+	hpKB := kernel.Meminfo["Hugepagesize"]
+	perMember := int64(48<<10) / hpKB
+	total := kernel.Meminfo["HugePages_Total"] + 3*perMember + 2
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
+		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
+	}
+	pc := testhost.Patroni(t, 3)
+	// A cluster-wide shared_buffers in the DCS, which each member's
+	// patroni.yml overrides: check must report it.
+	pc.PatchConfig(t, `{"postgresql": {"parameters": {"shared_buffers": "24MB"}}}`)
+	r := newRig(t, pc, hpKB*1024)
+	share := perMember * hpKB * 1024
+
+	leader := pc.Leader()
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	wantSB := map[string]int64{}
+	var s *engine.Session
+	t.Run("check", func(t *testing.T) {
+		configs, started := r.configs(t), r.startTimes(t)
+		s = r.plan(t, share, "switchover")
+		for _, h := range s.Report("check").Hosts {
+			checkPlan(t, h, h.Name == leader.Name)
+			if m := plannedSB.FindStringSubmatch(changeAfter(h, "Patroni local parameters")); m != nil {
+				kb, _ := strconv.ParseInt(m[1], 10, 64)
+				wantSB[h.Name] = kb
+			}
+		}
+		if len(wantSB) != 3 {
+			t.Fatalf("planned shared_buffers for %d members, want 3: %v", len(wantSB), wantSB)
+		}
+		if now := r.configs(t); fmt.Sprint(now) != fmt.Sprint(configs) {
+			t.Error("check changed a patroni.yml")
+		}
+		if now := r.startTimes(t); fmt.Sprint(now) != fmt.Sprint(started) {
+			t.Error("check restarted a member")
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("switchover under a prober", func(t *testing.T) {
+		started := r.startTimes(t)
+		probe := startProber(t, pc)
+		t0 := time.Now()
+		s.Apply(context.Background())
+		took := time.Since(t0)
+		pc.WaitHealthy(t)
+		gap := probe.finish(t)
+		t.Logf("rollout took %v; longest write gap %v", took.Round(time.Millisecond), gap.Round(time.Millisecond))
+		for _, h := range s.Report("apply").Hosts {
+			if h.Status != report.Changed || h.Error != nil {
+				t.Errorf("%s: apply status %s, error %v", h.Name, h.Status, deref(h.Error))
+			}
+		}
+		for name, m := range r.byName {
+			if m.PG.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+				t.Errorf("%s was not restarted", name)
+			}
+			if hp := m.PG.HugetlbPages(t); hp <= 0 {
+				t.Errorf("%s: not on huge pages", name)
+			}
+			blocks, _ := strconv.ParseInt(m.PG.Query(t, "SELECT setting FROM pg_settings WHERE name = 'shared_buffers'"), 10, 64)
+			if blocks*8 != wantSB[name] {
+				t.Errorf("%s runs with shared_buffers %d kB, planned %d kB", name, blocks*8, wantSB[name])
+			}
+			if hp := m.PG.Query(t, "SHOW huge_pages"); hp != "on" {
+				t.Errorf("%s: huge_pages %s", name, hp)
+			}
+		}
+		checkOrder(t, r, leader.Name)
+		h := pc.History(t)
+		if len(h) != 1 {
+			t.Fatalf("Patroni history has %d entries, want the one switchover: %s", len(h), h)
+		}
+		if nl := pc.Leader(); nl == nil || nl.Name == leader.Name || !strings.Contains(string(h[0]), nl.Name) {
+			t.Errorf("history %s: want a switchover from %s to the new leader", h[0], leader.Name)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("pool shrunk after check", func(t *testing.T) {
+		// Planned for a bigger segment against a pool grown for it, then
+		// the pool shrinks back: the first replica's restart would be
+		// refused (huge_pages = on), which on a primary Patroni would
+		// turn into a failover. pgtune must see it before restarting.
+		const more = 8
+		before := strconv.FormatInt(total, 10)
+		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+more, 10)); err != nil {
+			t.Fatal(err)
+		}
+		s := r.plan(t, share+more*r.hpBytes, "restart")
+		for _, h := range s.Report("check").Hosts {
+			if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
+				t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
+			}
+		}
+		configs, started := r.configs(t), r.startTimes(t)
+		if err := testhost.WriteSysctl("vm.nr_hugepages", before); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != before {
+			t.Fatalf("the pool did not shrink back to %s: %s", before, got)
+		}
+		s.Apply(context.Background())
+		first := firstReplica(pc)
+		for _, h := range s.Report("apply").Hosts {
+			if h.Status != report.Failed || h.Error == nil || !strings.Contains(*h.Error, first) {
+				t.Errorf("%s: apply status %s, error %v; want failed, naming %s", h.Name, h.Status, deref(h.Error), first)
+			}
+			if h.Name == first && !strings.Contains(*h.Error, "would refuse to start") {
+				t.Errorf("%s: error does not say the server would not start: %s", h.Name, *h.Error)
+			}
+		}
+		if now := r.configs(t); fmt.Sprint(now) != fmt.Sprint(configs) {
+			t.Error("a patroni.yml was not put back")
+		}
+		if now := r.startTimes(t); fmt.Sprint(now) != fmt.Sprint(started) {
+			t.Errorf("a member restarted: %v → %v", started, now)
+		}
+	})
+
+	t.Run("member unreachable", func(t *testing.T) {
+		// A smaller share: every member plans a new shared_buffers.
+		s := r.plan(t, share-4*r.hpBytes, "restart")
+		for _, h := range s.Report("check").Hosts {
+			if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
+				t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
+			}
+		}
+		first := firstReplica(pc)
+		configs, started := r.configs(t), r.startTimes(t)
+		thaw := r.byName[first].Freeze(t)
+		s.Apply(context.Background())
+		thaw()
+		for _, h := range s.Report("apply").Hosts {
+			if h.Status != report.Failed || h.Error == nil {
+				t.Errorf("%s: apply status %s, error %v; want failed", h.Name, h.Status, deref(h.Error))
+				continue
+			}
+			if h.Name == first && !strings.Contains(*h.Error, first) {
+				t.Errorf("%s: error does not name the member: %s", h.Name, *h.Error)
+			}
+			if h.Name != first && !strings.Contains(*h.Error, first) {
+				t.Errorf("%s: error does not say the rollout stopped at %s: %s", h.Name, first, *h.Error)
+			}
+		}
+		if now := r.configs(t); fmt.Sprint(now) != fmt.Sprint(configs) {
+			t.Error("a patroni.yml changed")
+		}
+		if now := r.startTimes(t); fmt.Sprint(now) != fmt.Sprint(started) {
+			t.Errorf("a member restarted: %v → %v", started, now)
+		}
+		// The cluster still takes writes through its leader.
+		probe := startProber(t, pc)
+		out, err := probe.run("INSERT INTO probe DEFAULT VALUES RETURNING id")
+		id, perr := strconv.ParseInt(out, 10, 64)
+		if err != nil || perr != nil {
+			t.Errorf("the cluster does not take writes after the stopped rollout: %v: %s", err, out)
+		}
+		probe.mu.Lock()
+		probe.acked = append(probe.acked, id)
+		probe.mu.Unlock()
+		probe.finish(t)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("primary restart in place", func(t *testing.T) { restartInPlace(t, r, share-4*r.hpBytes) })
+}
+
+// restartInPlace: primary: restart takes every member to a smaller
+// segment, the leader restarted in place through Patroni (which keeps its
+// leader lock): no failover, same leader, all on huge pages.
+func restartInPlace(t *testing.T, r *rig, share int64) {
+	leader := r.pc.Leader()
+	history := len(r.pc.History(t))
+	started := r.startTimes(t)
+	s := r.plan(t, share, "restart")
+	s.Apply(context.Background())
+	r.pc.WaitHealthy(t)
+	for _, h := range s.Report("apply").Hosts {
+		if h.Status != report.Changed || h.Error != nil {
+			t.Errorf("%s: apply status %s, error %v", h.Name, h.Status, deref(h.Error))
+		}
+	}
+	for name, m := range r.byName {
+		if m.PG.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if hp := m.PG.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages", name)
+		}
+	}
+	if h := r.pc.History(t); len(h) != history {
+		t.Errorf("Patroni history went from %d to %d entries: a failover? %s", history, len(h), h)
+	}
+	if l := r.pc.Leader(); l == nil || l.Name != leader.Name {
+		t.Errorf("leader changed from %s", leader.Name)
+	}
+}
+
+// checkPlan: a member's plan goes through Patroni only.
+func checkPlan(t *testing.T, h report.Host, isLeader bool) {
+	t.Helper()
+	if h.Error != nil {
+		t.Errorf("%s: check error %s", h.Name, *h.Error)
+		return
+	}
+	var params, restart bool
+	for _, c := range h.Changes {
+		switch {
+		case c.Kind == "file":
+			t.Errorf("%s: plans a file %s under Patroni", h.Name, c.Target)
+		case strings.HasPrefix(c.Target, "Patroni local parameters: ") && strings.HasSuffix(c.Target, "patroni.yml postgresql.parameters"):
+			params = strings.Contains(c.After, "huge_pages=on") && !strings.Contains(c.After+c.Before, testhost.PatroniPassword)
+		case c.Kind == "restart":
+			restart = strings.Contains(c.Target, "through Patroni") && strings.Contains(c.Target, "switch over") == isLeader
+		}
+	}
+	if !params || !restart {
+		t.Errorf("%s: want patroni.yml parameters and a restart through Patroni (switchover on the leader): %v", h.Name, h.Changes)
+	}
+	notes := strings.Join(h.Notes, "\n")
+	if !strings.Contains(notes, "/config") || !strings.Contains(notes, "shared_buffers = 24MB") {
+		t.Errorf("%s: check does not report the DCS's shared_buffers: %s", h.Name, notes)
+	}
+}
+
+func changeAfter(h report.Host, prefix string) string {
+	for _, c := range h.Changes {
+		if strings.HasPrefix(c.Target, prefix) {
+			return c.After
+		}
+	}
+	return ""
+}
+
+// down is a span of time a server was not serving: from a shutdown
+// request in its log to its next "ready to accept".
+type down struct {
+	member   string
+	from, to time.Time
+}
+
+// downs reads a member's server log (PostgreSQL logs to Patroni's output,
+// with its own timestamp format).
+func downs(t *testing.T, m *testhost.PatroniMember) []down {
+	var out []down
+	var open *down
+	for _, l := range strings.Split(m.PG.Log(t), "\n") {
+		if len(l) < 23 {
+			continue
+		}
+		ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23])
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(l, "shutdown request") && open == nil:
+			open = &down{member: m.Name, from: ts}
+		case strings.Contains(l, "ready to accept") && open != nil:
+			open.to = ts
+			out = append(out, *open)
+			open = nil
+		}
+	}
+	return out
+}
+
+// checkOrder: no two members were down at once, and every replica's
+// restart ended before the old primary first went down.
+func checkOrder(t *testing.T, r *rig, oldLeader string) {
+	t.Helper()
+	var all []down
+	for _, m := range r.pc.Members {
+		d := downs(t, m)
+		if len(d) == 0 {
+			t.Errorf("%s: no restart in its log", m.Name)
+		}
+		all = append(all, d...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].from.Before(all[j].from) })
+	for i := 1; i < len(all); i++ {
+		if all[i].from.Before(all[i-1].to) {
+			t.Errorf("%s went down at %s while %s was down (%s–%s)", all[i].member, all[i].from.Format("15:04:05.000"),
+				all[i-1].member, all[i-1].from.Format("15:04:05.000"), all[i-1].to.Format("15:04:05.000"))
+		}
+	}
+	for i, d := range all {
+		t.Logf("down %d: %s %s–%s", i, d.member, d.from.Format("15:04:05.000"), d.to.Format("15:04:05.000"))
+	}
+	if len(all) > 0 && all[0].member == oldLeader {
+		t.Errorf("the old primary %s went down first", oldLeader)
+	}
+	seenLeader := false
+	for _, d := range all {
+		if d.member == oldLeader {
+			seenLeader = true
+		} else if seenLeader {
+			t.Errorf("replica %s went down after the old primary %s", d.member, oldLeader)
+		}
+	}
+}
+
+// firstReplica is the replica the rollout takes first (by name).
+func firstReplica(pc *testhost.PatroniCluster) string {
+	l := pc.Leader()
+	var names []string
+	for _, m := range pc.Members {
+		if l == nil || m.Name != l.Name {
+			names = append(names, m.Name)
+		}
+	}
+	sort.Strings(names)
+	return names[0]
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}

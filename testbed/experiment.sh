@@ -6,7 +6,10 @@
 # seed's flat 2 GiB headroom, which pgtune refuses as not protective on such a
 # box: check must say so, and it is applied with accept_unprotective: true to
 # show what that limit does. Writes state/experiment.json.
-# Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5).
+# Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5);
+# SKIP_DEFAULT=1 skips the default-overcommit run (~13 min of thrashing under
+# TCG), FLAT=0 the flat-headroom one, so SKIP_DEFAULT=1 FLAT=0 runs the strict
+# half alone.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -54,6 +57,13 @@ if [[ -z ${SKIP_DEFAULT:-} ]]; then run default; fi
 
 log "pgtune apply (default policy)"
 "$PGTUNE" apply -i "$inv" --yes >"$STATE_DIR/experiment-apply.out" 2>&1 || { cat "$STATE_DIR/experiment-apply.out" >&2; die "pgtune apply failed"; }
+# What the policy put in place, for the record: the kernel values and the oom
+# module's shield (postmaster and backend oom_score_adj, the unit's OOMPolicy).
+{
+	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/policy-facts.sh"
+	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/oom-facts.sh"
+} >"$STATE_DIR/experiment-policy.txt"
+log "policy in the box: $(grep -E '^(overcommit_kbytes|hugepages_total|unit_oom_policy|postmaster_oom_score_adj|backend_oom_score_adj)=' "$STATE_DIR/experiment-policy.txt" | tr '\n' ' ')"
 run strict
 labels=(default strict)
 

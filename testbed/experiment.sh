@@ -16,10 +16,13 @@ set -euo pipefail
 PGTUNE=${PGTUNE:-$REPO_DIR/bin/pgtune}
 [[ -x $PGTUNE ]] || die "$PGTUNE missing: make build"
 inv=$STATE_DIR/inventory.yml
-sshc=(ssh -F "$STATE_DIR/ssh-config" -o BatchMode=yes)
+# A box under TCG on a loaded machine can take longer than ssh-config's 10 s
+# to answer the banner.
+sshc=(ssh -F "$STATE_DIR/ssh-config" -o BatchMode=yes -o ConnectTimeout=90)
 if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
 
-BOXES=1 MEM=${EXP_MEM:-4096} SMP=${EXP_SMP:-2} "$TESTBED_DIR/up.sh"
+# REUSE=1: box1 is already up (make testbed-up, or an earlier KEEP=1 run).
+[[ -n ${REUSE:-} ]] || BOXES=1 MEM=${EXP_MEM:-4096} SMP=${EXP_SMP:-2} "$TESTBED_DIR/up.sh"
 "${sshc[@]}" box1 'sudo install -m 755 /dev/stdin /usr/local/sbin/oom-experiment' <"$TESTBED_DIR/remote/oom-experiment.sh"
 "${sshc[@]}" box1 'systemctl is-system-running --wait' >/dev/null 2>&1 || true
 
@@ -32,7 +35,7 @@ run() { # label
 	local deadline=$(( $(date +%s) + ${EXP_TIMEOUT:-1800} ))
 	while (( $(date +%s) < deadline )); do
 		sleep 10
-		st=$("${sshc[@]}" -o ConnectTimeout=10 box1 "systemctl is-active oomexp-$label" 2>/dev/null || true)
+		st=$("${sshc[@]}" box1 "systemctl is-active oomexp-$label" 2>/dev/null || true)
 		case $st in
 		active|activating|reloading|"") continue ;;
 		*) break ;;
@@ -62,7 +65,7 @@ log "pgtune apply (default policy)"
 {
 	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/policy-facts.sh"
 	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/oom-facts.sh"
-} >"$STATE_DIR/experiment-policy.txt"
+} >"$STATE_DIR/experiment-policy.txt" || log "could not read the policy back from the box (recorded what came)"
 log "policy in the box: $(grep -E '^(overcommit_kbytes|hugepages_total|unit_oom_policy|postmaster_oom_score_adj|backend_oom_score_adj)=' "$STATE_DIR/experiment-policy.txt" | tr '\n' ' ')"
 run strict
 labels=(default strict)

@@ -68,7 +68,8 @@ log "pgtune apply (default policy)"
 } >"$STATE_DIR/experiment-policy.txt" || log "could not read the policy back from the box (recorded what came)"
 log "policy in the box: $(grep -E '^(overcommit_kbytes|hugepages_total|unit_oom_policy|postmaster_oom_score_adj|backend_oom_score_adj)=' "$STATE_DIR/experiment-policy.txt" | tr '\n' ' ')"
 run strict
-labels=(default strict)
+labels=(strict)
+[[ -n ${SKIP_DEFAULT:-} ]] || labels=(default strict)
 
 if [[ ${FLAT:-1} != 0 ]]; then
 	# The seed's flat 2 GiB headroom, sized for servers: on a 4 GiB box it lifts the

@@ -3,6 +3,7 @@ package hugepages
 import (
 	"context"
 	"fmt"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +28,8 @@ import (
 // Shrinking below the pages in use is what the kernel allows: those pages
 // become surplus and are freed when their mapping goes, which for
 // PostgreSQL's segment is the restart pgconf does for the new
-// huge_page_size. The pool's nr_hugepages reads 0 from the write on.
+// huge_page_size. Until then nr_hugepages still counts them, so verify
+// reads nr_hugepages less surplus_hugepages.
 
 // managedHeader starts every boot file pgtune writes (renderBootFile).
 const managedHeader = "# Managed by pgtune (hugepages)"
@@ -136,7 +138,7 @@ func verifyRelease(ctx context.Context, t *engine.Target, r *release) error {
 		return nil
 	}
 	for _, rp := range r.Pools {
-		n, err := readCount(ctx, t, rp.Sysfs)
+		n, err := persistentPages(ctx, t, rp.Sysfs)
 		if err != nil {
 			return err
 		}
@@ -150,6 +152,23 @@ func verifyRelease(ctx context.Context, t *engine.Target, r *release) error {
 		return fmt.Errorf("%s is still there", r.File)
 	}
 	return nil
+}
+
+// persistentPages is a pool's nr_hugepages less its surplus_hugepages.
+// The kernel's nr_hugepages counts the pages still mapped after a shrink
+// below them (they turned surplus and are freed with their mapping): on a
+// Debian box, right after the write of 0 the 1 GiB pool under the running
+// postmaster read nr_hugepages 1, surplus_hugepages 1.
+func persistentPages(ctx context.Context, t *engine.Target, nrPath string) (int64, error) {
+	n, err := readCount(ctx, t, nrPath)
+	if err != nil {
+		return 0, err
+	}
+	surplus, err := readCount(ctx, t, path.Join(path.Dir(nrPath), "surplus_hugepages"))
+	if err != nil {
+		return 0, err
+	}
+	return n - surplus, nil
 }
 
 // otherPools is the memory held by huge page pools of every size but

@@ -34,6 +34,7 @@ type rollbackParams struct{ To string }
 type rollback struct {
 	hooks    map[string]RollbackHook
 	managers map[string]TargetManager
+	early    map[string]bool // modules undone first (UndoEarly)
 }
 
 // TargetManager is implemented by modules that change files or kernel
@@ -175,6 +176,7 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 	if err != nil {
 		return nil, err
 	}
+	entries = undoEarlyFirst(entries, m.early)
 	u := &undoSet{entries: entries, links: t.linkedSysctls}
 	steps, err := u.plan(ctx, t)
 	if err != nil {
@@ -244,13 +246,16 @@ func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) err
 // PlanRollback plans putting every host back as it was before pgtune
 // first changed it, or before run `to` when that is set.
 func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to string) *Session {
-	m := rollback{hooks: map[string]RollbackHook{}, managers: map[string]TargetManager{}}
+	m := rollback{hooks: map[string]RollbackHook{}, managers: map[string]TargetManager{}, early: map[string]bool{}}
 	for name, mod := range r.Modules {
 		if h, ok := mod.(RollbackHook); ok {
 			m.hooks[name] = h
 		}
 		if tm, ok := mod.(TargetManager); ok {
 			m.managers[name] = tm
+		}
+		if e, ok := mod.(UndoEarly); ok && e.UndoEarly() {
+			m.early[name] = true
 		}
 	}
 	s := &Session{runner: r, book: nil}

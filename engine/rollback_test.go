@@ -82,3 +82,27 @@ func TestLinkedZeroed(t *testing.T) {
 		t.Error("keys no module links are restored each")
 	}
 }
+
+// An UndoEarly module's entries are undone before every other module's,
+// in their own order, whatever order the modules ran in.
+func TestUndoEarlyFirst(t *testing.T) {
+	entries := []JournalEntry{
+		{Module: "thp", Path: "/t"},
+		{Module: "pgconf", Path: "/p"},
+		{Module: "oom", Key: "oom_score_adj:postmaster:1:2"},
+		{Module: "oom", Path: "/etc/systemd/system/u.service.d/pgtune-oom.conf"},
+		{Module: "hugepages", Key: "vm.nr_hugepages"},
+	}
+	var got []string
+	for _, e := range undoEarlyFirst(entries, map[string]bool{"oom": true}) {
+		got = append(got, e.Module+":"+e.Path+e.Key)
+	}
+	want := []string{"oom:oom_score_adj:postmaster:1:2", "oom:/etc/systemd/system/u.service.d/pgtune-oom.conf",
+		"thp:/t", "pgconf:/p", "hugepages:vm.nr_hugepages"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if got := undoEarlyFirst(entries, nil); !reflect.DeepEqual(got, entries) {
+		t.Errorf("without early modules the order changed: %v", got)
+	}
+}

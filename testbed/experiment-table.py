@@ -5,6 +5,11 @@ Usage: experiment-table.py STATE_DIR LABEL..."""
 import json, sys
 state, labels = sys.argv[1], sys.argv[2:]
 res = {l: json.load(open(f"{state}/experiment-{l}/result.json")) for l in labels}
+# The policy as the box showed it after `pgtune apply` (key=value lines).
+try:
+    res["policy_after_apply"] = dict(l.rstrip("\n").split("=", 1) for l in open(f"{state}/experiment-policy.txt") if "=" in l)
+except FileNotFoundError:
+    pass
 json.dump(res, open(f"{state}/experiment.json", "w"), indent=2)
 rows = [("OOM kills", "oom_kills"), ("postmaster restarted", "postmaster_restarted"),
         ("idle sessions dropped", "sessions_dropped"), ("failed probes", "probe_failures"),

@@ -6,17 +6,23 @@
 # seed's flat 2 GiB headroom, which pgtune refuses as not protective on such a
 # box: check must say so, and it is applied with accept_unprotective: true to
 # show what that limit does. Writes state/experiment.json.
-# Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5).
+# Env: EXP_MEM MiB (4096), EXP_SMP (2), IDLE (20), STEP s between loaders (5);
+# SKIP_DEFAULT=1 skips the default-overcommit run (~13 min of thrashing under
+# TCG), FLAT=0 the flat-headroom one, so SKIP_DEFAULT=1 FLAT=0 runs the strict
+# half alone.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 PGTUNE=${PGTUNE:-$REPO_DIR/bin/pgtune}
 [[ -x $PGTUNE ]] || die "$PGTUNE missing: make build"
 inv=$STATE_DIR/inventory.yml
-sshc=(ssh -F "$STATE_DIR/ssh-config" -o BatchMode=yes)
+# A box under TCG on a loaded machine can take longer than ssh-config's 10 s
+# to answer the banner.
+sshc=(ssh -F "$STATE_DIR/ssh-config" -o BatchMode=yes -o ConnectTimeout=90)
 if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
 
-BOXES=1 MEM=${EXP_MEM:-4096} SMP=${EXP_SMP:-2} "$TESTBED_DIR/up.sh"
+# REUSE=1: box1 is already up (make testbed-up, or an earlier KEEP=1 run).
+[[ -n ${REUSE:-} ]] || BOXES=1 MEM=${EXP_MEM:-4096} SMP=${EXP_SMP:-2} "$TESTBED_DIR/up.sh"
 "${sshc[@]}" box1 'sudo install -m 755 /dev/stdin /usr/local/sbin/oom-experiment' <"$TESTBED_DIR/remote/oom-experiment.sh"
 "${sshc[@]}" box1 'systemctl is-system-running --wait' >/dev/null 2>&1 || true
 
@@ -29,7 +35,7 @@ run() { # label
 	local deadline=$(( $(date +%s) + ${EXP_TIMEOUT:-1800} ))
 	while (( $(date +%s) < deadline )); do
 		sleep 10
-		st=$("${sshc[@]}" -o ConnectTimeout=10 box1 "systemctl is-active oomexp-$label" 2>/dev/null || true)
+		st=$("${sshc[@]}" box1 "systemctl is-active oomexp-$label" 2>/dev/null || true)
 		case $st in
 		active|activating|reloading|"") continue ;;
 		*) break ;;
@@ -54,8 +60,16 @@ if [[ -z ${SKIP_DEFAULT:-} ]]; then run default; fi
 
 log "pgtune apply (default policy)"
 "$PGTUNE" apply -i "$inv" --yes >"$STATE_DIR/experiment-apply.out" 2>&1 || { cat "$STATE_DIR/experiment-apply.out" >&2; die "pgtune apply failed"; }
+# What the policy put in place, for the record: the kernel values and the oom
+# module's shield (postmaster and backend oom_score_adj, the unit's OOMPolicy).
+{
+	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/policy-facts.sh"
+	"${sshc[@]}" box1 sudo bash -s <"$TESTBED_DIR/remote/oom-facts.sh"
+} >"$STATE_DIR/experiment-policy.txt" || log "could not read the policy back from the box (recorded what came)"
+log "policy in the box: $(grep -E '^(overcommit_kbytes|hugepages_total|unit_oom_policy|postmaster_oom_score_adj|backend_oom_score_adj)=' "$STATE_DIR/experiment-policy.txt" | tr '\n' ' ')"
 run strict
-labels=(default strict)
+labels=(strict)
+[[ -n ${SKIP_DEFAULT:-} ]] || labels=(default strict)
 
 if [[ ${FLAT:-1} != 0 ]]; then
 	# The seed's flat 2 GiB headroom, sized for servers: on a 4 GiB box it lifts the

@@ -5,7 +5,7 @@ MEM ?= 2048
 SMP ?= 1
 TESTBED_ENV = BOXES=$(BOXES) MEM=$(MEM) SMP=$(SMP)
 
-.PHONY: testbed-deps testbed-image testbed-up testbed-down e2e experiment
+.PHONY: testbed-deps testbed-image testbed-up testbed-down e2e experiment e2e-oom e2e-gigpages
 
 testbed-deps:
 	./scripts/deps.sh testbed
@@ -24,3 +24,11 @@ e2e: build testbed-deps
 
 experiment: build testbed-deps
 	testbed/experiment.sh
+
+# Focused runs on one box each (oom: 3072 MiB, gigpages: 4096 MiB by default): the oom module's
+# systemd drop-in, and 1 GiB huge pages (TCG's -cpu max offers them).
+e2e-oom: build testbed-deps
+	testbed/oom-unit.sh
+
+e2e-gigpages: build testbed-deps
+	testbed/gigpages.sh

@@ -59,7 +59,7 @@ Host $name
   UserKnownHostsFile $STATE_DIR/known_hosts
   StrictHostKeyChecking yes
   PasswordAuthentication no
-  ConnectTimeout 10
+  ConnectTimeout 60
   LogLevel ERROR
 
 CFG

@@ -92,6 +92,10 @@ type State struct {
 	Files *sysctlconf.Plan
 	Boot  *bootFile
 	Pool  livePool
+	// Release gives back what an earlier page_size left (release.go):
+	// pgtune's tmpfiles.d file and the pools it set. Only with the
+	// default size; nil when there is nothing to give back.
+	Release *release
 	// Nodes is each node's planned share under numa: spread (nil: the
 	// kernel distributes).
 	Nodes []nodeShare
@@ -271,6 +275,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 			return nil, err
 		}
 		st.Files = files
+		if st.Release, err = checkRelease(ctx, t, p, set.tmpfilesFile); err != nil {
+			return nil, err
+		}
 	} else {
 		if st.Boot, err = checkBootFile(ctx, t, p, set.tmpfilesFile, lp, pages); err != nil {
 			return nil, err
@@ -288,6 +295,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 			p.Note(note)
 		}
 	}
+	p.Outputs["other_pools"] = otherPools(f, size, st.Release)
 	p.State = st
 	return p, nil
 }
@@ -308,6 +316,11 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		}
 	}
 	mark := t.Mark()
+	// The pools of the earlier page size go first: their pages (once
+	// released by the restart) are what the default pool grows into.
+	if err := applyRelease(ctx, t, st.Release); err != nil {
+		return m.backOut(ctx, t, st, mark, fmt.Errorf("give back the earlier page size's pool: %w", err))
+	}
 	if st.Files != nil {
 		if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
 			return err
@@ -506,6 +519,9 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 		}
 	}
 	if err := verifyBootFile(ctx, t, st.Boot); err != nil {
+		return err
+	}
+	if err := verifyRelease(ctx, t, st.Release); err != nil {
 		return err
 	}
 	if st.Pool.Sysfs != "" {

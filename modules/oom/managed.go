@@ -73,10 +73,15 @@ func (*Module) WriteLive(ctx context.Context, t *engine.Target, key, value strin
 	return writeAdj(ctx, t, pid, start, v)
 }
 
+// UndoEarly: rollback undoes this module's changes before any other's, so
+// that pgconf's restart on the restored configuration starts the server
+// under the restored unit (engine.UndoEarly).
+func (*Module) UndoEarly() bool { return true }
+
 // AfterRollback reloads systemd once the drop-in is gone or back, so the
 // unit's OOMPolicy is what it was; OOMScoreAdjust= and the environment go
-// back at the unit's next start (pgconf's rollback restarts a cluster it
-// changed).
+// back at the unit's next start, which pgconf's rollback (after this one,
+// see UndoEarly) performs for a cluster it changed.
 func (*Module) AfterRollback(ctx context.Context, t *engine.Target) error {
 	res, err := t.Run(ctx, "sh", "-c", `[ "$(head -c 64 /proc/1/comm 2>/dev/null)" = systemd ] && echo 1 || echo 0`)
 	if err != nil {

@@ -141,8 +141,10 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 		if err != nil {
 			return nil, err
 		}
-		pool = n * f.HugePageSize
+		pool = n*f.HugePageSize + otherPools(f, f.HugePageSize)
 		p.Note(fmt.Sprintf("hugepages is not in the play: limit computed against the current pool (%s)", sysctlconf.Bytes(pool)))
+	} else {
+		pool += plannedOtherPools(t)
 	}
 
 	maxCommitted, err := t.Scope.Float64(prm.MaxCommitted)

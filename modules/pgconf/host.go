@@ -22,10 +22,13 @@ import (
 // positional parameters, never spliced into the script.
 
 // asOwnerFn runs "$@" as the cluster owner ($owner): directly when we are
-// the owner, with runuser when root, else with sudo -n -u.
+// the owner, with runuser when root, else with sudo -n -u. Our uid comes
+// from /proc/self/status (the shell's own: a builtin read, no process).
 const asOwnerFn = `as_owner() {
-  if [ "$(id -un)" = "$owner" ]; then "$@"
-  elif [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then runuser -u "$owner" -- "$@"
+  ao_me=
+  while read -r ao_k ao_r ao_e ao_rest; do if [ "$ao_k" = Uid: ]; then ao_me=$ao_e; break; fi; done < /proc/self/status
+  if [ "$ao_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then runuser -u "$owner" -- "$@"
+  elif [ "$(id -un)" = "$owner" ]; then "$@"
   else sudo -n -u "$owner" -- "$@"; fi
 }
 `

@@ -83,13 +83,14 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	}
 }
 
-// gather (re)reads the host's facts: one round trip for the kernel side
-// and every module's declared facts, one for the cluster.
+// gather (re)reads the host's facts: one round trip for the kernel side,
+// every module's declared facts and the cluster; one more for the running
+// cluster's replication topology.
 func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 	c := hr.host.Conn
 	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile,
 		Sets: FactSets(s.runner.Modules)}
-	f, err := facts.Gather(ctx, hr.tr, opts)
+	f, err := facts.GatherHost(ctx, hr.tr, opts)
 	if err != nil {
 		var exitErr *transport.ExitError
 		if !errors.As(err, &exitErr) && !hostFault(err) && ctx.Err() == nil {
@@ -97,11 +98,6 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 		}
 		return fmt.Errorf("%s: facts: %w", hr.host.Name, err)
 	}
-	pg, ignored, err := facts.Discover(ctx, hr.tr, opts)
-	if err != nil {
-		f.PostgresError = err.Error()
-	}
-	f.Postgres, f.PostgresIgnored = pg, ignored
 	gatherTopology(ctx, hr.tr, c.Become, f)
 	hr.facts = f
 	return nil

@@ -3,6 +3,7 @@ package facts
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -27,14 +28,22 @@ import (
 //	Q node sizekB nr free (a NUMA node's share of that pool)
 //	X module (its facts start)             Y line the module's snippet printed
 const gatherScript = `export LC_ALL=C
+# one1 FILE sets v to the first line of a sysfs FILE ("" when unreadable):
+# a builtin read, where $(cat) would fork a process per value. Not for
+# /proc/sys: its integer files answer a read at an offset with nothing,
+# and the shell reads a byte at a time.
+one1() { v=; IFS= read -r v 2>/dev/null < "$1" || :; }
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
 printf 'H %s\n' "$(uname -n)"
 printf 'K %s\n' "$(uname -r)"
 printf 'U %s\n' "${SUDO_USER:-$(id -un)}"
-printf 'I %s\n' "$(id -u)"
+uid=
+while read -r k r e rest; do if [ "$k" = Uid: ]; then uid=$e; break; fi; done < /proc/self/status
+printf 'I %s\n' "$uid"
 w=1
 for k in "$@"; do
-  p=/proc/sys/$(printf %s "$k" | tr . /)
+  p=/proc/sys r=$k
+  while :; do case $r in *.*) p=$p/${r%%.*} r=${r#*.};; *) p=$p/$r; break;; esac; done
   if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; [ -w "$p" ] || w=0; fi
 done
 echo "W $w"
@@ -43,19 +52,21 @@ hp=
 while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
 for n in /sys/devices/system/node/node[0-9]*; do
   [ -d "$n" ] || continue
-  c=$(cat "$n/hugepages/hugepages-${hp}kB/nr_hugepages" 2>/dev/null) || c=
-  printf 'N %s %s\n' "${n##*/node}" "$c"
+  one1 "$n/hugepages/hugepages-${hp}kB/nr_hugepages"
+  printf 'N %s %s\n' "${n##*/node}" "$v"
   for d in "$n"/hugepages/hugepages-*kB; do
     [ -d "$d" ] || continue
     s=${d##*/hugepages-}
-    printf 'Q %s %s %s %s\n' "${n##*/node}" "${s%kB}" "$(cat "$d/nr_hugepages" 2>/dev/null)" "$(cat "$d/free_hugepages" 2>/dev/null)"
+    one1 "$d/nr_hugepages"; nr=$v
+    one1 "$d/free_hugepages"
+    printf 'Q %s %s %s %s\n' "${n##*/node}" "${s%kB}" "$nr" "$v"
   done
 done
 for d in /sys/kernel/mm/hugepages/hugepages-*kB; do
   [ -d "$d" ] || continue
   s=${d##*/hugepages-}
   printf 'P %s' "${s%kB}"
-  for v in nr_hugepages free_hugepages resv_hugepages surplus_hugepages; do printf ' %s' "$(cat "$d/$v" 2>/dev/null)"; done
+  for f in nr_hugepages free_hugepages resv_hugepages surplus_hugepages; do one1 "$d/$f"; printf ' %s' "$v"; done
   echo
 done
 emit() {
@@ -93,10 +104,36 @@ func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, e
 	return f, nil
 }
 
-// GatherScript is the script Gather runs for sets: the core facts, then
-// each set's snippet.
+// GatherScript is the script Gather and GatherHost run for sets: the core
+// facts, each set's snippet, then (GatherHost) cluster discovery.
 func GatherScript(sets []Set) string {
-	return gatherScript + setsScript(sets) + "exit 0\n"
+	return discoverHead + gatherScript + setsScript(sets) + discoverTail
+}
+
+// discoverHead reads GatherHost's request on stdin before anything else
+// can: "discover", then the inventory's pg_data and pg_bin, a line each
+// (checkOverride keeps line breaks out of them). Without it (Gather) no
+// discovery runs.
+const discoverHead = `dq= pgd= pgb=
+IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb || :
+`
+
+// discoverTail runs cluster discovery when asked (discoverHead): its
+// NUL-separated records in base64 on one last "D" line ("D !": it failed).
+// The gather's own lines all carry a tag and the D line comes last, so
+// nothing a host prints before it can pass for discovery.
+var discoverTail = `if [ "$dq" = discover ]; then
+  printf 'D '
+  disc=` + shellQuote(discoverScript) + `
+  { sh -c "$disc" sh "$pgd" "$pgb" "" | base64 -w0; } || printf '!'
+  echo
+fi
+exit 0
+`
+
+// shellQuote quotes s as one sh word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ParseGather parses the output of the gather script run for sets.
@@ -349,4 +386,71 @@ func meminfoValue(line string) (key string, n int64, ok bool, err error) {
 		n *= 1024
 	}
 	return key, n, true, nil
+}
+
+// GatherHost is Gather and Discover in one round trip: the host's facts
+// with its cluster (Postgres, PostgresIgnored) or why none was found
+// (PostgresError). An error is the gather's own: the host's facts could
+// not be read at all.
+func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Facts, error) {
+	if err := CheckSets(opts.Sets); err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	overrideErr := checkOverrides(opts)
+	var ask []byte // empty: no discovery
+	if overrideErr == nil {
+		ask = []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n")
+	}
+	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
+	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask, Become: opts.Become})
+	if err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	f, err := ParseGather(res.Stdout, opts.Sets...)
+	if err != nil {
+		return nil, fmt.Errorf("gather facts: %w", err)
+	}
+	if overrideErr != nil {
+		f.PostgresError = overrideErr.Error()
+		return f, nil
+	}
+	blocks, answered, err := discoveryLine(res.Stdout)
+	if err != nil {
+		f.PostgresError = fmt.Errorf("discover postgres: %w", err).Error()
+		return f, nil
+	}
+	var pg *Postgres
+	var ignored []string
+	if answered {
+		pg, ignored, err = choosePostgres(blocks, opts)
+	} else {
+		// The answer came without the discovery tail (a host that
+		// answers the gather alone, as the tests' fake hosts do): ask
+		// on its own, as before the two were one round trip.
+		pg, ignored, err = Discover(ctx, t, opts)
+	}
+	if err != nil {
+		f.PostgresError = err.Error()
+	}
+	f.Postgres, f.PostgresIgnored = pg, ignored
+	return f, nil
+}
+
+// discoveryLine decodes the last "D" line of GatherHost's output;
+// answered is false when there is none.
+func discoveryLine(out []byte) (blocks []block, answered bool, err error) {
+	i := bytes.LastIndex(out, []byte("\nD "))
+	if i < 0 {
+		return nil, false, nil
+	}
+	line, _, _ := bytes.Cut(out[i+3:], []byte("\n"))
+	line = bytes.TrimSpace(line)
+	if bytes.HasSuffix(line, []byte("!")) {
+		return nil, true, fmt.Errorf("the discovery script failed (is base64 installed?)")
+	}
+	raw, err := base64.StdEncoding.DecodeString(string(line))
+	if err != nil {
+		return nil, true, fmt.Errorf("malformed answer: %v", err)
+	}
+	return parseBlocks(raw), true, nil
 }

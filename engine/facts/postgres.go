@@ -42,7 +42,7 @@ const discoverScript = `export LC_ALL=C
 want_data=$1 want_bin=$2 only=$3
 # The inventory's pg_bin is the controller's choice, trusted as such.
 trusted_dir=$want_bin
-owner=
+owner= alive=
 cd /
 ` + RunBinFn + `
 rec() { printf '%s=%s\0' "$1" "$2"; }
@@ -76,7 +76,8 @@ procuid() {
 procinfo() {
   pi=$1
   rec pid "$pi"
-  rec exe "$(readlink "/proc/$pi/exe" 2>/dev/null)"
+  pi_exe=$(readlink "/proc/$pi/exe" 2>/dev/null) || pi_exe=
+  rec exe "$pi_exe"
   rec cwd "$(readlink "/proc/$pi/cwd" 2>/dev/null)"
   procuid "$pi"
   rec ruid "$pu_r"
@@ -102,6 +103,7 @@ is_postgres() {
 # bininfo finds the binaries of the data directory $d, PostgreSQL $v,
 # unless $b names them, and asks postgres its version.
 bininfo() {
+  rh_ids
   if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
   if [ -z "$b" ]; then pb=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$pb"); fi
   if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
@@ -140,7 +142,7 @@ pginfo() {
   [ "$4" = nobin ] || bininfo
   [ "$3" = proc ] && [ -n "$pf_pid" ] && is_postgres "$pf_pid" || return 0
   procuid "$pf_pid"
-  if [ -n "$ouid" ] && [ "$pu_r" = "$ouid" ] && [ "$pu_e" = "$ouid" ]; then rec alive 1; procinfo "$pf_pid"; fi
+  if [ -n "$ouid" ] && [ "$pu_r" = "$ouid" ] && [ "$pu_e" = "$ouid" ]; then rec alive 1; alive=1; procinfo "$pf_pid"; fi
 }
 
 # impostor PID WHY DIR OWNER_UID reports a process named postgres that is
@@ -187,17 +189,24 @@ for s in /proc/[0-9]*/stat; do
   if [ "$pf_pid" != "$p" ]; then impostor "$p" pidfile_other "$d" "$ouid"; continue; fi
   if [ -z "$ouid" ] || [ "$pu_r" != "$ouid" ] || [ "$pu_e" != "$ouid" ]; then impostor "$p" uid "$d" "$ouid"; continue; fi
   if [ "$ouid" = 0 ]; then impostor "$p" root "$d" "$ouid"; continue; fi
+  # With pg_data set, a real postmaster is the override's (described
+  # there) or another cluster's, of no use: only impostors are noted.
+  [ -n "$want_data" ] && continue
   blk postmaster
   procinfo "$p"
-  exe=$(readlink "/proc/$p/exe" 2>/dev/null)
-  case $exe in /*) b=${want_bin:-$(dirname -- "$exe")};; *) b=$want_bin;; esac
-  # With pg_data set, the others' binaries are of no use: none is run.
-  if [ -n "$want_data" ]; then pginfo "$d" "$b" noproc nobin; else pginfo "$d" "$b" noproc; fi
+  case $pi_exe in /*) b=${pi_exe%/*}; b=${b:-/};; *) b=;; esac
+  b=${want_bin:-$b}
+  pginfo "$d" "$b" noproc
   found=1
 done
 
-# pg_lsclusters runs as root: only when root alone can change it.
-lsc=$(command -v pg_lsclusters 2>/dev/null) && lsc=$(bin_trusted "$lsc") || lsc=
+# pg_lsclusters runs as root: only when root alone can change it. With
+# pg_data set and its postmaster running, the command line names the
+# configuration: Debian's list is not needed (and its Perl is costly).
+lsc=
+if [ -z "$want_data" ] || [ -z "$alive" ]; then
+  lsc=$(command -v pg_lsclusters 2>/dev/null) && lsc=$(bin_trusted "$lsc") || lsc=
+fi
 if [ -n "$lsc" ]; then
   "$lsc" -h 2>/dev/null | while read -r v c port status lowner d log rest; do
     case $v in ''|*[!0-9.]*) continue;; esac
@@ -230,13 +239,7 @@ func DiscoverPostgres(ctx context.Context, t transport.Transport, opts Options) 
 // strings quoted and escaped) for each process named postgres it ignored
 // as not a postmaster. Ignored processes never make discovery fail.
 func Discover(ctx context.Context, t transport.Transport, opts Options) (*Postgres, []string, error) {
-	if err := checkOverride("pg_data", opts.PGData); err != nil {
-		return nil, nil, err
-	}
-	if err := checkOverride("pg_bin", opts.PGBin); err != nil {
-		return nil, nil, err
-	}
-	if err := checkOverride("pg_config_file", opts.PGConfigFile); err != nil {
+	if err := checkOverrides(opts); err != nil {
 		return nil, nil, err
 	}
 	res, err := t.Run(ctx, transport.Command{
@@ -269,6 +272,18 @@ func RefreshPostgres(ctx context.Context, t transport.Transport, become bool, pg
 	}
 	out.ConfigFile, out.Cluster = pg.ConfigFile, pg.Cluster
 	return out, nil
+}
+
+// checkOverrides checks the inventory's pg_data, pg_bin and
+// pg_config_file.
+func checkOverrides(opts Options) error {
+	if err := checkOverride("pg_data", opts.PGData); err != nil {
+		return err
+	}
+	if err := checkOverride("pg_bin", opts.PGBin); err != nil {
+		return err
+	}
+	return checkOverride("pg_config_file", opts.PGConfigFile)
 }
 
 // checkOverride refuses values that cannot be a path: a NUL would end a
@@ -364,6 +379,11 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 			if samePath(p.get("realdata"), chosen.get("realdata")) || samePath(p.get("data"), opts.PGData) {
 				pm = &postmasters[i]
 			}
+		}
+		if pm == nil && chosen.get("alive") == "1" {
+			// Its postmaster, described in the override itself (the scan
+			// leaves real postmasters out when pg_data is set).
+			pm = override
 		}
 	case len(postmasters) == 1:
 		chosen, source, pm = postmasters[0], "postmaster", &postmasters[0]

@@ -40,14 +40,25 @@ const RunBinFn = `bin_trusted() {
   done
   printf '%s\n' "$bt_r"
 }
+# uids: rh_me is ours, rh_uid $owner's (rh_for says whose), each asked
+# of id once per script, not once per run.
+# Call rh_ids in the main shell before $(run_how ...) or $(run_bin ...):
+# what a command substitution's subshell learns dies with it.
+rh_me= rh_for=- rh_uid=
+rh_ids() {
+  [ -n "$rh_me" ] || rh_me=$(id -u)
+  if [ "$rh_for" != "$owner" ]; then
+    rh_uid= rh_for=$owner
+    if [ -n "$owner" ]; then rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=; fi
+  fi
+}
 run_how() {
-  rh_uid=
-  if [ -n "$owner" ]; then rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=; fi
+  rh_ids
   case $rh_uid in
   ''|0) ;;
   *)
-    if [ "$(id -u)" = "$rh_uid" ]; then echo self; return 0; fi
-    if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then echo owner; return 0; fi;;
+    if [ "$rh_me" = "$rh_uid" ]; then echo self; return 0; fi
+    if [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then echo owner; return 0; fi;;
   esac
   if [ -n "$trusted_dir" ] && [ "${1%/*}" = "${trusted_dir%/}" ]; then echo self; return 0; fi
   if bin_trusted "$1" >/dev/null; then echo trusted; return 0; fi

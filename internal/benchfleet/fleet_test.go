@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ const portsPerSSHD = 16
 
 // fleet is N endpoints: sshd processes sharing the keys of base.
 type fleet struct {
+	cpu     *cpuGroup // the endpoints' CPU, every descendant included; nil: none
 	base    *testhost.SSHServer
 	ports   []int
 	sshds   []*exec.Cmd
@@ -51,7 +53,7 @@ type fleet struct {
 func startFleet(b *testing.B, n int) *fleet {
 	b.Helper()
 	base := testhost.SSHD(b, "MaxStartups 2000", "MaxSessions 200")
-	f := &fleet{base: base, workDir: b.TempDir()}
+	f := &fleet{base: base, workDir: b.TempDir(), cpu: newCPUGroup(b)}
 	conf, err := os.ReadFile(filepath.Join(base.Dir, "sshd_config"))
 	if err != nil {
 		b.Fatal(err)
@@ -91,6 +93,7 @@ func startFleet(b *testing.B, n int) *fleet {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
+		f.cpu.add(b, cmd.Process.Pid)
 		f.sshds = append(f.sshds, cmd)
 		f.logs = append(f.logs, logFile)
 		f.pids = append(f.pids, cmd.Process.Pid)
@@ -132,9 +135,15 @@ func waitPort(b *testing.B, p int) {
 	b.Fatalf("sshd on port %d did not come up", p)
 }
 
-// hostCPU is the CPU time of every sshd's finished children (sessions and
-// everything they ran: shells, postgres -C, ...), from /proc/PID/stat.
+// hostCPU is the CPU time of everything the sshd endpoints ran
+// (sessions, shells, sudo, postgres -C, ...): from their cgroup when there
+// is one, else from each sshd's finished children (/proc/PID/stat), which
+// misses every process that is not waited for by its parent up to sshd
+// (measured: most of a session's work).
 func (f *fleet) hostCPU(b *testing.B) time.Duration {
+	if f.cpu != nil {
+		return f.cpu.usage(b)
+	}
 	var total time.Duration
 	for _, pid := range f.pids {
 		total += childrenCPU(b, pid)
@@ -250,6 +259,7 @@ type result struct {
 	peakFDs       int
 	peakRSSKB     int64
 	outcome       string
+	load          string // load averages (1 min) at the start and the end
 }
 
 // measure runs cmd and samples its open descriptors while it runs.
@@ -257,7 +267,7 @@ func (f *fleet) measure(b *testing.B, tool string, hosts int, cmd *exec.Cmd, set
 	b.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	mark, h0, m0 := f.logMark(), f.hostCPU(b), machineCPU(b)
+	mark, h0, m0, l0 := f.logMark(), f.hostCPU(b), machineCPU(b), loadAvg()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -300,11 +310,21 @@ func (f *fleet) measure(b *testing.B, tool string, hosts int, cmd *exec.Cmd, set
 	defer mu.Unlock()
 	r := result{tool: tool, hosts: hosts, wall: wall, execs: f.execs(b, mark), controllerCPU: cpu,
 		hostCPU: f.hostCPU(b) - h0, machineCPU: machineCPU(b) - m0, peakFDs: peak, peakRSSKB: ru.Maxrss,
-		outcome: fmt.Sprintf("exit %d", code)}
+		outcome: fmt.Sprintf("exit %d", code), load: l0 + "→" + loadAvg()}
 	if code != 0 && code != 2 {
 		b.Logf("%s exit %d; stderr (end):\n%s", tool, code, tail(stderr.String(), 1500))
 	}
 	return r, stdout.Bytes()
+}
+
+// loadAvg is the machine's 1-minute load average: other work on the
+// machine shows in the wall times, not in the CPU columns.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(data))[0]
 }
 
 func tail(s string, n int) string {
@@ -326,6 +346,28 @@ func writeInventory(b *testing.B, f *fleet, n int, pg *testhost.Cluster) string 
 	}
 	p := filepath.Join(f.workDir, fmt.Sprintf("inventory-%d.yml", n))
 	if err := os.WriteFile(p, []byte(inv.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// writePlaybook is the default policy with pgconf's pool 1 GiB short of
+// the hugepages pool: other clusters on this machine (other tests) may
+// hold huge pages, and pgconf would then fail every host before the
+// modules after it (overcommit, thp) ran their checks, a cheaper check
+// than a real host's.
+func writePlaybook(b *testing.B, f *fleet) string {
+	data, err := os.ReadFile(filepath.Join("..", "..", "playbooks", "memory.yml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const anchor = "    pgconf:\n      restart: true\n"
+	if !bytes.Contains(data, []byte(anchor)) {
+		b.Fatalf("playbooks/memory.yml: no %q to add pgconf's pool to", anchor)
+	}
+	data = bytes.Replace(data, []byte(anchor), []byte(anchor+"      pool: \"${hugepages.pool - 1 * GiB}\"\n"), 1)
+	p := filepath.Join(f.workDir, "memory.yml")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return p
@@ -411,10 +453,11 @@ func BenchmarkFleetCheck(b *testing.B) {
 	testhost.EnsureUser(b, benchUser, true)
 	pg := testhost.Postgres(b)
 	f := startFleet(b, largest)
+	book := writePlaybook(b, f)
 	b.ResetTimer()
 	var results []result
 	for _, n := range ns {
-		args := []string{"check", "-i", writeInventory(b, f, n, pg), "--format", "json"}
+		args := []string{"check", "-i", writeInventory(b, f, n, pg), "--format", "json", book}
 		if forks := os.Getenv("BENCH_FLEET_FORKS"); forks != "" {
 			args = append(args, "--forks", forks)
 		}
@@ -456,12 +499,13 @@ func BenchmarkFleetCheck(b *testing.B) {
 
 func print(b *testing.B, rs []result) {
 	var w strings.Builder
-	fmt.Fprintf(&w, "\n%-8s %6s %9s %8s %11s %10s %10s %13s %7s %9s  %s\n",
-		"tool", "hosts", "seconds", "hosts/s", "trips/host", "ctl CPU s", "hosts CPU", "machine CPU s", "fds", "RSS MB", "outcome")
+	fmt.Fprintf(&w, "\n%-8s %6s %9s %8s %11s %10s %10s %14s %13s %7s %9s %11s  %s\n",
+		"tool", "hosts", "seconds", "hosts/s", "trips/host", "ctl CPU s", "hosts CPU", "host CPU/host", "machine CPU s", "fds", "RSS MB", "load", "outcome")
 	for _, r := range rs {
-		fmt.Fprintf(&w, "%-8s %6d %9.2f %8.1f %11.1f %10.2f %10.2f %13.2f %7d %9.1f  %s\n",
+		fmt.Fprintf(&w, "%-8s %6d %9.2f %8.1f %11.1f %10.2f %10.2f %14.3f %13.2f %7d %9.1f %11s  %s\n",
 			r.tool, r.hosts, r.wall.Seconds(), float64(r.hosts)/r.wall.Seconds(), float64(r.execs)/float64(r.hosts),
-			r.controllerCPU.Seconds(), r.hostCPU.Seconds(), r.machineCPU.Seconds(), r.peakFDs, float64(r.peakRSSKB)/1024, r.outcome)
+			r.controllerCPU.Seconds(), r.hostCPU.Seconds(), r.hostCPU.Seconds()/float64(r.hosts), r.machineCPU.Seconds(),
+			r.peakFDs, float64(r.peakRSSKB)/1024, r.load, r.outcome)
 	}
 	var pg, an *result
 	for i := range rs {
@@ -478,7 +522,27 @@ func print(b *testing.B, rs []result) {
 		fmt.Fprintf(&w, "\nansible / pgtune on %d hosts: wall %.1fx, controller CPU %.1fx, hosts CPU %.1fx\n", pg.hosts,
 			an.wall.Seconds()/pg.wall.Seconds(), an.controllerCPU.Seconds()/pg.controllerCPU.Seconds(), an.hostCPU.Seconds()/pg.hostCPU.Seconds())
 	}
-	w.WriteString("hosts CPU: CPU of everything the sshd endpoints ran (sessions, shells, postgres -C); " +
-		"machine CPU: /proc/stat busy time over the run, other load on this machine included.\n")
+	w.WriteString("hosts CPU: CPU of everything the sshd endpoints ran (sessions, shells, sudo, postgres -C; their cgroup); " +
+		"machine CPU: /proc/stat busy time over the run, other load on this machine included; " +
+		"load: 1-minute load average at the start and the end of the run.\n")
 	fmt.Fprint(os.Stdout, w.String())
+	writeResults(b, w.String())
+}
+
+// writeResults keeps the run in bench/results/fleet.md (BENCH_FLEET_OUT
+// names another file; "-": none).
+func writeResults(b *testing.B, table string) {
+	out := os.Getenv("BENCH_FLEET_OUT")
+	if out == "-" {
+		return
+	}
+	if out == "" {
+		out = filepath.Join("..", "..", "bench", "results", "fleet.md")
+	}
+	host, _ := os.Hostname()
+	doc := fmt.Sprintf("# make bench-fleet\n\n%s, %d CPUs, %s (`BENCH_FLEET_SIZES=%s`).\n\n```%s```\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), host, os.Getenv("BENCH_FLEET_SIZES"), table)
+	if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
+		b.Errorf("write %s: %v", out, err)
+	}
 }

@@ -50,7 +50,8 @@ if [ -n "$pid" ]; then
     n=0
     for c in $kids; do
       case $c in ''|*[!0-9]*) continue;; esac
-      a=$(head -c 16 "/proc/$c/oom_score_adj" 2>/dev/null) || continue
+      a=
+      read -r a 2>/dev/null < "/proc/$c/oom_score_adj" || continue
       [ -n "$a" ] || continue
       echo "child=$c $a"
       n=$((n+1))

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
@@ -23,10 +22,13 @@ import (
 // positional parameters, never spliced into the script.
 
 // asOwnerFn runs "$@" as the cluster owner ($owner): directly when we are
-// the owner, with runuser when root, else with sudo -n -u.
+// the owner, with runuser when root, else with sudo -n -u. Our uid comes
+// from /proc/self/status (the shell's own: a builtin read, no process).
 const asOwnerFn = `as_owner() {
-  if [ "$(id -un)" = "$owner" ]; then "$@"
-  elif [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then runuser -u "$owner" -- "$@"
+  ao_me=
+  while read -r ao_k ao_r ao_e ao_rest; do if [ "$ao_k" = Uid: ]; then ao_me=$ao_e; break; fi; done < /proc/self/status
+  if [ "$ao_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then runuser -u "$owner" -- "$@"
+  elif [ "$(id -un)" = "$owner" ]; then "$@"
   else sudo -n -u "$owner" -- "$@"; fi
 }
 `
@@ -259,44 +261,12 @@ func unb64(s string) (string, error) {
 	return string(b), err
 }
 
-// scratchScript, run as the cluster owner, makes a scratch data
-// directory: PG_VERSION and global/pg_control copied from the data
-// directory, the configuration files from the tar archive on stdin, mode
-// 0700 as the server demands. `postgres -C` answers runtime-computed
-// settings there while the live server holds its postmaster.pid lock. It
-// prints the directory. Built by the owner, it can hold nothing the owner
-// could not read: a PG_VERSION linked to a root-only file fails the copy.
-const scratchScript = `set -eu
-data=$1
-s=$(mktemp -d /tmp/pgtune-scratch.XXXXXX)
-trap 'rm -rf -- "$s"' EXIT
-mkdir -- "$s/global"
-cp -- "$data/PG_VERSION" "$s/PG_VERSION"
-cp -- "$data/global/pg_control" "$s/global/pg_control"
-tar -x -f - -C "$s" --no-same-owner
-chmod 0700 -- "$s"
-trap - EXIT
-printf '%s\n' "$s"
-`
-
-// scratch is a scratch data directory on the host.
-type scratch struct {
-	Dir    string
-	Config string // its postgresql.conf
-	// HugePageSize is the huge_page_size probes size the segment in ("0"
-	// or empty: the kernel's default).
-	HugePageSize string
-}
-
-// scratchPath is where a configuration file of the host lives inside the
-// scratch directory: its absolute path mirrored under f/.
-func scratchPath(dir, p string) string { return path.Join(dir, "f", p) }
-
-// makeScratch lays out fs (the planned configuration) in a new scratch
-// directory. Include directives are rewritten to point at the scratch
-// copies, so the answers reflect the planned files even where a config
-// names its includes by absolute path.
-func makeScratch(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *confFS, w *walk, autoConf string) (*scratch, error) {
+// scratchArchive lays out fs (the planned configuration) as the tar
+// archive the sizing script unpacks in its scratch directory. Include
+// directives are rewritten to point at the scratch copies, so the answers
+// reflect the planned files even where a config names its includes by
+// absolute path.
+func scratchArchive(fs *confFS, w *walk, autoConf string) ([]byte, error) {
 	// The scratch directory's name is not known until the host makes it,
 	// so includes are rewritten relative to the including file instead.
 	var buf bytes.Buffer
@@ -354,15 +324,7 @@ func makeScratch(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	res, err := runAsOwner(ctx, t, pg, buf.Bytes(), scratchScript, pg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("make scratch data directory: %w", err)
-	}
-	dir := strings.TrimSpace(string(res.Stdout))
-	if !strings.HasPrefix(dir, "/tmp/pgtune-scratch.") {
-		return nil, fmt.Errorf("make scratch data directory: unexpected output %q", res.Stdout)
-	}
-	return &scratch{Dir: dir, Config: scratchPath(dir, pg.ConfigFile)}, nil
+	return buf.Bytes(), nil
 }
 
 // parents lists d and its parent directories, outermost first ("f",
@@ -423,78 +385,6 @@ func relPath(dir, target string) string {
 		return "."
 	}
 	return strings.Join(parts, "/")
-}
-
-func removeScratch(t *engine.Target, pg *facts.Postgres, s *scratch) {
-	if s == nil || !strings.HasPrefix(s.Dir, "/tmp/pgtune-scratch.") {
-		return
-	}
-	// The run's context may be cancelled already; the scratch must go.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := runAsOwner(ctx, t, pg, nil, `exec rm -rf -- "$1"`, s.Dir); err != nil && t.Log != nil {
-		t.Log.Warn("could not remove scratch data directory", "dir", s.Dir, "err", err)
-	}
-}
-
-// probeScript runs `postgres -C` on the scratch directory as the owner,
-// once per (name, shared_buffers) pair: -C prints only the last setting
-// asked, so each needs its own run. An empty shared_buffers asks what the
-// files say; a value probes the segment with that size. Output: R name value.
-const probeScript = `export LC_ALL=C
-owner=$1 pg=$2 s=$3 conf=$4 hps=$5
-shift 5
-` + asOwnerFn + `cd /
-err=$(mktemp)
-trap 'rm -f -- "$err"' EXIT
-while [ $# -ge 2 ]; do
-  n=$1 sb=$2
-  shift 2
-  if [ -n "$sb" ]; then
-    v=$(as_owner "$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -c "huge_page_size=$hps" -c "shared_buffers=$sb" -C "$n" 2>"$err") || { cat -- "$err" >&2; exit 1; }
-  else
-    v=$(as_owner "$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -C "$n" 2>"$err") || { cat -- "$err" >&2; exit 1; }
-  fi
-  printf 'R %s %s\n' "$n" "$v"
-done
-`
-
-type query struct {
-	Name          string
-	SharedBuffers int64 // bytes; 0: as configured
-}
-
-// probe runs the queries in one round trip and returns name → value.
-func probe(ctx context.Context, t *engine.Target, pg *facts.Postgres, s *scratch, qs ...query) ([]string, error) {
-	hps := s.HugePageSize
-	if hps == "" {
-		hps = "0"
-	}
-	args := []string{"sh", "-c", probeScript, "sh", pg.Owner, path.Join(pg.BinDir, "postgres"), s.Dir, s.Config, hps}
-	for _, q := range qs {
-		sb := ""
-		if q.SharedBuffers > 0 {
-			sb = strconv.FormatInt(q.SharedBuffers/1024, 10) + "kB"
-		}
-		args = append(args, q.Name, sb)
-	}
-	res, err := t.Run(ctx, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres -C on the scratch copy: %w", err)
-	}
-	var out []string
-	for _, l := range strings.Split(strings.TrimRight(string(res.Stdout), "\n"), "\n") {
-		rest, ok := strings.CutPrefix(l, "R ")
-		if !ok {
-			continue
-		}
-		_, v, _ := strings.Cut(rest, " ")
-		out = append(out, strings.TrimSpace(v))
-	}
-	if len(out) != len(qs) {
-		return nil, fmt.Errorf("postgres -C on the scratch copy: expected %d answers, got %q", len(qs), res.Stdout)
-	}
-	return out, nil
 }
 
 // psqlScript runs one query as the owner over the unix socket.

@@ -317,6 +317,11 @@ type checkRun struct {
 	// huge_page_size naming it ("0": the kernel's default).
 	hp  int64
 	hps string
+	// live is the running server's settings, read in the sizing round
+	// trip (liveErr: why not); liveAsked says they were asked.
+	live      map[string]string
+	liveErr   error
+	liveAsked bool
 }
 
 func newCheckRun(pg *facts.Postgres, s settings) *checkRun {
@@ -434,38 +439,58 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 	if err != nil {
 		return sizing{}, err
 	}
-	sc, err := makeScratch(ctx, t, pg, c.planned, pw, c.autoConf)
+	archive, err := scratchArchive(c.planned, pw, c.autoConf)
 	if err != nil {
 		return sizing{}, err
 	}
-	defer removeScratch(t, pg, sc)
-	sc.HugePageSize = c.hps
-	first, err := probe(ctx, t, pg, sc,
-		query{Name: "shared_memory_size", SharedBuffers: roundDown(s.pool, hp)},
-		query{Name: "block_size"},
-		query{Name: "shared_buffers"}, query{Name: "huge_pages"}, query{Name: "huge_page_size"})
+	// One round trip: the running server's settings, pass 1 (the segment
+	// at shared_buffers = the pool), the drop-in's values as postgres
+	// reads them, and pass 2 (fitPool's first candidate, computed and
+	// probed on the host). Only a candidate that misses the pool costs
+	// another trip.
+	poolBytes := roundDown(s.pool, hp)
+	qs := []query{{Name: "shared_memory_size", SharedBuffers: poolBytes},
+		{Name: "shared_buffers"}, {Name: "huge_pages"}, {Name: "huge_page_size"}}
+	if !pg.Running {
+		qs = append(qs, query{Name: "block_size"})
+	}
+	ans, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, pool: poolBytes, live: pg.Running, queries: qs})
 	if err != nil {
 		return sizing{}, err
+	}
+	c.live, c.liveErr, c.liveAsked = ans.live, ans.liveErr, pg.Running
+	first := ans.values
+	blockText := ""
+	if pg.Running {
+		if ans.liveErr != nil {
+			return sizing{}, ans.liveErr
+		}
+		blockText = ans.live["block_size"]
+	} else {
+		blockText = first[4]
 	}
 	segAtPool, err := facts.ParseInt("postgres -C shared_memory_size", first[0], 0, facts.MaxBytes/mib)
 	if err != nil {
 		return sizing{}, err
 	}
-	block, err := facts.ParseInt("postgres -C block_size", first[1], 1, maxBlockSize)
+	block, err := facts.ParseInt("block_size", blockText, 1, maxBlockSize)
 	if err != nil {
 		return sizing{}, err
 	}
 	fit, err := fitPool(ctx, s.pool, hp, block, segAtPool, func(ctx context.Context, sb int64) (int64, int64, error) {
-		v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size", SharedBuffers: sb},
-			query{Name: "shared_memory_size_in_huge_pages", SharedBuffers: sb})
+		if ans.cand.sb == sb {
+			return ans.cand.mb, ans.cand.pages, nil // probed in the first trip
+		}
+		v, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, queries: []query{
+			{Name: "shared_memory_size", SharedBuffers: sb}, {Name: "shared_memory_size_in_huge_pages", SharedBuffers: sb}}})
 		if err != nil {
 			return 0, 0, err
 		}
-		mb, err := facts.ParseInt("postgres -C shared_memory_size", v[0], 0, facts.MaxBytes/mib)
+		mb, err := facts.ParseInt("postgres -C shared_memory_size", v.values[0], 0, facts.MaxBytes/mib)
 		if err != nil {
 			return 0, 0, err
 		}
-		pages, err := facts.ParseInt("postgres -C shared_memory_size_in_huge_pages", v[1], -1, facts.MaxPages)
+		pages, err := facts.ParseInt("postgres -C shared_memory_size_in_huge_pages", v.values[1], -1, facts.MaxPages)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -474,7 +499,7 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 	if err != nil {
 		return sizing{}, err
 	}
-	got := map[string]string{"shared_buffers": first[2], "huge_pages": first[3], "huge_page_size": first[4]}
+	got := map[string]string{"shared_buffers": first[1], "huge_pages": first[2], "huge_page_size": first[3]}
 	for _, name := range managed {
 		var same bool
 		switch name {
@@ -493,6 +518,15 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 			name, got[name], c.dropin)
 	}
 	return fit, nil
+}
+
+// liveSettings is the running server's settings, as the sizing round
+// trip read them: asked once per check.
+func (c *checkRun) liveSettings(ctx context.Context, t *engine.Target) (map[string]string, error) {
+	if c.liveAsked {
+		return c.live, c.liveErr
+	}
+	return liveSettings(ctx, t, c.pg)
 }
 
 // plan fills p: the state and outputs, the changes (files first, in the
@@ -563,7 +597,7 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 	var live map[string]string
 	if pg.Running {
 		var err error
-		if live, err = liveSettings(ctx, t, pg); err != nil {
+		if live, err = c.liveSettings(ctx, t); err != nil {
 			return err
 		}
 	}

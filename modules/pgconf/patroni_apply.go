@@ -198,16 +198,16 @@ func checkPoolForRestart(ctx context.Context, t *engine.Target, st *State) error
 	if err != nil {
 		return err
 	}
-	sc, err := makeScratch(ctx, t, pg, c.planned, w, c.autoConf)
+	archive, err := scratchArchive(c.planned, w, c.autoConf)
 	if err != nil {
 		return err
 	}
-	defer removeScratch(t, pg, sc)
-	sc.HugePageSize = c.hps
-	v, err := probe(ctx, t, pg, sc, query{Name: "shared_memory_size_in_huge_pages"}, query{Name: "shared_buffers"}, query{Name: "huge_pages"})
+	ans, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, queries: []query{
+		{Name: "shared_memory_size_in_huge_pages"}, {Name: "shared_buffers"}, {Name: "huge_pages"}}})
 	if err != nil {
 		return err
 	}
+	v := ans.values
 	need, err := facts.ParseInt("postgres -C shared_memory_size_in_huge_pages", v[0], -1, facts.MaxPages)
 	if err != nil {
 		return err

@@ -63,3 +63,61 @@ func TestIntegrationUserSSHConfig(t *testing.T) {
 		t.Errorf("sshd logged %d key logins for %s, want 2:\n%s", n, login, srv.Log())
 	}
 }
+
+// TestIntegrationSSHConfigForAddress: db1 sets ansible_host, so Ansible
+// runs `ssh 127.0.0.1` and the ssh_config's `Host 127.0.0.1` block sends it
+// through the bastion, while the `Host db1` block (a ProxyCommand that
+// fails) is not applied. Real sshd servers on 127.0.0.1: the bastion must
+// see the login, or pgtune connected directly where Ansible would not.
+func TestIntegrationSSHConfigForAddress(t *testing.T) {
+	target, bastion := testhost.SSHD(t), testhost.SSHD(t)
+	pub, err := os.ReadFile(target.KeyFile + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(bastion.Dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(pub)
+	f.Close()
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("USER", "root")
+	t.Setenv("SSH_AUTH_SOCK", "")
+	known := filepath.Join(home, "known_hosts")
+	if err := os.WriteFile(known, []byte(target.HostKeyLine+"\n"+bastion.HostKeyLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("Host db1\n  ProxyCommand false\n"+
+		"Host 127.0.0.1\n  ProxyJump bastion\n"+
+		"Host bastion\n  HostName 127.0.0.1\n  Port %d\n"+
+		"Host *\n  User root\n  IdentityFile %s\n  UserKnownHostsFile %s\n", bastion.Port, target.KeyFile, known)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(src, []byte(fmt.Sprintf("[postgres]\ndb1 ansible_host=127.0.0.1 ansible_port=%d\n", target.Port)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Open(src, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := inv.Host("db1")
+	tr, err := engine.Dial(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Run(context.Background(), transport.Command{Args: []string{"echo", "through the bastion"}})
+	tr.Close()
+	if err != nil || string(res.Stdout) != "through the bastion\n" {
+		t.Fatalf("echo = %q, %v", res.Stdout, err)
+	}
+	if n, nb := acceptedLogins(target), acceptedLogins(bastion); n != 1 || nb != 1 {
+		t.Errorf("logins: target %d, bastion %d; want 1, 1", n, nb)
+	}
+}

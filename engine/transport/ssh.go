@@ -20,8 +20,8 @@ import (
 // SSHConfig says how to reach one host. Empty fields take their value from
 // the ssh_config file (ConfigFile), then from OpenSSH's defaults.
 type SSHConfig struct {
-	Name           string        // inventory host name (errors; `Host` lookups in ssh_config)
-	Address        string        // default: Name (or ssh_config HostName)
+	Name           string        // inventory host name (messages; ssh_config lookups when Address is empty)
+	Address        string        // ansible_host: the name ssh_config is evaluated for, as `ssh ADDRESS` (its HostName still applies); default Name
 	Port           int           // default 22 (or ssh_config Port)
 	User           string        // default: ssh_config User, else current user
 	PrivateKeyFile string        // plus ssh_config IdentityFile; plus the SSH agent (SSH_AUTH_SOCK) when present

@@ -553,9 +553,10 @@ func TestSSHAgentAuth(t *testing.T) {
 	}
 	c.Close()
 
-	// IdentitiesOnly in ssh_config keeps the agent out.
+	// IdentitiesOnly in ssh_config keeps the agent out. db1's address is
+	// set, so its block is the address's, as for `ssh 127.0.0.1`.
 	conf := filepath.Join(t.TempDir(), "ssh_config")
-	os.WriteFile(conf, []byte("Host db1\n  IdentitiesOnly yes\n"), 0o600)
+	os.WriteFile(conf, []byte("Host 127.0.0.1\n  IdentitiesOnly yes\n"), 0o600)
 	cfg := srv.baseConfig("", known)
 	cfg.ConfigFile = conf
 	if _, err := DialSSH(context.Background(), cfg); !errors.Is(err, ErrAuthFailed) {

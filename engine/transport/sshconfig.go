@@ -257,6 +257,18 @@ func currentIdentity() localIdentity {
 // defaultKeyFiles are the identities OpenSSH tries when none is configured.
 var defaultKeyFiles = []string{"id_ed25519", "id_ecdsa", "id_rsa"}
 
+// sshName is the name Ansible gives ssh(1), the one ssh_config's Host and
+// Match lines, %n and HostName's %h see: the inventory's address when it
+// sets ansible_host (or ssh_host), else the inventory name. Looking the
+// host up under any other name could apply a block Ansible does not, or
+// miss the one (a ProxyJump) it does.
+func sshName(cfg SSHConfig) string {
+	if cfg.Address != "" {
+		return cfg.Address
+	}
+	return cfg.Name
+}
+
 // resolve turns SSHConfig plus its ssh_config file into a route. Explicit
 // fields win; ssh_config fills what they leave empty; defaults come last.
 // It touches no network, so it is tested on its own.
@@ -273,11 +285,8 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 		return nil, err
 	}
 	sc.local = local
-	alias := cfg.Name
-	if alias == "" {
-		alias = cfg.Address
-	}
-	if err := sc.evaluate(alias, configPresets{address: cfg.Address, user: cfg.User, port: cfg.Port}); err != nil {
+	alias := sshName(cfg)
+	if err := sc.evaluate(alias, configPresets{user: cfg.User, port: cfg.Port}); err != nil {
 		return nil, err
 	}
 	r := &route{timeout: cfg.ConnectTimeout}
@@ -306,13 +315,16 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 	}
 
 	target, err := resolveEndpoint(sc, alias, endpointOverrides{
-		address: cfg.Address, port: cfg.Port, user: cfg.User,
+		port: cfg.Port, user: cfg.User,
 		keys: explicitKeys, knownHosts: explicitKnown, policy: policy,
 	}, local, agentAvailable)
 	if err != nil {
 		return nil, err
 	}
-	target.name = alias
+	target.name = cfg.Name
+	if target.name == "" {
+		target.name = alias
+	}
 	r.target = target
 
 	// Options given on the command line win over the ssh_config's: ssh(1)
@@ -356,7 +368,6 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 }
 
 type endpointOverrides struct {
-	address    string
 	port       int
 	user       string
 	keys       []string // replace ssh_config IdentityFile order: first
@@ -366,16 +377,12 @@ type endpointOverrides struct {
 }
 
 func resolveEndpoint(sc *sshConfigFile, alias string, o endpointOverrides, local localIdentity, agentAvailable bool) (*endpoint, error) {
-	if err := sc.evaluate(alias, configPresets{address: o.address, user: o.user, port: o.port}); err != nil {
+	if err := sc.evaluate(alias, configPresets{user: o.user, port: o.port}); err != nil {
 		return nil, err
 	}
-	e := &endpoint{host: o.address, port: o.port, user: o.user}
-	if e.host == "" {
-		if hn := sc.get(alias, "HostName"); hn != "" {
-			e.host = strings.ReplaceAll(hn, "%h", alias)
-		} else {
-			e.host = alias
-		}
+	e := &endpoint{host: alias, port: o.port, user: o.user}
+	if hn := sc.get(alias, "HostName"); hn != "" {
+		e.host = strings.ReplaceAll(hn, "%h", alias)
 	}
 	if e.port == 0 {
 		if p, file := sc.lookup(alias, "Port"); p != "" {

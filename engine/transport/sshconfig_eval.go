@@ -13,11 +13,12 @@ import (
 )
 
 // configPresets are the settings fixed before the ssh_config is read, as
-// ssh(1)'s command line fixes them (-l user, -p port, -o HostName): the
-// inventory's. Match user and Match host see them.
+// ssh(1)'s command line fixes them (-l user, -p port): the inventory's.
+// Match user sees them. The inventory's address is no preset: it is the
+// name ssh is given (see sshName).
 type configPresets struct {
-	address, user string
-	port          int
+	user string
+	port int
 }
 
 // hostOptions is what the ssh_config gives one host: per lower-case key,
@@ -221,9 +222,6 @@ func (c *configPass) hostMatches(patterns []string) bool {
 func (c *configPass) hostName() string {
 	if c.final {
 		return c.host
-	}
-	if c.presets.address != "" {
-		return c.presets.address
 	}
 	if v, ok := c.opts.first("hostname"); ok {
 		return strings.ReplaceAll(unquote(v.value), "%h", c.alias)

@@ -102,9 +102,11 @@ Host pct
 			timeout: 10 * time.Second,
 		},
 		{
+			// The address is the name ssh is given (`ssh default`, as
+			// Ansible runs it): its block's HostName still applies.
 			name: "explicit fields win over ssh_config",
-			cfg:  SSHConfig{Name: "default", ConfigFile: vagrantFile, Address: "192.168.1.5", Port: 22, User: "ops", PrivateKeyFile: "/inv_key", KnownHostsFile: "/kh", HostKeyPolicy: "strict"},
-			want: endpoint{name: "default", host: "192.168.1.5", port: 22, user: "ops",
+			cfg:  SSHConfig{Name: "box1", ConfigFile: vagrantFile, Address: "default", Port: 22, User: "ops", PrivateKeyFile: "/inv_key", KnownHostsFile: "/kh", HostKeyPolicy: "strict"},
+			want: endpoint{name: "box1", host: "127.0.0.1", port: 22, user: "ops",
 				keyFiles:   []string{"/inv_key", "/home/alice/my box/.vagrant/machines/default/libvirt/private_key"},
 				knownHosts: []string{"/kh"}, policy: HostKeyStrict},
 			timeout: 10 * time.Second,

@@ -86,13 +86,9 @@ func patroniRefusal(pg *facts.Postgres, topo *facts.Topology) *plan.ModulePlan {
 // to the member's patroni.yml, the restart through its REST API.
 func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
 	pg, pat := c.pg, t.Facts.Topology.Patroni
-	doc, ok, err := t.ReadFile(ctx, pat.ConfigFile)
-	if err != nil || !ok {
-		return fmt.Errorf("read Patroni's config %s: %v", pat.ConfigFile, orMissing(err))
-	}
-	local, err := readPatroniLocal(doc)
+	doc, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
 	if err != nil {
-		return fmt.Errorf("Patroni's config %s: %w", pat.ConfigFile, err)
+		return err
 	}
 	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
 	c.dropin = pg.ConfigFile // ours are Patroni's lines: later ones override

@@ -41,13 +41,9 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		}
 		return fmt.Errorf("settings that override Patroni's parameters on this member: %s: nothing was changed (reset them first)", strings.Join(why, "; "))
 	}
-	doc, ok, err := t.ReadFile(ctx, ps.ConfigFile)
-	if err != nil || !ok {
-		return fmt.Errorf("read Patroni's config %s: %v", ps.ConfigFile, orMissing(err))
-	}
-	local, err := readPatroniLocal(doc)
+	doc, local, err := readPatroniConfig(ctx, t, ps.ConfigFile)
 	if err != nil {
-		return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
+		return err
 	}
 	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth}
 	now, err := api.status(ctx, t)
@@ -311,13 +307,9 @@ func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State
 
 // verifyPatroniParams reads back the member's patroni.yml parameters.
 func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState) error {
-	doc, ok, err := t.ReadFile(ctx, ps.ConfigFile)
-	if err != nil || !ok {
-		return fmt.Errorf("read Patroni's config %s: %v", ps.ConfigFile, orMissing(err))
-	}
-	local, err := readPatroniLocal(doc)
+	_, local, err := readPatroniConfig(ctx, t, ps.ConfigFile)
 	if err != nil {
-		return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
+		return err
 	}
 	if !sameParams(local.Params, ps.Set) {
 		return fmt.Errorf("%s postgresql.parameters has %s, not the planned %s", ps.ConfigFile, describeParams(local.Params), describeParams(ps.Set))
@@ -329,13 +321,9 @@ func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState
 // rollback): reload, then restart the member if that leaves a restart
 // pending.
 func patroniRestartRestored(ctx context.Context, t *engine.Target, pat *facts.Patroni) error {
-	doc, ok, err := t.ReadFile(ctx, pat.ConfigFile)
-	if err != nil || !ok {
-		return fmt.Errorf("read Patroni's config %s: %v", pat.ConfigFile, orMissing(err))
-	}
-	local, err := readPatroniLocal(doc)
+	_, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
 	if err != nil {
-		return fmt.Errorf("Patroni's config %s: %w", pat.ConfigFile, err)
+		return err
 	}
 	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
 	if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {

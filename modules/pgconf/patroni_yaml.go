@@ -1,12 +1,15 @@
 package pgconf
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/pgtune/pgtune/engine"
 )
 
 // patroni.yml holds the member's local configuration, passwords among it:
@@ -21,6 +24,21 @@ type patroniLocal struct {
 	// Auth is restapi.authentication as "user:password" ("" when the
 	// REST API asks for none): sent to the host's REST API on stdin.
 	Auth string
+}
+
+// readPatroniConfig reads the member's patroni.yml from the host: the
+// document (what an edit starts from) and what pgtune uses of it. Errors
+// name the file, never its content (it holds passwords).
+func readPatroniConfig(ctx context.Context, t *engine.Target, file string) ([]byte, *patroniLocal, error) {
+	doc, ok, err := t.ReadFile(ctx, file)
+	if err != nil || !ok {
+		return nil, nil, fmt.Errorf("read Patroni's config %s: %v", file, orMissing(err))
+	}
+	local, err := readPatroniLocal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("Patroni's config %s: %w", file, err)
+	}
+	return doc, local, nil
 }
 
 // readPatroniLocal reads the managed parameters and the REST API's

@@ -230,8 +230,13 @@ func (s *testServer) await(t testing.TB, what string, cond func() bool) {
 
 func (s *testServer) handle(sess gliderssh.Session) {
 	n := s.running.Add(1)
+	// A session stops counting before its exit status is sent: the client
+	// may open its next session as soon as it has that status, before
+	// this handler returns, and must not be seen as one too many.
+	var once sync.Once
+	stopCounting := func() { once.Do(func() { s.running.Add(-1) }) }
 	defer func() {
-		s.running.Add(-1)
+		stopCounting()
 		s.notify()
 	}()
 	for {
@@ -254,12 +259,14 @@ func (s *testServer) handle(sess gliderssh.Session) {
 	// for the client's EOF even after the process died.
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		stopCounting()
 		sess.Exit(255)
 		return
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		io.WriteString(sess.Stderr(), err.Error())
+		stopCounting()
 		sess.Exit(127)
 		return
 	}
@@ -293,6 +300,7 @@ func (s *testServer) handle(sess gliderssh.Session) {
 					code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
 				}
 			}
+			stopCounting()
 			sess.Exit(code)
 			return
 		}

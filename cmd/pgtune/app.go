@@ -58,7 +58,8 @@ func newApp() *App {
 // escaped on their way (termsafe.Handler).
 func (a *App) logger(o *options) *slog.Logger { return a.loggerTo(a.Stderr, o) }
 
-// loggerTo is logger writing to w (stderr behind a progress line).
+// loggerTo is logger writing to w (stderr behind a progress line),
+// coloured as stderr allows.
 func (a *App) loggerTo(w io.Writer, o *options) *slog.Logger {
 	level := slog.LevelInfo
 	if o.verbose > 0 {

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/term"
+
+	"github.com/pgtune/pgtune/engine/report"
 )
 
 // colorFor says whether w gets colour: only a terminal, never with
@@ -23,3 +25,6 @@ func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
+
+// style is report.Style: one colouring for logs and reports.
+type style = report.Style

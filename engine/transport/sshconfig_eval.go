@@ -131,7 +131,7 @@ func (c *configPass) run() error {
 			base = filepath.Dir(s.path)
 		}
 		active := true
-		if err := c.file(s.path, base, &active, false, 0); err != nil {
+		if err := c.file(s.path, base, &active, false, s.private, 0); err != nil {
 			return err
 		}
 	}
@@ -141,11 +141,11 @@ func (c *configPass) run() error {
 // file applies one file's lines; active is shared with the including
 // file, and restored by it after each Include. In a file included from a
 // block that did not match (parseOnly), no Host or Match line matches.
-func (c *configPass) file(path, base string, active *bool, parseOnly bool, depth int) error {
+func (c *configPass) file(path, base string, active *bool, parseOnly, private bool, depth int) error {
 	if depth > maxIncludeDepth {
 		return fmt.Errorf("ssh_config %s: too many nested Include (more than %d)", path, maxIncludeDepth)
 	}
-	lines, err := readConfigLines(path)
+	lines, err := readConfigLines(path, private)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (c *configPass) file(path, base string, active *bool, parseOnly bool, depth
 			}
 			*active = !parseOnly && m
 		case "include":
-			if err := c.include(l, base, active, parseOnly, depth); err != nil {
+			if err := c.include(l, base, active, parseOnly, private, depth); err != nil {
 				return err
 			}
 		default:
@@ -172,7 +172,7 @@ func (c *configPass) file(path, base string, active *bool, parseOnly bool, depth
 	return nil
 }
 
-func (c *configPass) include(l configLine, base string, active *bool, parseOnly bool, depth int) error {
+func (c *configPass) include(l configLine, base string, active *bool, parseOnly, private bool, depth int) error {
 	was := *active
 	for _, a := range l.args {
 		files, err := filepath.Glob(includePath(a, base, c.f.home))
@@ -180,7 +180,7 @@ func (c *configPass) include(l configLine, base string, active *bool, parseOnly 
 			return fmt.Errorf("%s: Include %s: %v", l.where(), a, err)
 		}
 		for _, inc := range files {
-			if err := c.file(inc, base, active, parseOnly || !was, depth+1); err != nil {
+			if err := c.file(inc, base, active, parseOnly || !was, private, depth+1); err != nil {
 				return err
 			}
 			*active = was
@@ -391,6 +391,9 @@ func execMatch(cmd string) (bool, error) {
 	c := exec.CommandContext(ctx, shell, "-c", cmd)
 	var stderr strings.Builder
 	c.Stderr = &stderr
+	// A background child holding stderr open must not keep the run
+	// waiting once the command itself is done (or killed).
+	c.WaitDelay = time.Second
 	err := c.Run()
 	var exit *exec.ExitError
 	switch {

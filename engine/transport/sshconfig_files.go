@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // systemSSHConfig is the system-wide ssh_config, read after the user's
@@ -43,6 +44,11 @@ type sshConfigFile struct {
 type configSource struct {
 	path   string
 	system bool // the system file: relative includes under its directory
+	// private: the user's own ~/.ssh/config, whose owner and mode are
+	// checked (with every file it includes) before a line of it is used,
+	// as ssh(1) checks them: it can run commands (Match exec,
+	// ProxyCommand) as the operator.
+	private bool
 }
 
 // loadSSHConfigs finds explicit (which must exist) or, when it is empty,
@@ -50,25 +56,25 @@ type configSource struct {
 // files are read when a host is evaluated.
 func loadSSHConfigs(explicit, home string) (*sshConfigFile, error) {
 	f := &sshConfigFile{home: home, hosts: map[string]*hostOptions{}, presets: map[string]configPresets{}}
-	add := func(path string, system, required bool) error {
+	add := func(path string, system, private, required bool) error {
 		if _, err := os.Stat(path); err != nil {
 			if !required && errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
 			return fmt.Errorf("ssh_config: %w", err)
 		}
-		f.files = append(f.files, configSource{path: path, system: system})
+		f.files = append(f.files, configSource{path: path, system: system, private: private})
 		return nil
 	}
 	var err error
 	if explicit != "" {
-		err = add(explicit, false, true)
+		err = add(explicit, false, false, true)
 	} else {
 		if home != "" {
-			err = add(filepath.Join(home, ".ssh", "config"), false, false)
+			err = add(filepath.Join(home, ".ssh", "config"), false, true, false)
 		}
 		if err == nil && systemSSHConfig != "" {
-			err = add(systemSSHConfig, true, false)
+			err = add(systemSSHConfig, true, false, false)
 		}
 	}
 	if err != nil {
@@ -85,7 +91,7 @@ func loadSSHConfigs(explicit, home string) (*sshConfigFile, error) {
 	// Every file must parse, whichever host is asked about: a syntax
 	// error is an error for all of them, as in ssh(1).
 	for _, s := range f.files {
-		if _, err := readConfigLines(s.path); err != nil {
+		if _, err := readConfigLines(s.path, s.private); err != nil {
 			return nil, err
 		}
 	}
@@ -107,11 +113,17 @@ func (l configLine) where() string { return fmt.Sprintf("ssh_config %s line %d",
 // (ssh(1) hands it to the shell).
 var commandKeys = map[string]bool{"proxycommand": true, "localcommand": true, "remotecommand": true, "knownhostscommand": true}
 
-// readConfigLines reads one file's directives.
-func readConfigLines(path string) ([]configLine, error) {
+// readConfigLines reads one file's directives; private: the file must
+// pass ssh(1)'s owner and mode check first.
+func readConfigLines(path string, private bool) ([]configLine, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("ssh_config: %w", err)
+	}
+	if private {
+		if err := checkPrivateConfig(path); err != nil {
+			return nil, err
+		}
 	}
 	var out []configLine
 	for n, text := range strings.Split(string(data), "\n") {
@@ -203,3 +215,22 @@ func includePath(p, base, home string) string {
 
 // maxIncludeDepth is ssh(1)'s limit on nested Include.
 const maxIncludeDepth = 16
+
+// checkPrivateConfig refuses a user ssh_config (or a file it includes)
+// that someone other than the operator or root owns or may write, as
+// ssh(1) does ("Bad owner or permissions"): its Match exec and
+// ProxyCommand lines run as the operator.
+func checkPrivateConfig(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("ssh_config: %w", err)
+	}
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
+	if (uid != 0 && uid != os.Getuid()) || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("ssh_config %s: bad owner or permissions (owner uid %d, mode %v): it must be owned by you or root and writable by no one else, as ssh(1) requires", path, uid, fi.Mode().Perm())
+	}
+	return nil
+}

@@ -149,3 +149,59 @@ func TestDefaultSSHConfigMatchInInclude(t *testing.T) {
 		}
 	})
 }
+
+// The user's ssh_config and the files it includes can run commands as
+// the operator (Match exec, ProxyCommand): like ssh(1), pgtune refuses
+// them when someone else may write them. The named ssh_config_file and
+// the system's file are not checked (nor does ssh check -F).
+func TestPrivateSSHConfigPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		chmod   string // file under home whose mode is widened
+		mode    os.FileMode
+		wantErr bool
+	}{
+		{"user file 0600", "", 0, false},
+		{"user file 0644", ".ssh/config", 0o644, false},
+		{"user file group-writable", ".ssh/config", 0o664, true},
+		{"user file world-writable", ".ssh/config", 0o606, true},
+		{"included file group-writable", ".ssh/inc", 0o660, true},
+		{"system file group-writable", "etc-ssh/ssh_config", 0o664, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := userAndSystemConfigs(t, map[string]string{
+				".ssh/config":        "Include inc\n",
+				".ssh/inc":           "Match exec \"true\"\n  Port 2\n",
+				"etc-ssh/ssh_config": "Host *\n  Port 3\n",
+			})
+			if tc.chmod != "" {
+				if err := os.Chmod(filepath.Join(local.home, tc.chmod), tc.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := resolve(SSHConfig{Name: "db"}, local, false)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "bad owner or permissions") || !strings.Contains(err.Error(), tc.chmod) {
+					t.Fatalf("err = %v, want bad owner or permissions naming %s", err, tc.chmod)
+				}
+				return
+			}
+			if err != nil || r.target.port != 2 {
+				t.Fatalf("err = %v, %+v; want port 2", err, r)
+			}
+		})
+	}
+	t.Run("named ssh_config_file is not checked", func(t *testing.T) {
+		local := userAndSystemConfigs(t, nil)
+		p := filepath.Join(t.TempDir(), "vagrant-ssh-config")
+		if err := os.WriteFile(p, []byte("Host db\n  Port 4\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := resolve(SSHConfig{Name: "db", ConfigFile: p}, local, false); err != nil || r.target.port != 4 {
+			t.Fatalf("err = %v, %+v; want port 4", err, r)
+		}
+	})
+}

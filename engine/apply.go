@@ -103,8 +103,12 @@ func describeMove(planned, now []plan.Change) string {
 	for _, c := range now {
 		p, ok := was[key(c)]
 		switch {
+		case !ok && c.Sensitive:
+			diffs = append(diffs, c.Target+": new change (sensitive)")
 		case !ok:
 			diffs = append(diffs, fmt.Sprintf("%s: new change %s → %s", c.Target, short(c.Before), short(c.After)))
+		case (p.Before != c.Before || p.After != c.After) && (p.Sensitive || c.Sensitive):
+			diffs = append(diffs, c.Target+": changed since the plan (sensitive)")
 		case p.Before != c.Before || p.After != c.After:
 			diffs = append(diffs, fmt.Sprintf("%s: planned %s → %s, now %s → %s", c.Target, short(p.Before), short(p.After), short(c.Before), short(c.After)))
 		}

@@ -66,6 +66,11 @@ type JournalEntry struct {
 	// it runs it again once what it acted on is back.
 	Unit   string `json:"unit,omitempty"`
 	Action string `json:"action,omitempty"`
+	// Sensitive marks a file whose content must never be shown (it holds
+	// secrets: Target.WriteSecretFile): rollback's change for it is
+	// Sensitive, so no report shows its content or diff. Journals written
+	// before the flag existed load with it unset.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // JournalMark is a point in a run's journal: Target.UndoSince undoes
@@ -82,11 +87,21 @@ func (j *Journal) Dir() string { return path.Join(j.dir, j.RunID) }
 
 // recordFile notes that p is about to change and returns where its current
 // content must be backed up. Only the first change of a file in a run is
-// recorded: that is the state rollback returns to.
-func (j *Journal) recordFile(ctx context.Context, module, p string) (string, error) {
+// recorded: that is the state rollback returns to. A sensitive write marks
+// the file's entry sensitive, even when an earlier write recorded it.
+func (j *Journal) recordFile(ctx context.Context, module, p string, sensitive bool) (string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.hasLocked(JournalEntry{Kind: "file", Path: p}) {
+		if !sensitive {
+			return "", nil
+		}
+		for i := range j.Entries {
+			if e := &j.Entries[i]; e.Kind == "file" && e.Path == p && !e.Sensitive {
+				e.Sensitive = true
+				return "", j.saveLocked(ctx)
+			}
+		}
 		return "", nil
 	}
 	backup := path.Join(j.Dir(), "files", p)
@@ -96,7 +111,7 @@ func (j *Journal) recordFile(ctx context.Context, module, p string) (string, err
 	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode == 1) {
 		return "", fmt.Errorf("journal: %w", err)
 	}
-	j.Entries = append(j.Entries, JournalEntry{Kind: "file", Module: module, Path: p, Backup: backup, Existed: existed})
+	j.Entries = append(j.Entries, JournalEntry{Kind: "file", Module: module, Path: p, Backup: backup, Existed: existed, Sensitive: sensitive})
 	return backup, j.saveLocked(ctx)
 }
 

@@ -125,6 +125,16 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 			return nil, fmt.Errorf("no run %q on this host (runs: %s)", to, strings.Join(ids, ", "))
 		}
 	}
+	// A file any run marked sensitive stays hidden, even when the entry
+	// undone is an older run's that has no mark.
+	secret := map[string]bool{}
+	for _, j := range journals {
+		for _, e := range j.Entries {
+			if e.Sensitive {
+				secret[e.identity()] = true
+			}
+		}
+	}
 	seen := map[string]bool{}
 	var entries []JournalEntry
 	for _, j := range journals {
@@ -137,6 +147,7 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 				continue
 			}
 			seen[id] = true
+			e.Sensitive = e.Sensitive || secret[id]
 			entries = append(entries, e)
 		}
 	}

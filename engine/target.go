@@ -125,9 +125,22 @@ func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
 // WriteFile atomically replaces a file on the host, keeping what it
 // replaces in the run's backups and recording it in the journal.
 func (t *Target) WriteFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions) error {
+	return t.writeFile(ctx, p, data, opts, false)
+}
+
+// WriteSecretFile is WriteFile for a file whose content must never be
+// shown (it holds passwords: Patroni's patroni.yml, ...): its journal
+// entry is marked Sensitive, so rolling it back (rollback, or the undo of
+// a failed apply) plans a Sensitive change whose content and diff no
+// report shows.
+func (t *Target) WriteSecretFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions) error {
+	return t.writeFile(ctx, p, data, opts, true)
+}
+
+func (t *Target) writeFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions, sensitive bool) error {
 	opts.Become = t.Become
 	if t.Journal != nil {
-		backup, err := t.Journal.recordFile(ctx, t.Module, p)
+		backup, err := t.Journal.recordFile(ctx, t.Module, p, sensitive)
 		if err != nil {
 			return err
 		}
@@ -141,7 +154,7 @@ func (t *Target) RemoveFile(ctx context.Context, p string) error {
 	backup := ""
 	if t.Journal != nil {
 		var err error
-		if backup, err = t.Journal.recordFile(ctx, t.Module, p); err != nil {
+		if backup, err = t.Journal.recordFile(ctx, t.Module, p, false); err != nil {
 			return err
 		}
 	}

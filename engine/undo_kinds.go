@@ -89,7 +89,7 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	if !e.Existed {
 		if exists {
 			s.change = &plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: "(removed)",
-				Diff: udiff.Unified(e.Path, "/dev/null", string(current), "")}
+				Diff: udiff.Unified(e.Path, "/dev/null", string(current), ""), Sensitive: e.Sensitive}
 		}
 		return s, nil
 	}
@@ -108,8 +108,10 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	if exists && string(current) == string(prev) {
 		return s, nil
 	}
+	// A sensitive file's change keeps its content (apply compares it
+	// with the re-check's) but is Sensitive: no report shows it.
 	s.change = &plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: string(prev),
-		Diff: udiff.Unified(e.Path, e.Path, string(current), string(prev))}
+		Diff: udiff.Unified(e.Path, e.Path, string(current), string(prev)), Sensitive: e.Sensitive}
 	return s, nil
 }
 
@@ -117,7 +119,8 @@ func (fileKind) undo(ctx context.Context, t *Target, s undoStep) error {
 	if !s.entry.Existed {
 		return t.RemoveFile(ctx, s.entry.Path)
 	}
-	return t.WriteFile(ctx, s.entry.Path, s.content, transport.WriteOptions{Mode: s.mode, Owner: s.owner})
+	// Putting a sensitive file back is journaled as sensitive too.
+	return t.writeFile(ctx, s.entry.Path, s.content, transport.WriteOptions{Mode: s.mode, Owner: s.owner}, s.entry.Sensitive)
 }
 
 // sysctlKind: a live kernel value. Undo sets the value before, except the

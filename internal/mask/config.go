@@ -25,6 +25,13 @@ func Config(content string) string {
 
 // ConfigLine masks one line of a configuration file.
 func ConfigLine(l string) string {
+	if head, key, val, ok := parseYAMLPair(l); ok {
+		// A YAML mapping (patroni.yml, ...): "password: S3cret".
+		if SensitiveName(key) && val != "" && val != Masked {
+			return head + Masked
+		}
+		return Text(l)
+	}
 	s, ok := parseSetting(l)
 	if !ok {
 		return Text(l)
@@ -192,4 +199,29 @@ func Diff(d string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// parseYAMLPair cuts a YAML "key: value" line (indent, an optional # and
+// list dashes, a plain key, a colon then a blank or the end of the line)
+// into everything up to the value, the key and the value ("" for a key
+// that opens a nested mapping or has no value). A postgresql.conf line is
+// never one: a setting's name cannot end in a colon.
+func parseYAMLPair(l string) (head, key, val string, ok bool) {
+	i := skipSpace(l, 0)
+	if i < len(l) && l[i] == '#' {
+		i = skipSpace(l, i+1)
+	}
+	for i+1 < len(l) && l[i] == '-' && (l[i+1] == ' ' || l[i+1] == '\t') {
+		i = skipSpace(l, i+1)
+	}
+	start := i
+	for i < len(l) && isNameByte(l[i], i == start) {
+		i++
+	}
+	if i == start || i >= len(l) || l[i] != ':' || (i+1 < len(l) && l[i+1] != ' ' && l[i+1] != '\t' && l[i+1] != '\r') {
+		return "", "", "", false
+	}
+	key = l[start:i]
+	v := skipSpace(l, i+1)
+	return l[:v], key, strings.TrimRight(l[v:], " \t\r"), true
 }

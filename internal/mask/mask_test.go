@@ -124,3 +124,37 @@ func TestSensitiveName(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigLineYAML: a YAML file (patroni.yml) shown as a diff keeps its
+// passwords hidden, whatever the indent, list dash, quoting or comment.
+func TestConfigLineYAML(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"password", "  password: S3cret", "  password: (sensitive)"},
+		{"quoted", `    password: 'S3 cret'`, "    password: (sensitive)"},
+		{"double quoted with comment", `    password: "S3cret" # rotated`, "    password: (sensitive)"},
+		{"list item", "  - password: S3cret", "  - password: (sensitive)"},
+		{"commented out", "#    password: S3cret", "#    password: (sensitive)"},
+		{"tab after colon", "password:\tS3cret", "password:\t(sensitive)"},
+		{"other sensitive names", "  api_token: S3cret", "  api_token: (sensitive)"},
+		{"secret", "  secret: S3cret", "  secret: (sensitive)"},
+		{"already masked", "  password: (sensitive)", "  password: (sensitive)"},
+		{"nested mapping kept", "  superuser:", "  superuser:"},
+		{"empty value kept", "  password:", "  password:"},
+		{"plain kept byte for byte", "  username: postgres", "  username: postgres"},
+		{"address with colon kept", "  connect_address: 10.0.0.1:8008", "  connect_address: 10.0.0.1:8008"},
+		{"uri credentials", "  url: postgres://rep:S3cret@db1/x", "  url: postgres://rep:(sensitive)@db1/x"},
+		{"conf setting masked as before", "password_encryption = scram-sha-256", "password_encryption = '(sensitive)'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ConfigLine(tc.in); got != tc.want {
+				t.Errorf("ConfigLine(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	diff := "--- /etc/patroni.yml\n+++ /etc/patroni.yml\n@@ -1,4 +1,4 @@\n restapi:\n-  password: S3cret\n+  password: 0ld\n   username: admin\n"
+	want := "--- /etc/patroni.yml\n+++ /etc/patroni.yml\n@@ -1,4 +1,4 @@\n restapi:\n-  password: (sensitive)\n+  password: (sensitive)\n   username: admin\n"
+	if got := Diff(diff); got != want {
+		t.Errorf("Diff =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -59,7 +59,7 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		if err != nil {
 			return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
 		}
-		if err := t.WriteFile(ctx, ps.ConfigFile, edited, transport.WriteOptions{}); err != nil {
+		if err := t.WriteSecretFile(ctx, ps.ConfigFile, edited, transport.WriteOptions{}); err != nil {
 			return fmt.Errorf("write %s: %w", ps.ConfigFile, err)
 		}
 		if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {

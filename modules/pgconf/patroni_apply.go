@@ -45,7 +45,7 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth}
+	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth, Owner: st.PG.Owner, Member: ps.Member}
 	now, err := api.status(ctx, t)
 	if err != nil {
 		return fmt.Errorf("Patroni member %q: %w: nothing was changed", ps.Member, err)
@@ -320,12 +320,12 @@ func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState
 // patroniRestartRestored has Patroni take a restored patroni.yml (after
 // rollback): reload, then restart the member if that leaves a restart
 // pending.
-func patroniRestartRestored(ctx context.Context, t *engine.Target, pat *facts.Patroni) error {
+func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Postgres, pat *facts.Patroni) error {
 	_, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name}
 	if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
 		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
 	}

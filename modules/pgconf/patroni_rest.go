@@ -200,7 +200,7 @@ func (a patroniAPI) dcsParams(ctx context.Context, t *engine.Target) (map[string
 	out := map[string]string{}
 	for k, v := range c.PostgreSQL.Parameters {
 		for _, name := range managed {
-			if strings.EqualFold(k, name) && v != nil {
+			if asciiEqualFold(k, name) && v != nil {
 				out[name] = fmt.Sprint(v)
 			}
 		}

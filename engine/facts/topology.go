@@ -153,24 +153,79 @@ else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
 `
 
 // patroniGetScript fetches Patroni's GET /patroni and GET /cluster from
-// the member's REST API ($1, a URL built by pgtune), as the cluster owner,
-// each answer on one line in base64 (empty when it failed).
+// the member's REST API ($2, a URL built by pgtune from the member's
+// patroni.yml: the host's input), as the cluster owner, with the python
+// helper $1 run isolated (python3 -I: no cwd, user site or PYTHON* on
+// sys.path), each answer on one line in base64 (empty when it failed).
 const patroniGetScript = `export LC_ALL=C
-base=$1
-get() {
-  if command -v curl >/dev/null 2>&1; then
-    curl -sS --max-time 5 --max-filesize 1048576 -- "$base$1" 2>/dev/null | head -c 1048576
-  else
-    python3 -c 'import sys, urllib.request, urllib.error
+exec python3 -I -c "$1" "$2"`
+
+// patroniGetPy is the helper: it asks only this host's own API (every
+// address the URL names is loopback or binds locally; else one line
+// refused=<base64 reason> and nothing is sent), connects to the addresses
+// it checked, follows no redirect and uses no proxy. Certificates go
+// unverified only because the endpoint is proven local.
+const patroniGetPy = `import sys, base64, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
+def out(k, b):
+    sys.stdout.write(k + '=' + base64.b64encode(b).decode() + '\n')
+def refuse(msg):
+    out('refused', msg.encode())
+    sys.exit(0)
+u = urllib.parse.urlsplit(sys.argv[1])
+host = u.hostname or ''
 try:
-    r = urllib.request.urlopen(sys.argv[1], timeout=5)
-except urllib.error.HTTPError as e:
-    r = e
-sys.stdout.buffer.write(r.read(1048576))' "$base$1" 2>/dev/null
-  fi
-}
-printf 'patroni=%s\n' "$(get /patroni | base64 -w0)"
-printf 'cluster=%s\n' "$(get /cluster | base64 -w0)"
+    port = u.port or (443 if u.scheme == 'https' else 80)
+    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+except Exception as e:
+    refuse('REST API address %r: %s: %s' % (host, type(e).__name__, e))
+def nonlocal_bind():
+    for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
+        try:
+            with open(f) as fh:
+                if fh.read().strip() != '0':
+                    return True
+        except OSError:
+            pass
+    return False
+addrs = []
+for fam, _, _, _, sa in infos:
+    ip = sa[0]
+    local = ipaddress.ip_address(ip.split('%')[0]).is_loopback
+    if not local and not nonlocal_bind():
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.bind((ip, 0) + tuple(sa[2:]))
+            local = True
+        except OSError:
+            pass
+        finally:
+            s.close()
+    if not local:
+        refuse('REST API address %r (%s) is not on this host: pgtune asks only the member\'s own API' % (host, ip))
+    if (fam, ip) not in addrs:
+        addrs.append((fam, ip))
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.URLError('redirect refused')
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, urllib.request.HTTPSHandler(context=ctx))
+def get(path):
+    for fam, ip in addrs:
+        target = '[%s]' % ip if fam == socket.AF_INET6 else ip
+        req = urllib.request.Request(urllib.parse.urlunsplit((u.scheme, '%s:%d' % (target, port), path, '', '')))
+        req.add_header('Host', u.netloc.rpartition('@')[2])
+        try:
+            return opener.open(req, timeout=5).read(1048576)
+        except urllib.error.HTTPError as e:
+            return e.read(1048576)
+        except Exception as e:
+            if 'redirect refused' in str(e):
+                return b''
+    return b''
+out('patroni', get('/patroni'))
+out('cluster', get('/cluster'))
 `
 
 // GatherTopology asks a running server where it stands in replication, as
@@ -489,7 +544,7 @@ func (p *Patroni) readAPI(c patroniConfig) error {
 // on the host itself (it usually listens on loopback only), as the owner.
 // A failure is recorded in APIError: Patroni still manages the server.
 func askPatroni(ctx context.Context, t transport.Transport, become bool, owner string, p *Patroni) {
-	args := []string{"sh", "-c", ownerRunScript, "sh", owner, patroniGetScript, p.APIURL}
+	args := []string{"sh", "-c", ownerRunScript, "sh", owner, patroniGetScript, patroniGetPy, p.APIURL}
 	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
 	if err != nil {
 		p.APIError = fmt.Sprintf("GET %s/patroni: %v", p.APIURL, err)
@@ -500,6 +555,10 @@ func askPatroni(ctx context.Context, t transport.Transport, become bool, owner s
 		if k, v, ok := strings.Cut(l, "="); ok {
 			answers[k], _ = base64.StdEncoding.DecodeString(v)
 		}
+	}
+	if why, ok := answers["refused"]; ok {
+		p.APIError = fmt.Sprintf("patroni member %s: %s", strconv.Quote(p.Name), why)
+		return
 	}
 	if err := p.readStatus(answers["patroni"]); err != nil {
 		p.APIError = fmt.Sprintf("GET %s/patroni: %v", p.APIURL, err)

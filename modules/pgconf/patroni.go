@@ -90,7 +90,7 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name}
 	c.dropin = pg.ConfigFile // ours are Patroni's lines: later ones override
 	if err := c.readConfiguration(ctx, t); err != nil {
 		return err

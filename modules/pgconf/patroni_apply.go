@@ -45,7 +45,7 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth}
+	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth, Owner: st.PG.Owner, Member: ps.Member}
 	now, err := api.status(ctx, t)
 	if err != nil {
 		return fmt.Errorf("Patroni member %q: %w: nothing was changed", ps.Member, err)
@@ -215,7 +215,8 @@ func checkPoolForRestart(ctx context.Context, t *engine.Target, st *State) error
 	if err != nil {
 		return err
 	}
-	ours, err := pagesFreedByRestart(ctx, t, pg)
+	target := hugePageBytes(st.hugePageSize(), t.Facts.HugePageSize)
+	ours, err := pagesFreedByRestart(ctx, t, pg, target)
 	if err != nil {
 		return err
 	}
@@ -229,8 +230,9 @@ func checkPoolForRestart(ctx context.Context, t *engine.Target, st *State) error
 // pagesFreedByRestart is the segment the running server holds on huge
 // pages, faulted and reserved alike (its shared_memory_size_in_huge_pages
 // while it runs with huge_pages on or maps huge pages): its stop returns
-// them to the pool.
-func pagesFreedByRestart(ctx context.Context, t *engine.Target, pg *facts.Postgres) (int64, error) {
+// them to the pool. They count only when the server runs on pages of the
+// target size (bytes): pages of another size go back to another pool.
+func pagesFreedByRestart(ctx context.Context, t *engine.Target, pg *facts.Postgres, target int64) (int64, error) {
 	cur, err := facts.RefreshPostgres(ctx, t.Transport, t.Become, pg)
 	if err != nil || !cur.Running {
 		return 0, err
@@ -246,7 +248,35 @@ func pagesFreedByRestart(ctx context.Context, t *engine.Target, pg *facts.Postgr
 	if err != nil {
 		return 0, err
 	}
-	return n, nil
+	return freedInTargetSize(n, live["huge_page_size"], target, t.Facts.HugePageSize), nil
+}
+
+// hugePageBytes is a huge_page_size setting (kB when bare) in bytes; 0 or
+// empty is the kernel's default size. An unreadable one is -1: no size.
+func hugePageBytes(s string, kernelDefault int64) int64 {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return kernelDefault
+	}
+	n, err := parseSize(s, 1024)
+	if err != nil || n < 0 {
+		return -1
+	}
+	if n == 0 {
+		return kernelDefault
+	}
+	return n
+}
+
+// freedInTargetSize is the pages the running server frees, counted in the
+// pool of the target size: those it holds when its live huge_page_size is
+// that size, else none (the pages count in units of the size they are).
+func freedInTargetSize(ours int64, liveSize string, target, kernelDefault int64) int64 {
+	live := hugePageBytes(liveSize, kernelDefault)
+	if live <= 0 || target <= 0 || live != target {
+		return 0
+	}
+	return ours
 }
 
 // freeHugePages is the pool's free pages not promised to a mapping, for
@@ -320,12 +350,12 @@ func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState
 // patroniRestartRestored has Patroni take a restored patroni.yml (after
 // rollback): reload, then restart the member if that leaves a restart
 // pending.
-func patroniRestartRestored(ctx context.Context, t *engine.Target, pat *facts.Patroni) error {
+func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Postgres, pat *facts.Patroni) error {
 	_, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name}
 	if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
 		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
 	}

@@ -46,3 +46,33 @@ func TestSwitchoverCandidate(t *testing.T) {
 		})
 	}
 }
+
+// The pages the running server frees count toward the pool check only
+// when they are of the target page size.
+func TestFreedInTargetSize(t *testing.T) {
+	const mb2, gb1 = 2 << 20, 1 << 30
+	for _, tc := range []struct {
+		ours          int64
+		live          string
+		target, deflt int64
+		want          int64
+	}{
+		{100, "0", mb2, mb2, 100},     // default on both sides
+		{100, "", mb2, mb2, 100},      // empty is the default
+		{100, "2048", mb2, mb2, 100},  // explicit 2 MB (kB setting)
+		{100, "2MB", mb2, mb2, 100},   // with a unit
+		{100, "0", gb1, mb2, 0},       // runs on 2 MB, target 1 GB
+		{100, "1048576", mb2, mb2, 0}, // runs on 1 GB, target 2 MB
+		{100, "1GB", gb1, mb2, 100},   // 1 GB on both sides
+		{100, "0", gb1, gb1, 100},     // the kernel's default is 1 GB
+		{100, "junk", mb2, mb2, 0},    // unreadable: none
+		{100, "0", mb2, 0, 0},         // kernel default unknown
+	} {
+		if got := freedInTargetSize(tc.ours, tc.live, tc.target, tc.deflt); got != tc.want {
+			t.Errorf("freedInTargetSize(%d, %q, %d, %d) = %d, want %d", tc.ours, tc.live, tc.target, tc.deflt, got, tc.want)
+		}
+	}
+	if got := hugePageBytes("0", mb2); got != mb2 {
+		t.Errorf("hugePageBytes(0) = %d", got)
+	}
+}

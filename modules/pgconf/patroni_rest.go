@@ -9,35 +9,100 @@ import (
 	"time"
 
 	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
 )
 
-// Patroni's REST API is asked on the member's own host (it usually
-// listens on loopback only), with the python3 Patroni itself runs on.
-// The credentials of restapi.authentication go on stdin, never on a
-// command line; the answer is cut at 1 MiB.
-const patroniRESTScript = `import sys, base64, ssl, urllib.request, urllib.error
-method, url, body, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+// Patroni's REST API is asked on the member's own host, as the cluster
+// owner (runAsOwner: never root, from cd /), with python3 -I (isolated:
+// neither the working directory nor the user's site directory nor PYTHON*
+// variables reach sys.path), the python3 Patroni itself runs on.
+//
+// The address comes from the member's patroni.yml, which is the host's
+// input: the script calls it only when every address it names is this
+// host's own (loopback, or one a socket can bind to), so a member cannot
+// point pgtune's POST /restart at another member; it connects to the
+// address it checked, follows no redirect (the Authorization header never
+// leaves for another URL) and uses no proxy. The credentials of
+// restapi.authentication go on stdin, never on a command line; the answer
+// is cut at 1 MiB. Arguments: method, URL, JSON body, timeout, member.
+const patroniRESTScript = `import sys, base64, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
+method, url, body, timeout, member = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 auth = sys.stdin.read().strip()
-req = urllib.request.Request(url, data=body.encode() if body else None, method=method)
-if body:
-    req.add_header('Content-Type', 'application/json')
-if auth:
-    req.add_header('Authorization', 'Basic ' + base64.b64encode(auth.encode()).decode())
-ctx = None
-if url.startswith('https:'):
-    # The member's own API on its own host: its certificate may name
-    # another address than the one pgtune connects to.
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-try:
-    r = urllib.request.urlopen(req, timeout=timeout, context=ctx)
-    code = r.status
-except urllib.error.HTTPError as e:
-    r, code = e, e.code
-except Exception as e:
-    sys.stdout.write('status=0\n' + type(e).__name__ + ': ' + str(e))
+def refuse(msg):
+    sys.stdout.write('status=0\n' + msg)
     sys.exit(0)
+u = urllib.parse.urlsplit(url)
+host = u.hostname or ''
+try:
+    port = u.port or (443 if u.scheme == 'https' else 80)
+    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+except Exception as e:
+    refuse('Patroni member %r: REST API address %r: %s: %s' % (member, host, type(e).__name__, e))
+def nonlocal_bind():
+    for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
+        try:
+            with open(f) as fh:
+                if fh.read().strip() != '0':
+                    return True
+        except OSError:
+            pass
+    return False
+addrs = []
+for fam, _, _, _, sa in infos:
+    ip = sa[0]
+    local = ipaddress.ip_address(ip.split('%')[0]).is_loopback
+    if not local and not nonlocal_bind():
+        # bind succeeds only for an address of this host: nothing is sent.
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.bind((ip, 0) + tuple(sa[2:]))
+            local = True
+        except OSError:
+            pass
+        finally:
+            s.close()
+    if not local:
+        refuse('Patroni member %r: REST API address %r (%s) is not on this host: pgtune calls only the member\'s own API' % (member, host, ip))
+    if (fam, ip) not in addrs:
+        addrs.append((fam, ip))
+if not addrs:
+    refuse('Patroni member %r: REST API address %r resolves to nothing' % (member, host))
+class Redirected(Exception):
+    pass
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise Redirected('HTTP %d redirect to %r refused' % (code, newurl))
+# Certificates are not verified only because the address was just proven
+# to be this host's own: the member's API on its own host, whose
+# certificate may name another address than the one pgtune connects to.
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, urllib.request.HTTPSHandler(context=ctx))
+# Connect to the addresses just checked, never to a second resolution.
+r, code, err = None, 0, 'no address'
+for fam, ip in addrs:
+    target = '[%s]' % ip if fam == socket.AF_INET6 else ip
+    req = urllib.request.Request(urllib.parse.urlunsplit((u.scheme, '%s:%d' % (target, port), u.path, u.query, '')),
+                                 data=body.encode() if body else None, method=method)
+    req.add_header('Host', u.netloc.rpartition('@')[2])
+    if body:
+        req.add_header('Content-Type', 'application/json')
+    if auth:
+        req.add_header('Authorization', 'Basic ' + base64.b64encode(auth.encode()).decode())
+    try:
+        r = opener.open(req, timeout=timeout)
+        code = r.status
+        break
+    except urllib.error.HTTPError as e:
+        r, code = e, e.code
+        break
+    except Redirected as e:
+        refuse(str(e))
+    except Exception as e:
+        err = type(e).__name__ + ': ' + str(e)
+if r is None:
+    refuse(err)
 sys.stdout.write('status=%d\n' % code)
 sys.stdout.flush()
 sys.stdout.buffer.write(r.read(1048576))
@@ -45,12 +110,15 @@ sys.stdout.buffer.write(r.read(1048576))
 
 // patroniAPI is one member's REST API as pgtune calls it.
 type patroniAPI struct {
-	URL  string
-	Auth string // "user:password" or ""
+	URL    string
+	Auth   string // "user:password" or ""
+	Owner  string // the cluster owner: the helper runs as them
+	Member string // the member's name, for errors
 }
 
 // call makes one request and returns the HTTP status and body; a request
-// that got no HTTP answer is an error.
+// that got no HTTP answer (or was refused: an address not this host's, a
+// redirect) is an error.
 func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint string, body any, timeout time.Duration) (int, []byte, error) {
 	js := ""
 	if body != nil {
@@ -60,8 +128,12 @@ func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint
 		}
 		js = string(b)
 	}
+	if a.Owner == "" {
+		return 0, nil, fmt.Errorf("%s %s%s: the cluster owner is not known", method, a.URL, endpoint)
+	}
 	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 0, 64)
-	res, err := t.RunInput(ctx, []byte(a.Auth), "python3", "-c", patroniRESTScript, method, a.URL+endpoint, js, secs)
+	res, err := runAsOwner(ctx, t, &facts.Postgres{Owner: a.Owner}, []byte(a.Auth), patroniRESTCommand,
+		patroniRESTScript, method, a.URL+endpoint, js, secs, a.Member)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s%s: %w", method, a.URL, endpoint, err)
 	}
@@ -75,6 +147,10 @@ func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint
 	}
 	return code, []byte(rest), nil
 }
+
+// patroniRESTCommand runs the python helper ($1) with the request's
+// arguments, isolated: runAsOwner has already done cd /.
+const patroniRESTCommand = `exec python3 -I -c "$@"`
 
 // patroniStatus is the part of GET /patroni pgtune waits on.
 type patroniStatus struct {
@@ -124,7 +200,7 @@ func (a patroniAPI) dcsParams(ctx context.Context, t *engine.Target) (map[string
 	out := map[string]string{}
 	for k, v := range c.PostgreSQL.Parameters {
 		for _, name := range managed {
-			if strings.EqualFold(k, name) && v != nil {
+			if asciiEqualFold(k, name) && v != nil {
 				out[name] = fmt.Sprint(v)
 			}
 		}

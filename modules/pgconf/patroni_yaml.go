@@ -61,7 +61,7 @@ func readPatroniLocal(doc []byte) (*patroniLocal, error) {
 	l := &patroniLocal{Params: map[string]string{}}
 	for k, v := range c.PostgreSQL.Parameters {
 		for _, name := range managed {
-			if strings.EqualFold(k, name) && v != nil {
+			if asciiEqualFold(k, name) && v != nil {
 				l.Params[name] = fmt.Sprint(v)
 			}
 		}
@@ -133,7 +133,11 @@ func setPatroniParams(doc []byte, set map[string]string) ([]byte, error) {
 			}
 			l := lines[v.Line-1]
 			eol := l[len(strings.TrimRight(l, "\r\n")):]
-			repl := l[:v.Column-1] + yamlQuote(set[n])
+			cut, ok := columnOffset(l, v.Column)
+			if !ok {
+				return nil, fmt.Errorf("postgresql.parameters.%s is not a one-line value pgtune can replace", k.Value)
+			}
+			repl := l[:cut] + yamlQuote(set[n])
 			if v.LineComment != "" {
 				repl += " " + v.LineComment
 			}
@@ -171,7 +175,7 @@ func sameButParams(before, after []byte, set map[string]string) error {
 	for k, v := range set {
 		key := k // an existing key keeps its spelling (Patroni ignores case)
 		for have := range params {
-			if strings.EqualFold(have, k) {
+			if asciiEqualFold(have, k) {
 				key = have
 			}
 		}
@@ -197,11 +201,50 @@ func mappingEntry(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
 // mappingEntryFold is mappingEntry ignoring case (PostgreSQL's names are).
 func mappingEntryFold(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if strings.EqualFold(m.Content[i].Value, key) {
+		if asciiEqualFold(m.Content[i].Value, key) {
 			return m.Content[i], m.Content[i+1]
 		}
 	}
 	return nil, nil
+}
+
+// asciiEqualFold compares parameter names as PostgreSQL and Patroni do:
+// ASCII letters case-insensitively, every other byte as is (strings.EqualFold
+// would match Unicode look-alikes: "ſhared_buffers" is not shared_buffers).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// columnOffset is the byte offset in line of the 1-based character column
+// the YAML parser reports (it counts characters, not bytes); false when
+// the line is shorter.
+func columnOffset(line string, col int) (int, bool) {
+	if col < 1 {
+		return 0, false
+	}
+	n := 1
+	for i := range line {
+		if n == col {
+			return i, true
+		}
+		n++
+	}
+	return 0, false
 }
 
 // lastLine is the last line a block node's content reaches.

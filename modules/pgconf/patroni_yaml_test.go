@@ -39,6 +39,10 @@ func TestSetPatroniParams(t *testing.T) {
 			want: "scope: x\npostgresql:\n  parameters:\n    huge_page_size: '0'\n    huge_pages: 'on'\n    shared_buffers: '40960kB'\n  data_dir: /d\n  bin_dir: /b\n"},
 		{name: "case of an existing key kept", in: "postgresql:\n  parameters:\n    Shared_Buffers: 1GB\n",
 			want: "postgresql:\n  parameters:\n    Shared_Buffers: '40960kB'\n    huge_page_size: '0'\n    huge_pages: 'on'\n"},
+		{name: "non-ASCII line before the value", in: "# räksmörgås ✓\npostgresql:\n  parameters:\n    \"huge_päges\": x\n    shared_buffers: 1GB # ✓\n",
+			want: "# räksmörgås ✓\npostgresql:\n  parameters:\n    \"huge_päges\": x\n    shared_buffers: '40960kB' # ✓\n    huge_page_size: '0'\n    huge_pages: 'on'\n"},
+		{name: "Unicode look-alike not a parameter", in: "postgresql:\n  parameters:\n    ſhared_buffers: 1GB\n",
+			want: "postgresql:\n  parameters:\n    ſhared_buffers: 1GB\n    huge_page_size: '0'\n    huge_pages: 'on'\n    shared_buffers: '40960kB'\n"},
 		{name: "flow mapping refused", in: "postgresql:\n  parameters: {shared_buffers: 1GB}\n", err: "not a block mapping"},
 		{name: "multi-line value refused", in: "postgresql:\n  parameters:\n    shared_buffers: >\n      1GB\n", err: "one-line value"},
 		{name: "no postgresql", in: "scope: x\n", err: "no block mapping under postgresql"},
@@ -90,5 +94,40 @@ func TestCommandLineSettings(t *testing.T) {
 	want := "listen_addresses = '127.0.0.1'\nport = '5433'\nmax_connections = '20'\nwal_level = 'replica'\n"
 	if got := commandLineSettings(opts); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The YAML parser's columns count characters; a line is cut in bytes.
+func TestColumnOffset(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		col  int
+		want int
+		ok   bool
+	}{
+		{"  a: 1GB", 6, 5, true},
+		{"  \"shä\": 1GB", 10, 10, true},
+		{"  \"ſhared_buffers\": 1GB", 21, 21, true},
+		{"ab", 3, 0, false},
+		{"ab", 0, 0, false},
+	} {
+		got, ok := columnOffset(tc.line, tc.col)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("columnOffset(%q, %d) = %d, %v; want %d, %v", tc.line, tc.col, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"Shared_Buffers", "shared_buffers", true},
+		{"ſhared_buffers", "shared_buffers", false},
+		{"shared_buffers", "SHARED_BUFFERS", true},
+		{"huge_pages", "huge_page", false},
+		{"\u212Aey", "key", false}, // Kelvin sign
+	} {
+		if got := asciiEqualFold(tc.a, tc.b); got != tc.want {
+			t.Errorf("asciiEqualFold(%q, %q) = %v", tc.a, tc.b, got)
+		}
 	}
 }

@@ -19,7 +19,7 @@ func (m *Module) AfterRollback(ctx context.Context, t *engine.Target) error {
 		return nil
 	}
 	if topo := t.Facts.Topology; topo != nil && topo.Patroni != nil {
-		return patroniRestartRestored(ctx, t, topo.Patroni) // never pg_ctl under Patroni
+		return patroniRestartRestored(ctx, t, pg, topo.Patroni) // never pg_ctl under Patroni
 	}
 	res, err := startAgain(ctx, t, pg)
 	if err != nil {

@@ -1,0 +1,60 @@
+package facts
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/user"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// Discovery asks only the member's own REST API: loopback answers, an
+// address not on this host (192.0.2.1, TEST-NET: bind fails, nothing is
+// sent) is refused naming the member and the address, a redirect is not
+// followed.
+func TestAskPatroniOnlyLocal(t *testing.T) {
+	u, err := user.Current()
+	if err != nil {
+		t.Skip(err)
+	}
+	var followed bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed = true }))
+	defer other.Close()
+	redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer redir.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/patroni" {
+			io.WriteString(w, `{"state":"running","role":"replica","patroni":{"scope":"demo","name":"n2"}}`)
+			return
+		}
+		io.WriteString(w, `{"members":[{"name":"n2","role":"replica","state":"streaming","lag":0}]}`)
+	}))
+	defer ok.Close()
+	for _, tc := range []struct{ url, wantErr string }{
+		{ok.URL, ""},
+		{"http://192.0.2.1:8008", `"n2": REST API address '192.0.2.1' (192.0.2.1) is not on this host`},
+		{"https://192.0.2.1:8008", "is not on this host"},
+		{redir.URL, "no answer"},
+	} {
+		p := &Patroni{Name: "n2", APIURL: tc.url}
+		askPatroni(context.Background(), transport.NewLocal(), false, u.Username, p)
+		if tc.wantErr == "" {
+			if p.APIError != "" || p.Role != "replica" || len(p.Members) != 1 {
+				t.Errorf("%s: %+v", tc.url, p)
+			}
+			continue
+		}
+		if !strings.Contains(p.APIError, tc.wantErr) {
+			t.Errorf("%s: APIError %q, want %q", tc.url, p.APIError, tc.wantErr)
+		}
+	}
+	if followed {
+		t.Error("a redirect was followed")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	if err := api.awaitPending(ctx, t); err != nil {
 		return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
 	}
+	if err := awaitPatroniWrote(ctx, t, st.PG.ConfigFile, ps.Set["shared_buffers"]); err != nil {
+		return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+	}
 	if err := checkPoolForRestart(ctx, t, st); err != nil {
 		return m.patroniPutBack(ctx, t, st, api, mark, false, "not restarted: "+err.Error())
 	}
@@ -111,6 +115,31 @@ func (a patroniAPI) awaitPending(ctx context.Context, t *engine.Target) error {
 	return a.await(ctx, t, "Patroni to mark the restart pending after the reload", func(st *patroniStatus) bool {
 		return st.PendingRestart
 	})
+}
+
+// awaitPatroniWrote waits until the postgresql.conf Patroni generates
+// carries the shared_buffers just written to patroni.yml (Patroni writes
+// each parameter as name = 'value'). A pending restart alone does not say
+// that: one left from an earlier change is already pending, and the pool
+// check would size the file Patroni had not rewritten yet.
+func awaitPatroniWrote(ctx context.Context, t *engine.Target, conf, sharedBuffers string) error {
+	if sharedBuffers == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, patroniSettle)
+	defer cancel()
+	want := "shared_buffers = '" + sharedBuffers + "'"
+	for {
+		data, ok, err := t.ReadFile(ctx, conf)
+		if err == nil && ok && slices.Contains(strings.Split(string(data), "\n"), want) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for Patroni to write %s into %s", patroniSettle, want, conf)
+		case <-time.After(patroniPoll):
+		}
+	}
 }
 
 // awaitRunning waits until Patroni reports the member's server running.

@@ -165,64 +165,25 @@ exec python3 -I -c "$1" "$2"`
 // refused=<base64 reason> and nothing is sent), connects to the addresses
 // it checked, follows no redirect and uses no proxy. Certificates go
 // unverified only because the endpoint is proven local.
-const patroniGetPy = `import sys, base64, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
-def out(k, b):
+const patroniGetPy = `def out(k, b):
     sys.stdout.write(k + '=' + base64.b64encode(b).decode() + '\n')
 def refuse(msg):
     out('refused', msg.encode())
     sys.exit(0)
-u = urllib.parse.urlsplit(sys.argv[1])
-host = u.hostname or ''
-try:
-    port = u.port or (443 if u.scheme == 'https' else 80)
-    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-except Exception as e:
-    refuse('REST API address %r: %s: %s' % (host, type(e).__name__, e))
-def nonlocal_bind():
-    for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
-        try:
-            with open(f) as fh:
-                if fh.read().strip() != '0':
-                    return True
-        except OSError:
-            pass
-    return False
-addrs = []
-for fam, _, _, _, sa in infos:
-    ip = sa[0]
-    local = ipaddress.ip_address(ip.split('%')[0]).is_loopback
-    if not local and not nonlocal_bind():
-        s = socket.socket(fam, socket.SOCK_STREAM)
-        try:
-            s.bind((ip, 0) + tuple(sa[2:]))
-            local = True
-        except OSError:
-            pass
-        finally:
-            s.close()
-    if not local:
-        refuse('REST API address %r (%s) is not on this host: pgtune asks only the member\'s own API' % (host, ip))
-    if (fam, ip) not in addrs:
-        addrs.append((fam, ip))
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.URLError('redirect refused')
-ctx = ssl.create_default_context()
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, urllib.request.HTTPSHandler(context=ctx))
+who = ''
+` + PatroniLocalPy + `u, host, port, addrs = local_addresses(sys.argv[1])
 def get(path):
     for fam, ip in addrs:
-        target = '[%s]' % ip if fam == socket.AF_INET6 else ip
-        req = urllib.request.Request(urllib.parse.urlunsplit((u.scheme, '%s:%d' % (target, port), path, '', '')))
+        req = urllib.request.Request(address_url(u, port, fam, ip, path, ''))
         req.add_header('Host', u.netloc.rpartition('@')[2])
         try:
             return opener.open(req, timeout=5).read(1048576)
         except urllib.error.HTTPError as e:
             return e.read(1048576)
-        except Exception as e:
-            if 'redirect refused' in str(e):
-                return b''
+        except Redirected:
+            return b''
+        except Exception:
+            pass
     return b''
 out('patroni', get('/patroni'))
 out('cluster', get('/cluster'))

@@ -25,65 +25,19 @@ import (
 // leaves for another URL) and uses no proxy. The credentials of
 // restapi.authentication go on stdin, never on a command line; the answer
 // is cut at 1 MiB. Arguments: method, URL, JSON body, timeout, member.
-const patroniRESTScript = `import sys, base64, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
-method, url, body, timeout, member = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
-auth = sys.stdin.read().strip()
-def refuse(msg):
+const patroniRESTScript = `def refuse(msg):
     sys.stdout.write('status=0\n' + msg)
     sys.exit(0)
-u = urllib.parse.urlsplit(url)
-host = u.hostname or ''
-try:
-    port = u.port or (443 if u.scheme == 'https' else 80)
-    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-except Exception as e:
-    refuse('Patroni member %r: REST API address %r: %s: %s' % (member, host, type(e).__name__, e))
-def nonlocal_bind():
-    for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
-        try:
-            with open(f) as fh:
-                if fh.read().strip() != '0':
-                    return True
-        except OSError:
-            pass
-    return False
-addrs = []
-for fam, _, _, _, sa in infos:
-    ip = sa[0]
-    local = ipaddress.ip_address(ip.split('%')[0]).is_loopback
-    if not local and not nonlocal_bind():
-        # bind succeeds only for an address of this host: nothing is sent.
-        s = socket.socket(fam, socket.SOCK_STREAM)
-        try:
-            s.bind((ip, 0) + tuple(sa[2:]))
-            local = True
-        except OSError:
-            pass
-        finally:
-            s.close()
-    if not local:
-        refuse('Patroni member %r: REST API address %r (%s) is not on this host: pgtune calls only the member\'s own API' % (member, host, ip))
-    if (fam, ip) not in addrs:
-        addrs.append((fam, ip))
+` + facts.PatroniLocalPy + `method, url, body, timeout, member = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+who = 'Patroni member %r: ' % member
+auth = sys.stdin.read().strip()
+u, host, port, addrs = local_addresses(url)
 if not addrs:
-    refuse('Patroni member %r: REST API address %r resolves to nothing' % (member, host))
-class Redirected(Exception):
-    pass
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise Redirected('HTTP %d redirect to %r refused' % (code, newurl))
-# Certificates are not verified only because the address was just proven
-# to be this host's own: the member's API on its own host, whose
-# certificate may name another address than the one pgtune connects to.
-ctx = ssl.create_default_context()
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, urllib.request.HTTPSHandler(context=ctx))
+    refuse(who + 'REST API address %r resolves to nothing' % host)
 # Connect to the addresses just checked, never to a second resolution.
 r, code, err = None, 0, 'no address'
 for fam, ip in addrs:
-    target = '[%s]' % ip if fam == socket.AF_INET6 else ip
-    req = urllib.request.Request(urllib.parse.urlunsplit((u.scheme, '%s:%d' % (target, port), u.path, u.query, '')),
+    req = urllib.request.Request(address_url(u, port, fam, ip, u.path, u.query),
                                  data=body.encode() if body else None, method=method)
     req.add_header('Host', u.netloc.rpartition('@')[2])
     if body:

@@ -3,105 +3,46 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgtune/pgtune/internal/clitest"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// jsonReport is the JSON contract of DESIGN.md, as a consumer reads it.
-type jsonReport struct {
-	Hosts []struct {
-		Name    string       `json:"name"`
-		Status  string       `json:"status"`
-		Changes []jsonChange `json:"changes"`
-		Error   *string      `json:"error"`
-		Notes   []string     `json:"notes"`
-	} `json:"hosts"`
-	Summary map[string]int `json:"summary"`
-}
+// The JSON report, snapshots and inventory entries are internal/clitest's,
+// shared with cmd/pgtune/e2e.
+type (
+	jsonReport = clitest.Report
+	jsonChange = clitest.Change
+	hostState  = clitest.HostState
+)
 
-type jsonChange struct {
-	Module string `json:"module"`
-	Target string `json:"target"`
-	Before string `json:"before"`
-	After  string `json:"after"`
-}
+var (
+	snapshot  = clitest.Snapshot
+	changeSet = clitest.ChangeSet
+	targets   = clitest.Targets
+	sshdHost  = clitest.SSHDHost
+	writeFile = clitest.WriteFile
+)
 
 // pgtune runs the CLI in-process and decodes its JSON report.
 func pgtune(t *testing.T, args ...string) (int, jsonReport, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	app := newApp()
-	app.Stdin = strings.NewReader("")
-	app.Stdout, app.Stderr = &stdout, &stderr
-	app.IsTerminal = func() bool { return false }
-	code := app.Run(append(args, "--format", "json"))
-	var r jsonReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("pgtune %s: exit %d, stdout is not a JSON report (%v):\n%s\nstderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
-	}
-	return code, r, stderr.String()
-}
-
-// hostState is everything check must leave alone.
-type hostState struct {
-	kernel map[string]string
-	files  map[string]string
-	pid    int
-}
-
-func snapshot(t *testing.T, c *testhost.Cluster, dirs ...string) hostState {
-	t.Helper()
-	s := hostState{kernel: map[string]string{}, files: map[string]string{}, pid: c.PID(t)}
-	for _, k := range testhost.Keys {
-		v, err := testhost.ReadSysctl(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.kernel[k] = v
-	}
-	for _, d := range dirs {
-		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-			// Configuration, not the server's own state: the postmaster
-			// rewrites postmaster.pid and postmaster.opts at every start.
-			name := filepath.Base(p)
-			if err == nil && info.Mode().IsRegular() && !strings.Contains(p, "/pg_") && !strings.Contains(p, "/base/") &&
-				!strings.Contains(p, "/global/") && !strings.HasPrefix(name, "postmaster.") && !strings.HasSuffix(name, ".log") {
-				b, _ := os.ReadFile(p)
-				s.files[p] = string(b)
-			}
-			return nil
-		})
-	}
-	return s
-}
-
-func changeSet(cs []jsonChange) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = fmt.Sprintf("%s %s: %q → %q", c.Module, c.Target, c.Before, c.After)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func targets(cs []jsonChange) map[string]bool {
-	m := map[string]bool{}
-	for _, c := range cs {
-		m[c.Module+" "+c.Target] = true
-	}
-	return m
+	return clitest.RunJSON(t, func(stdin io.Reader, stdout, stderr io.Writer, args []string) int {
+		app := newApp()
+		app.Stdin, app.Stdout, app.Stderr = stdin, stdout, stderr
+		app.IsTerminal = func() bool { return false }
+		return app.Run(args)
+	}, args...)
 }
 
 // TestCheckApplyRollbackOverSSH takes a real host — this machine, reached
@@ -188,7 +129,7 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 		t.Errorf("check plan lacks the postgres restart: %v", changeSet(planned.Hosts[0].Changes))
 	}
 	if after := snapshot(t, pg, pg.DataDir, sysctlDir); !reflect.DeepEqual(before, after) {
-		t.Fatalf("check changed the host:\nbefore %+v\nafter  %+v", before.kernel, after.kernel)
+		t.Fatalf("check changed the host:\nbefore %+v\nafter  %+v", before.Kernel, after.Kernel)
 	}
 
 	// 2. apply without a terminal and without --yes refuses and changes
@@ -232,7 +173,7 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(sysctlDir, "10-hugepages.conf")); err != nil || !strings.Contains(string(b), fmt.Sprintf("vm.nr_hugepages = %d", pages)) {
 		t.Errorf("10-hugepages.conf: %q, %v", b, err)
 	}
-	if pg.PID(t) == before.pid {
+	if pg.PID(t) == before.PID {
 		t.Error("postmaster was not restarted")
 	}
 	if hp := pg.HugetlbPages(t); hp <= 0 {
@@ -267,16 +208,16 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 		t.Fatalf("rollback: exit %d %+v\n%s\nserver log:\n%s", code, rolled, stderr, pg.Log(t))
 	}
 	after := snapshot(t, pg, pg.DataDir, sysctlDir)
-	if !reflect.DeepEqual(before.kernel, after.kernel) {
-		t.Errorf("kernel after rollback %v, want %v", after.kernel, before.kernel)
+	if !reflect.DeepEqual(before.Kernel, after.Kernel) {
+		t.Errorf("kernel after rollback %v, want %v", after.Kernel, before.Kernel)
 	}
-	for p, content := range before.files {
-		if after.files[p] != content {
+	for p, content := range before.Files {
+		if after.Files[p] != content {
 			t.Errorf("%s differs after rollback", p)
 		}
 	}
-	for p := range after.files {
-		if _, ok := before.files[p]; !ok {
+	for p := range after.Files {
+		if _, ok := before.Files[p]; !ok {
 			t.Errorf("%s left behind by rollback", p)
 		}
 	}
@@ -378,11 +319,4 @@ func (s *psqlSession) query(t *testing.T, sql string) string {
 		return "read: " + err.Error()
 	}
 	return strings.TrimSpace(line)
-}
-
-func writeFile(t *testing.T, p, content string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

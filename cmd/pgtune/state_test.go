@@ -566,8 +566,8 @@ func TestRollbackRefusesForgedKernelKey(t *testing.T) {
 			if code != 1 || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "refusing to roll back") {
 				t.Errorf("rollback: exit %d error %q\nwant exit 1 and %q\n%s", code, msg, tc.want, stderr)
 			}
-			if now := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(now.kernel, applied.kernel) || !reflect.DeepEqual(now.files, applied.files) {
-				t.Errorf("a refused rollback changed the host:\nkernel %v → %v", applied.kernel, now.kernel)
+			if now := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(now.Kernel, applied.Kernel) || !reflect.DeepEqual(now.Files, applied.Files) {
+				t.Errorf("a refused rollback changed the host:\nkernel %v → %v", applied.Kernel, now.Kernel)
 			}
 			if corePattern() != core || readString(t, "/etc/passwd") != passwd {
 				t.Fatal("a refused rollback changed kernel.core_pattern or /etc/passwd")
@@ -581,8 +581,8 @@ func TestRollbackRefusesForgedKernelKey(t *testing.T) {
 	if code, r, stderr := pgtune(t, "rollback", "--yes", "-i", inv); code != 0 {
 		t.Fatalf("rollback from the genuine journal: exit %d %+v\n%s", code, r, stderr)
 	}
-	if after := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(after.kernel, before.kernel) {
-		t.Errorf("kernel after rollback %v, want %v", after.kernel, before.kernel)
+	if after := snapshot(t, pg, sysctlDir); !reflect.DeepEqual(after.Kernel, before.Kernel) {
+		t.Errorf("kernel after rollback %v, want %v", after.Kernel, before.Kernel)
 	}
 }
 

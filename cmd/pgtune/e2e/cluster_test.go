@@ -95,16 +95,16 @@ func TestPatroniMembersLeftAlone(t *testing.T) {
 	}
 	for name, c := range members {
 		after := snapshot(t, c, c.DataDir)
-		if after.pid != before[name].pid {
-			t.Errorf("%s: postmaster restarted (pid %d → %d)", name, before[name].pid, after.pid)
+		if after.PID != before[name].PID {
+			t.Errorf("%s: postmaster restarted (pid %d → %d)", name, before[name].PID, after.PID)
 		}
-		for p, content := range before[name].files {
-			if after.files[p] != content {
+		for p, content := range before[name].Files {
+			if after.Files[p] != content {
 				t.Errorf("%s: %s changed", name, p)
 			}
 		}
-		if len(after.files) != len(before[name].files) {
-			t.Errorf("%s: files appeared: %d → %d", name, len(before[name].files), len(after.files))
+		if len(after.Files) != len(before[name].Files) {
+			t.Errorf("%s: files appeared: %d → %d", name, len(before[name].Files), len(after.Files))
 		}
 		if _, err := os.Stat(filepath.Join(c.DataDir, "conf.d")); err == nil {
 			t.Errorf("%s: conf.d created", name)
@@ -113,7 +113,7 @@ func TestPatroniMembersLeftAlone(t *testing.T) {
 	if h := pc.History(t); len(h) != 0 {
 		t.Errorf("Patroni history after apply: %s (a failover?)", h)
 	}
-	for k, v := range before[pc.Members[0].Name].kernel {
+	for k, v := range before[pc.Members[0].Name].Kernel {
 		if got, _ := testhost.ReadSysctl(k); got != v {
 			t.Errorf("kernel %s changed: %s → %s", k, v, got)
 		}

@@ -185,22 +185,6 @@ exec runuser -u %[1]s -- %[2]s -D %[3]s -l %[6]s -w -t 60 -o "-p %[7]d -k %[8]s 
 	return hook
 }
 
-// sshdHost is an inventory host entry reaching this machine through sshd.
-func sshdHost(name string, s *testhost.SSHServer, extra ...string) string {
-	lines := []string{
-		"        " + name + ":",
-		"          ssh_host: 127.0.0.1",
-		"          ssh_port: " + strconv.Itoa(s.Port),
-		"          ssh_user: root",
-		"          ssh_private_key_file: " + s.KeyFile,
-		"          ssh_known_hosts_file: " + s.KnownHostsFile,
-	}
-	for _, e := range extra {
-		lines = append(lines, "          "+e)
-	}
-	return strings.Join(lines, "\n") + "\n"
-}
-
 // killSSHD kills the sshd fixture and every connection it serves, as a
 // host dropping off the network would look from the controller: the
 // listener and all its sshd descendants (per-connection processes call

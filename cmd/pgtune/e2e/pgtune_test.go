@@ -7,8 +7,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,11 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
-	"github.com/pgtune/pgtune/internal/testhost"
+	"github.com/pgtune/pgtune/internal/clitest"
 )
 
 // pgtuneBin is the binary TestMain built for this run ("" under -short,
@@ -103,100 +99,32 @@ func (a *App) Run(args []string) int {
 	}
 }
 
-// The helpers below are cmd/pgtune's (integration_test.go), for the
-// tests moved here from there.
+// The JSON report, snapshots and inventory entries are internal/clitest's,
+// shared with cmd/pgtune.
+type (
+	jsonReport = clitest.Report
+	jsonChange = clitest.Change
+	hostState  = clitest.HostState
+)
 
-// jsonReport is the JSON contract of DESIGN.md, as a consumer reads it.
-type jsonReport struct {
-	Hosts []struct {
-		Name    string       `json:"name"`
-		Status  string       `json:"status"`
-		Changes []jsonChange `json:"changes"`
-		Error   *string      `json:"error"`
-		Notes   []string     `json:"notes"`
-	} `json:"hosts"`
-	Summary map[string]int `json:"summary"`
-}
-
-type jsonChange struct {
-	Module string `json:"module"`
-	Target string `json:"target"`
-	Before string `json:"before"`
-	After  string `json:"after"`
-}
+var (
+	snapshot  = clitest.Snapshot
+	changeSet = clitest.ChangeSet
+	targets   = clitest.Targets
+	sshdHost  = clitest.SSHDHost
+	writeFile = clitest.WriteFile
+)
 
 // exitInterrupted is the exit code of a run stopped by Ctrl-C (DESIGN.md).
 const exitInterrupted = 130
 
-// pgtune runs the CLI and decodes its JSON report.
+// pgtune runs the CLI binary and decodes its JSON report.
 func pgtune(t *testing.T, args ...string) (int, jsonReport, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	app := newApp()
-	app.Stdin = strings.NewReader("")
-	app.Stdout, app.Stderr = &stdout, &stderr
-	app.IsTerminal = func() bool { return false }
-	code := app.Run(append(args, "--format", "json"))
-	var r jsonReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("pgtune %s: exit %d, stdout is not a JSON report (%v):\n%s\nstderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
-	}
-	return code, r, stderr.String()
-}
-
-// hostState is everything check must leave alone.
-type hostState struct {
-	kernel map[string]string
-	files  map[string]string
-	pid    int
-}
-
-func snapshot(t *testing.T, c *testhost.Cluster, dirs ...string) hostState {
-	t.Helper()
-	s := hostState{kernel: map[string]string{}, files: map[string]string{}, pid: c.PID(t)}
-	for _, k := range testhost.Keys {
-		v, err := testhost.ReadSysctl(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.kernel[k] = v
-	}
-	for _, d := range dirs {
-		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-			// Configuration, not the server's own state: the postmaster
-			// rewrites postmaster.pid and postmaster.opts at every start.
-			name := filepath.Base(p)
-			if err == nil && info.Mode().IsRegular() && !strings.Contains(p, "/pg_") && !strings.Contains(p, "/base/") &&
-				!strings.Contains(p, "/global/") && !strings.HasPrefix(name, "postmaster.") && !strings.HasSuffix(name, ".log") {
-				b, _ := os.ReadFile(p)
-				s.files[p] = string(b)
-			}
-			return nil
-		})
-	}
-	return s
-}
-
-func changeSet(cs []jsonChange) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = fmt.Sprintf("%s %s: %q → %q", c.Module, c.Target, c.Before, c.After)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func targets(cs []jsonChange) map[string]bool {
-	m := map[string]bool{}
-	for _, c := range cs {
-		m[c.Module+" "+c.Target] = true
-	}
-	return m
-}
-
-func writeFile(t *testing.T, p, content string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return clitest.RunJSON(t, func(stdin io.Reader, stdout, stderr io.Writer, args []string) int {
+		app := newApp()
+		app.Stdin, app.Stdout, app.Stderr = stdin, stdout, stderr
+		app.IsTerminal = func() bool { return false }
+		return app.Run(args)
+	}, args...)
 }

@@ -3,9 +3,11 @@ package engine
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/transport"
@@ -122,9 +124,9 @@ func TestSecretWriteMarksEarlierEntry(t *testing.T) {
 }
 
 // TestOldJournalWithoutSensitiveMark: a journal written before the mark
-// existed still loads and rolls back (its change is not Sensitive); when
-// a later run marked the same file sensitive, the older run's entry is
-// hidden too.
+// existed still loads and rolls back; its patroni.yml change is Sensitive
+// all the same (journal_secrets.go); when a later run marked the same
+// file sensitive, the older run's entry is hidden too.
 func TestOldJournalWithoutSensitiveMark(t *testing.T) {
 	const run1, run2 = "20261101T000000Z-aaaaaa", "20261102T000000Z-bbbbbb"
 	ctx := context.Background()
@@ -140,9 +142,10 @@ func TestOldJournalWithoutSensitiveMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Changes) != 1 || p.Changes[0].Target != patroniYML || p.Changes[0].Sensitive || p.Changes[0].After != oldSecretYML {
+	if len(p.Changes) != 1 || p.Changes[0].Target != patroniYML || !p.Changes[0].Sensitive || p.Changes[0].After != oldSecretYML {
 		t.Fatalf("old journal planned %+v", p.Changes)
 	}
+	renderRollback(t, p)
 
 	b2 := testState + "/" + run2 + "/files" + patroniYML
 	writeJournal(t, h, JournalRecord{RunID: run2, Host: "fake", Entries: []JournalEntry{
@@ -156,4 +159,94 @@ func TestOldJournalWithoutSensitiveMark(t *testing.T) {
 		t.Fatalf("plan %+v, want the run-1 change sensitive since run 2 marked the file", p.Changes)
 	}
 	renderRollback(t, p)
+}
+
+// TestOldJournalFixtureHidesSecretFiles loads a journal in the format
+// pgtune saved before the Sensitive mark (testdata/journal-before-sensitive)
+// with four unmarked file entries: the Patroni configuration named
+// patroni.yml, one with no telling name (recognised by its content), one
+// in JSON that only the facts name as Patroni's, and a plain drop-in.
+// Rollback hides the first three in text and JSON, journals their writes
+// back as sensitive, and still shows the drop-in's diff.
+func TestOldJournalFixtureHidesSecretFiles(t *testing.T) {
+	const run = "20261101T000000Z-aaaaaa"
+	const (
+		member   = "/etc/patroni/member"
+		jsonConf = "/srv/pg/cluster-settings"
+		dropIn   = "/etc/postgresql/15/main/conf.d/pgtune.conf"
+	)
+	// Secrets under keys that do not name them, and in a multi-line value.
+	memberOld := "scope: demo\nrestapi:\n  listen: 127.0.0.1:8008\npostgresql:\n  pg_hba:\n  - host all all 0/0 md5\n  custom_conf: |\n    M3mberBlockSecret\n"
+	memberNew := strings.Replace(memberOld, "M3mberBlockSecret", "M3mberNewSecret", 1)
+	jsonOld := `{"scope":"demo","etcd3":{"hosts":"127.0.0.1:2379","credential":"JsonOldSecret"}}` + "\n"
+	jsonNew := strings.Replace(jsonOld, "JsonOldSecret", "JsonNewSecret", 1)
+	secrets := append([]string{"M3mberBlockSecret", "M3mberNewSecret", "JsonOldSecret", "JsonNewSecret"}, ymlSecrets...)
+
+	fixture, err := os.ReadFile("testdata/journal-before-sensitive/journal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(fixture), "sensitive") {
+		t.Fatal("the fixture must be in the old format, without the sensitive mark")
+	}
+	ctx := context.Background()
+	h := newFakeHost()
+	h.Files[testState+"/"+run+"/journal.json"] = string(fixture)
+	for p, c := range map[string][2]string{patroniYML: {oldSecretYML, newSecretYML}, member: {memberOld, memberNew},
+		jsonConf: {jsonOld, jsonNew}, dropIn: {"shared_buffers = '128MB'\n", "shared_buffers = '4GB'\n"}} {
+		h.Files[testState+"/"+run+"/files"+p] = c[0]
+		h.Files[p] = c[1]
+	}
+	m := rollback{managers: map[string]TargetManager{"linker": linker{}}}
+	rt := fakeTarget(h, "20261201T000000Z-cccccc")
+	rt.Facts = &facts.Facts{Topology: &facts.Topology{Patroni: &facts.Patroni{ConfigFile: jsonConf}}}
+	p, err := m.Check(ctx, rt, &rollbackParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{patroniYML: true, member: true, jsonConf: true, dropIn: false}
+	if len(p.Changes) != len(want) {
+		t.Fatalf("plan %+v, want a change for each of %v", p.Changes, want)
+	}
+	for _, c := range p.Changes {
+		if c.Sensitive != want[c.Target] {
+			t.Errorf("%s: Sensitive = %v, want %v", c.Target, c.Sensitive, want[c.Target])
+		}
+	}
+	out := renderBoth(t, p)
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("the reports show the secret %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(out, "+shared_buffers = '128MB'") {
+		t.Errorf("the drop-in's diff is hidden too:\n%s", out)
+	}
+
+	if err := m.Apply(ctx, rt, p); err != nil {
+		t.Fatal(err)
+	}
+	if h.Files[member] != memberOld || h.Files[jsonConf] != jsonOld {
+		t.Fatal("not rolled back")
+	}
+	for _, e := range rt.Journal.Entries {
+		if e.Sensitive != want[e.Path] {
+			t.Errorf("rollback journaled %s with Sensitive = %v, want %v", e.Path, e.Sensitive, want[e.Path])
+		}
+	}
+}
+
+// renderBoth is a rollback plan's text and JSON reports, concatenated.
+func renderBoth(t *testing.T, p *plan.ModulePlan) string {
+	t.Helper()
+	r := &report.Report{Mode: report.ModeRollback, Hosts: []report.Host{{Name: "fake", Status: report.Drift, Changes: report.FromPlan(p.Changes), Notes: p.Notes}}}
+	r.Summarize()
+	var text, js bytes.Buffer
+	if err := report.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	return text.String() + js.String()
 }

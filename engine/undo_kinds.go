@@ -86,6 +86,10 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	if err != nil {
 		return s, err
 	}
+	// An unmarked entry (an older journal) of a file holding secrets is
+	// hidden all the same (journal_secrets.go).
+	e.Sensitive = e.Sensitive || fileHoldsSecrets(t, e.Path, current)
+	s.entry = e
 	if !e.Existed {
 		if exists {
 			s.change = &plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: "(removed)",
@@ -103,6 +107,8 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	if err != nil {
 		return s, err
 	}
+	e.Sensitive = e.Sensitive || fileHoldsSecrets(t, e.Path, prev)
+	s.entry = e
 	s.content = prev
 	s.mode, s.owner, _ = strings.Cut(strings.TrimSpace(string(res.Stdout)), " ")
 	if exists && string(current) == string(prev) {

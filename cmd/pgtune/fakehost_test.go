@@ -89,10 +89,11 @@ func isGather(cmd transport.Command) bool {
 }
 
 // isDiscovery recognises facts.DiscoverPostgres's round trip: an inline
-// script given the pg_data and pg_bin overrides and a mode.
+// script given the pg_data and pg_bin overrides, a mode and the trusted
+// pg_bin.
 func isDiscovery(cmd transport.Command) bool {
 	a := cmd.Args
-	return len(a) == 7 && a[0] == "sh" && a[1] == "-c" && a[3] == "sh" && strings.Contains(a[2], "want_data=$1")
+	return len(a) == 8 && a[0] == "sh" && a[1] == "-c" && a[3] == "sh" && strings.Contains(a[2], "want_data=$1")
 }
 
 // commandLog appends lines to a file; hosts run in parallel.

@@ -117,6 +117,9 @@ type Postgres struct {
 	StartTime int64 `json:"start_time,omitempty"`
 	// Cluster is Debian's cluster name (e.g. "main") when known.
 	Cluster string `json:"cluster,omitempty"`
+	// BinFromInventory says BinDir is the inventory's pg_bin, whose
+	// binaries are trusted as the controller's choice (RefreshPostgres).
+	BinFromInventory bool `json:"-"`
 }
 
 // Options are the inventory's say in gathering.

@@ -125,7 +125,7 @@ IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb || :
 var discoverTail = `if [ "$dq" = discover ]; then
   printf 'D '
   disc=` + shellQuote(discoverScript) + `
-  { sh -c "$disc" sh "$pgd" "$pgb" "" | base64 -w0; } || printf '!'
+  { sh -c "$disc" sh "$pgd" "$pgb" "" "$pgb" | base64 -w0; } || printf '!'
   echo
 fi
 exit 0

@@ -15,7 +15,8 @@ import (
 // discoverScript finds and describes PostgreSQL clusters in one round trip.
 // It is fixed text; the inventory overrides arrive as positional
 // parameters ($1 pg_data, $2 pg_bin, $3 "only": describe $1 and nothing
-// else). Output is blocks, each opened by a [kind] record, of key=value
+// else, $4 the inventory's pg_bin again: the one directory whose binaries
+// are trusted without the ownership check). Output is blocks, each opened by a [kind] record, of key=value
 // records; every record ends in NUL, which no path, process name or file
 // line can hold, so nothing read from the host can forge a record:
 //
@@ -40,8 +41,9 @@ import (
 // the owner's.
 const discoverScript = `export LC_ALL=C
 want_data=$1 want_bin=$2 only=$3
-# The inventory's pg_bin is the controller's choice, trusted as such.
-trusted_dir=$want_bin
+# The inventory's pg_bin is the controller's choice, trusted as such; a
+# bin directory found on the host ($2 of a re-read) never is.
+trusted_dir=${4-}
 owner= alive=
 cd /
 ` + RunBinFn + `
@@ -139,7 +141,9 @@ pginfo() {
   else
     pf_pid=
   fi
-  [ "$4" = nobin ] || bininfo
+  # A directory root owns is no cluster's (describe refuses it): nothing
+  # is run for it, as root least of all.
+  [ "$4" = nobin ] || [ "$ouid" = 0 ] || bininfo
   [ "$3" = proc ] && [ -n "$pf_pid" ] && is_postgres "$pf_pid" || return 0
   procuid "$pf_pid"
   if [ -n "$ouid" ] && [ "$pu_r" = "$ouid" ] && [ "$pu_e" = "$ouid" ]; then rec alive 1; alive=1; procinfo "$pf_pid"; fi
@@ -243,7 +247,7 @@ func Discover(ctx context.Context, t transport.Transport, opts Options) (*Postgr
 		return nil, nil, err
 	}
 	res, err := t.Run(ctx, transport.Command{
-		Args:   []string{"sh", "-c", discoverScript, "sh", opts.PGData, opts.PGBin, ""},
+		Args:   []string{"sh", "-c", discoverScript, "sh", opts.PGData, opts.PGBin, "", opts.PGBin},
 		Become: opts.Become,
 	})
 	if err != nil {
@@ -253,10 +257,17 @@ func Discover(ctx context.Context, t transport.Transport, opts Options) (*Postgr
 }
 
 // RefreshPostgres re-reads a known cluster (after a restart: new PID, start
-// time, huge page use), keeping how it was found.
+// time, huge page use), keeping how it was found. Its bin directory is
+// trusted as the inventory's only when it is the inventory's pg_bin: one
+// found on the host may be the owner's, and the owner may since have
+// swapped the data directory for a link to a directory root owns.
 func RefreshPostgres(ctx context.Context, t transport.Transport, become bool, pg *Postgres) (*Postgres, error) {
+	trusted := ""
+	if pg.BinFromInventory {
+		trusted = pg.BinDir
+	}
 	res, err := t.Run(ctx, transport.Command{
-		Args:   []string{"sh", "-c", discoverScript, "sh", pg.DataDir, pg.BinDir, "only"},
+		Args:   []string{"sh", "-c", discoverScript, "sh", pg.DataDir, pg.BinDir, "only", trusted},
 		Become: become,
 	})
 	if err != nil {
@@ -270,7 +281,7 @@ func RefreshPostgres(ctx context.Context, t transport.Transport, become bool, pg
 	if err != nil {
 		return nil, err
 	}
-	out.ConfigFile, out.Cluster = pg.ConfigFile, pg.Cluster
+	out.ConfigFile, out.Cluster, out.BinFromInventory = pg.ConfigFile, pg.Cluster, pg.BinFromInventory
 	return out, nil
 }
 
@@ -413,7 +424,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		return nil, ignored, err
 	}
 	if opts.PGBin != "" {
-		pg.BinDir = opts.PGBin
+		pg.BinDir, pg.BinFromInventory = opts.PGBin, true
 	}
 	// The active config file: the inventory's; else the one the
 	// postmaster was started with; else Debian's; else the data dir's.

@@ -159,7 +159,7 @@ func TestChoosePostgres(t *testing.T) {
 			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set pg_data in the inventory to pick one"},
 		{"pg_data picks a running one", out(strings.Replace(strings.Replace(pmInitdb, "[postmaster]", "[override]\nalive=1", 1), "pid=900\n", "pid=900\n", 1), pmDebian, pmInitdb),
 			Options{PGData: "/srv/pg", PGBin: "/opt/pg/bin"}, &Postgres{
-				Source: "inventory", DataDir: "/srv/pg", BinDir: "/opt/pg/bin",
+				Source: "inventory", DataDir: "/srv/pg", BinDir: "/opt/pg/bin", BinFromInventory: true,
 				ConfigFile: "/srv/pg/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
 				Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
 		{"pg_data of a debian cluster finds /etc config", out("[override]\n"+strings.SplitN(clusterMainDown, "\n", 5)[4], clusterMainDown),

@@ -80,13 +80,16 @@ func knownHostsFiles(v string, e *endpoint, local localIdentity) []string {
 // %h (HostName), %p, %r, %n (the alias as given) and %%. Any other token
 // is an error rather than passed through literally.
 func expandProxyCommand(cmd string, e *endpoint, alias string) (string, error) {
-	out, ok, bad := expandTokens(cmd, func(c byte) (string, bool) {
+	var unsafe error
+	out, ok, bad := expandTokens(cmd, safeNameTokens(func(c byte) (string, bool) {
 		if c == 'n' {
 			return alias, true
 		}
 		return endpointToken(c, e)
-	}, false)
+	}, &unsafe), false)
 	switch {
+	case ok && unsafe != nil:
+		return "", fmt.Errorf("ProxyCommand %q: %w", cmd, unsafe)
 	case ok:
 		return out, nil
 	case bad == 0:

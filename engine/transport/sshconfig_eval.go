@@ -330,7 +330,8 @@ func (c *configPass) criterion(l configLine, name, arg string, soFar bool) (bool
 func (c *configPass) execCommand(arg string) (string, error) {
 	thisHost, _ := os.Hostname()
 	short, _, _ := strings.Cut(thisHost, ".")
-	out, ok, bad := expandTokens(arg, func(t byte) (string, bool) {
+	var unsafe error
+	out, ok, bad := expandTokens(arg, safeNameTokens(func(t byte) (string, bool) {
 		switch t {
 		case '%':
 			return "%", true
@@ -364,8 +365,10 @@ func (c *configPass) execCommand(arg string) (string, error) {
 			return "", true
 		}
 		return "", false
-	}, false)
+	}, &unsafe), false)
 	switch {
+	case ok && unsafe != nil:
+		return "", unsafe
 	case ok:
 		return out, nil
 	case bad == 0:

@@ -135,7 +135,9 @@ func TestAskPatroniOverHTTPS(t *testing.T) {
 	plain := patroniTLSServer(t, srvCert, srvKey, nil)
 	byName := patroniTLSServer(t, nameOnly, nameOnlyKey, nil)
 	mutual := patroniTLSServer(t, srvCert, srvKey, ca)
-	port := func(s *httptest.Server) string { return s.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):] }
+	port := func(s *httptest.Server) string {
+		return s.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):]
+	}
 
 	for _, tc := range []struct {
 		name, url string

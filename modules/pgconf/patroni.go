@@ -92,8 +92,8 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 		return err
 	}
 	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name, TLS: pat.TLS}
-	if pat.TLS != nil && pat.TLS.Insecure {
-		p.Note(fmt.Sprintf("%s sets ctl.insecure: true: pgtune calls this member's REST API (%s) without checking its certificate, as patronictl does", pat.ConfigFile, pat.APIURL))
+	if note := insecureNote(pat); note != "" {
+		p.Note(note)
 	}
 	c.dropin = pg.ConfigFile // ours are Patroni's lines: later ones override
 	if err := c.readConfiguration(ctx, t); err != nil {
@@ -128,6 +128,15 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 		p.Note("Patroni reports a restart pending on this member (GET /patroni pending_restart)")
 	}
 	return c.planPatroni(ctx, t, p, fit, ps)
+}
+
+// insecureNote is the plan's finding when patroni.yml turns the REST
+// API's certificate check off (ctl.insecure: true), "" otherwise.
+func insecureNote(pat *facts.Patroni) string {
+	if pat.TLS == nil || !pat.TLS.Insecure {
+		return ""
+	}
+	return fmt.Sprintf("%s sets ctl.insecure: true: pgtune calls this member's REST API (%s) without checking its certificate, as patronictl does", pat.ConfigFile, pat.APIURL)
 }
 
 // renderPatroni makes the planned configuration: Patroni's postgresql.conf

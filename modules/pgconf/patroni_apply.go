@@ -391,6 +391,11 @@ func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Pos
 	if api.awaitPending(ctx, t) != nil {
 		return nil // nothing to restart for
 	}
+	// A restart pending from before the rollback says nothing about the
+	// restored values: restart once Patroni has written them.
+	if err := awaitPatroniWrote(ctx, t, pg.ConfigFile, local.Params["shared_buffers"]); err != nil {
+		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
+	}
 	if _, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
 		(patroniStartTimeout+restartTimeout)*time.Second); err != nil {
 		return fmt.Errorf("restart through Patroni on the restored %s: %w", pat.ConfigFile, err)

@@ -1,6 +1,7 @@
 package patronitest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -31,7 +32,8 @@ type rig struct {
 	byName  map[string]*testhost.PatroniMember
 	hpBytes int64
 	runs    int
-	lastRun string // the last run's ID
+	lastRun string       // the last run's ID
+	log     bytes.Buffer // the last run's log
 	before  *snapshot
 }
 
@@ -76,9 +78,10 @@ func (r *rig) runner(mods map[string]engine.Module) *engine.Runner {
 	if testing.Verbose() {
 		logTo = os.Stderr
 	}
+	r.log.Reset()
 	return &engine.Runner{Modules: mods, Forks: 3, Dial: engine.Dial, HostTimeout: 10 * time.Minute,
 		RunID: r.lastRun, StreamTimeout: 2 * time.Minute,
-		Log: slog.New(slog.NewTextHandler(logTo, nil))}
+		Log: slog.New(slog.NewTextHandler(io.MultiWriter(logTo, &r.log), nil))}
 }
 
 // plan runs check with a pgconf policy of this pool (bytes) and primary
@@ -459,6 +462,9 @@ func rollbackThroughPatroni(t *testing.T, r *rig) {
 		if strings.Contains(text.String()+js.String(), testhost.PatroniPassword) {
 			t.Errorf("rollback's %s report shows a patroni.yml password", phase)
 		}
+	}
+	if strings.Contains(r.log.String(), testhost.PatroniPassword) {
+		t.Error("rollback's log shows a patroni.yml password")
 	}
 	for _, h := range s.Report("apply").Hosts {
 		if h.Status != report.Changed || h.Error != nil {

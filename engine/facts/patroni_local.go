@@ -6,12 +6,13 @@ package facts
 // naming the member, or empty), then this. local_addresses(url) is the
 // URL, its host, its port and the addresses it names, refusing unless
 // every one is this host's own (loopback, or one a socket binds to:
-// nothing is sent); opener follows no redirect (Redirected is raised: the
-// Authorization header never leaves for another URL) and uses no proxy.
-// Certificates go unverified only because the endpoint is proven local:
-// the member's API on its own host, whose certificate may name another
-// address than the one connected to.
-const PatroniLocalPy = `import sys, base64, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
+// nothing is sent). The opener make_opener(tls, name) builds follows no
+// redirect (Redirected is raised: the Authorization header never leaves
+// for another URL) and uses no proxy; over HTTPS the server's certificate is
+// checked against the CA and for the URL's host name (PatroniTLS), while
+// the connection goes to the checked address; tls_refusal(e) says why an
+// exception was a certificate failure (None otherwise).
+const PatroniLocalPy = `import sys, base64, json, http.client, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
 def nonlocal_bind():
     for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
         try:
@@ -56,8 +57,34 @@ class Redirected(Exception):
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         raise Redirected('HTTP %d redirect to %r refused' % (code, newurl))
-ctx = ssl.create_default_context()
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, urllib.request.HTTPSHandler(context=ctx))
+def make_opener(tls, name):
+    # tls: PatroniTLS.PyArg(); name: the URL's host, the one the
+    # certificate must carry (the connection goes to a checked address).
+    try:
+        if tls.get('insecure'):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=tls.get('cafile') or None)
+        if tls.get('certfile'):
+            ctx.load_cert_chain(tls['certfile'], tls.get('keyfile') or None)
+    except Exception as e:
+        refuse(who + 'REST API over HTTPS: the CA, certificate or key patroni.yml names cannot be used: %s: %s' % (type(e).__name__, e))
+    class Checked(http.client.HTTPSConnection):
+        def connect(self):
+            http.client.HTTPConnection.connect(self)
+            self.sock = self._context.wrap_socket(self.sock, server_hostname=name)
+    class Handler(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(Checked, req, context=ctx)
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, Handler)
+def tls_refusal(e):
+    # A certificate that does not check out is a refusal, never retried
+    # unchecked.
+    if isinstance(e, urllib.error.URLError) and isinstance(e.reason, ssl.SSLError):
+        e = e.reason
+    if isinstance(e, ssl.SSLError):
+        return who + 'REST API over HTTPS: %s: %s (pgtune checks its certificate against ctl.cacert or restapi.cafile and the host name in restapi.connect_address)' % (type(e).__name__, e)
+    return None
 `

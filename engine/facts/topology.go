@@ -72,6 +72,8 @@ type Patroni struct {
 	Paused         bool            `json:"paused,omitempty"`
 	Members        []PatroniMember `json:"members,omitempty"`
 	APIError       string          `json:"api_error,omitempty"`
+	// TLS is how the REST API's HTTPS is checked (nil over plain HTTP).
+	TLS *PatroniTLS `json:"tls,omitempty"`
 }
 
 // PatroniMember is one member as Patroni's GET /cluster lists it.
@@ -156,15 +158,16 @@ else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
 // the member's REST API ($2, a URL built by pgtune from the member's
 // patroni.yml: the host's input), as the cluster owner, with the python
 // helper $1 run isolated (python3 -I: no cwd, user site or PYTHON* on
-// sys.path), each answer on one line in base64 (empty when it failed).
+// sys.path) with the TLS settings $3 (PatroniTLS.PyArg), each answer on
+// one line in base64 (empty when it failed).
 const patroniGetScript = `export LC_ALL=C
-exec python3 -I -c "$1" "$2"`
+exec python3 -I -c "$1" "$2" "$3"`
 
 // patroniGetPy is the helper: it asks only this host's own API (every
 // address the URL names is loopback or binds locally; else one line
 // refused=<base64 reason> and nothing is sent), connects to the addresses
-// it checked, follows no redirect and uses no proxy. Certificates go
-// unverified only because the endpoint is proven local.
+// it checked, follows no redirect and uses no proxy. Over HTTPS a
+// certificate that does not check out is refused, with the reason.
 const patroniGetPy = `def out(k, b):
     sys.stdout.write(k + '=' + base64.b64encode(b).decode() + '\n')
 def refuse(msg):
@@ -172,6 +175,7 @@ def refuse(msg):
     sys.exit(0)
 who = ''
 ` + PatroniLocalPy + `u, host, port, addrs = local_addresses(sys.argv[1])
+opener = make_opener(json.loads(sys.argv[2]), host)
 def get(path):
     for fam, ip in addrs:
         req = urllib.request.Request(address_url(u, port, fam, ip, path, ''))
@@ -182,8 +186,10 @@ def get(path):
             return e.read(1048576)
         except Redirected:
             return b''
-        except Exception:
-            pass
+        except Exception as e:
+            why = tls_refusal(e)
+            if why:
+                refuse(why)
     return b''
 out('patroni', get('/patroni'))
 out('cluster', get('/cluster'))
@@ -455,10 +461,21 @@ type patroniConfig struct {
 		DataDir string `yaml:"data_dir"`
 	} `yaml:"postgresql"`
 	RestAPI struct {
-		Listen         string `yaml:"listen"`
-		ConnectAddress string `yaml:"connect_address"`
-		CertFile       string `yaml:"certfile"`
+		Listen          string `yaml:"listen"`
+		ConnectAddress  string `yaml:"connect_address"`
+		CertFile        string `yaml:"certfile"`
+		KeyFile         string `yaml:"keyfile"`
+		KeyFilePassword string `yaml:"keyfile_password"`
+		CAFile          string `yaml:"cafile"`
+		VerifyClient    string `yaml:"verify_client"`
 	} `yaml:"restapi"`
+	Ctl struct {
+		Insecure        any    `yaml:"insecure"`
+		CACert          string `yaml:"cacert"`
+		CertFile        string `yaml:"certfile"`
+		KeyFile         string `yaml:"keyfile"`
+		KeyFilePassword string `yaml:"keyfile_password"`
+	} `yaml:"ctl"`
 }
 
 // readConfig reads a Patroni config file: whether it manages dataDir, and
@@ -496,6 +513,11 @@ func (p *Patroni) readAPI(c patroniConfig) error {
 	scheme := "http"
 	if c.RestAPI.CertFile != "" {
 		scheme = "https"
+		tls, err := restAPITLS(c)
+		if err != nil {
+			return fmt.Errorf("patroni config %s: %w", strconv.Quote(p.ConfigFile), err)
+		}
+		p.TLS = tls
 	}
 	p.APIURL = scheme + "://" + net.JoinHostPort(host, port)
 	return nil
@@ -505,7 +527,7 @@ func (p *Patroni) readAPI(c patroniConfig) error {
 // on the host itself (it usually listens on loopback only), as the owner.
 // A failure is recorded in APIError: Patroni still manages the server.
 func askPatroni(ctx context.Context, t transport.Transport, become bool, owner string, p *Patroni) {
-	args := []string{"sh", "-c", ownerRunScript, "sh", owner, patroniGetScript, patroniGetPy, p.APIURL}
+	args := []string{"sh", "-c", ownerRunScript, "sh", owner, patroniGetScript, patroniGetPy, p.APIURL, p.TLS.PyArg()}
 	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
 	if err != nil {
 		p.APIError = fmt.Sprintf("GET %s/patroni: %v", p.APIURL, err)

@@ -24,7 +24,10 @@ type PatroniCluster struct {
 	Scope   string // Patroni's cluster name
 	EtcdURL string
 	Members []*PatroniMember
-	procs   []*exec.Cmd // etcd, then each member's patroni
+	// TLS is set when the REST APIs serve HTTPS (PatroniOptions.TLS).
+	TLS    *PatroniTLSFiles
+	client *http.Client
+	procs  []*exec.Cmd // etcd, then each member's patroni
 }
 
 // PatroniMember is one Patroni process and the PostgreSQL it manages.
@@ -38,6 +41,7 @@ type PatroniMember struct {
 	// BinDir, Owner as in Postgres): Query and TryQuery work on it.
 	PG  *Cluster
 	cmd *exec.Cmd
+	tls bool
 }
 
 // PatroniPassword is the superuser and replication password in every
@@ -50,6 +54,12 @@ const PatroniPassword = "patroni-s3cret-never-shown"
 // it, and stops everything in t.Cleanup. Needs root and Debian's patroni
 // and etcd-server packages (scripts/deps.sh installs them).
 func Patroni(t testing.TB, n int) *PatroniCluster {
+	t.Helper()
+	return PatroniWith(t, n, PatroniOptions{})
+}
+
+// PatroniWith is Patroni with options.
+func PatroniWith(t testing.TB, n int, opt PatroniOptions) *PatroniCluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: runs Patroni and PostgreSQL as the postgres OS user")
@@ -64,13 +74,17 @@ func Patroni(t testing.TB, n int) *PatroniCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := &PatroniCluster{Root: root, Scope: "pgtune-test"}
+	pc := &PatroniCluster{Root: root, Scope: "pgtune-test", client: httpClient}
 	t.Cleanup(func() {
 		pc.stop(t)
 		_ = os.RemoveAll(root)
 	})
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if opt.TLS {
+		pc.TLS = makePatroniTLS(t, filepath.Join(root, "tls"))
+		pc.client = pc.TLS.client(t)
 	}
 	pc.startEtcd(t)
 	for i := 0; i < n; i++ {
@@ -138,6 +152,7 @@ func (pc *PatroniCluster) startMember(t testing.TB, name string) *PatroniMember 
 		ConfigFile: filepath.Join(dir, "patroni.yml"),
 		LogFile:    filepath.Join(dir, "patroni.log"),
 		APIPort:    freePort(t),
+		tls:        pc.TLS != nil,
 		PG: &Cluster{
 			Root:      dir,
 			DataDir:   filepath.Join(dir, "data"),
@@ -168,8 +183,8 @@ func (pc *PatroniCluster) memberConfig(m *PatroniMember) string {
 name: %[2]s
 restapi:
   listen: 127.0.0.1:%[3]d
-  connect_address: 127.0.0.1:%[3]d
-etcd3:
+  connect_address: %[11]s:%[3]d
+%[12]setcd3:
   hosts: %[4]s
 bootstrap:
   dcs:
@@ -213,11 +228,25 @@ tags:
   noloadbalance: false
   clonefrom: false
 `, pc.Scope, m.Name, m.APIPort, strings.TrimPrefix(pc.EtcdURL, "http://"), m.PG.Port,
-		m.PG.DataDir, m.PG.BinDir, m.Dir, PatroniPassword, m.PG.SocketDir)
+		m.PG.DataDir, m.PG.BinDir, m.Dir, PatroniPassword, m.PG.SocketDir, m.apiHost(), pc.TLS.restAPIConfig())
+}
+
+// apiHost is the REST API's host name: localhost over HTTPS (the name its
+// certificate carries), else 127.0.0.1.
+func (m *PatroniMember) apiHost() string {
+	if m.tls {
+		return "localhost"
+	}
+	return "127.0.0.1"
 }
 
 // APIURL is the member's REST API.
-func (m *PatroniMember) APIURL() string { return fmt.Sprintf("http://127.0.0.1:%d", m.APIPort) }
+func (m *PatroniMember) APIURL() string {
+	if m.tls {
+		return fmt.Sprintf("https://%s:%d", m.apiHost(), m.APIPort)
+	}
+	return fmt.Sprintf("http://%s:%d", m.apiHost(), m.APIPort)
+}
 
 // PatroniClusterState is Patroni's GET /cluster, the part tests read.
 type PatroniClusterState struct {
@@ -234,7 +263,7 @@ type PatroniClusterState struct {
 func (pc *PatroniCluster) ClusterState() (*PatroniClusterState, error) {
 	var last error
 	for _, m := range pc.Members {
-		b, err := httpGet(m.APIURL() + "/cluster")
+		b, err := pc.get(m.APIURL() + "/cluster")
 		if err != nil {
 			last = err
 			continue
@@ -303,7 +332,7 @@ func (pc *PatroniCluster) History(t testing.TB) []json.RawMessage {
 	if l == nil {
 		t.Fatal("testhost: no Patroni leader")
 	}
-	b, err := httpGet(l.APIURL() + "/history")
+	b, err := pc.get(l.APIURL() + "/history")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,8 +368,13 @@ func (pc *PatroniCluster) stop(t testing.TB) {
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
-func httpGet(url string) ([]byte, error) {
-	resp, err := httpClient.Get(url)
+func httpGet(url string) ([]byte, error) { return get(httpClient, url) }
+
+// get is a GET with the cluster's client (its certificates over HTTPS).
+func (pc *PatroniCluster) get(url string) ([]byte, error) { return get(pc.client, url) }
+
+func get(client *http.Client, url string) ([]byte, error) {
+	resp, err := client.Get(url)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +402,7 @@ func (pc *PatroniCluster) PatchConfig(t testing.TB, patch string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := httpClient.Do(req)
+	resp, err := pc.client.Do(req)
 	if err != nil {
 		t.Fatalf("testhost: PATCH /config: %v", err)
 	}
@@ -392,7 +426,7 @@ func (pc *PatroniCluster) SetPaused(t testing.TB, paused bool) {
 	}
 	AwaitFiles(t, "every Patroni member to see pause", dirs, nil, func() bool {
 		for _, m := range pc.Members {
-			b, err := httpGet(m.APIURL() + "/patroni")
+			b, err := pc.get(m.APIURL() + "/patroni")
 			if err != nil {
 				return false
 			}

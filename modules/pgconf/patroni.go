@@ -37,6 +37,7 @@ type PatroniState struct {
 	Scope, Member, Role string
 	ConfigFile          string
 	APIURL              string
+	TLS                 *facts.PatroniTLS // how its HTTPS is checked (nil: plain HTTP)
 	// Set are the postgresql.parameters pgtune writes; Before what the
 	// file had for them ("" when unset).
 	Set, Before map[string]string
@@ -90,7 +91,10 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name, TLS: pat.TLS}
+	if note := insecureNote(pat); note != "" {
+		p.Note(note)
+	}
 	c.dropin = pg.ConfigFile // ours are Patroni's lines: later ones override
 	if err := c.readConfiguration(ctx, t); err != nil {
 		return err
@@ -106,7 +110,7 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 		return fmt.Errorf("Patroni's config %s: %w", pat.ConfigFile, err)
 	}
 	ps := &PatroniState{Scope: pat.Scope, Member: pat.Name, Role: t.Facts.Topology.Role, ConfigFile: pat.ConfigFile,
-		APIURL: pat.APIURL, Set: set, Before: map[string]string{}}
+		APIURL: pat.APIURL, TLS: pat.TLS, Set: set, Before: map[string]string{}}
 	for k := range set {
 		ps.Before[k] = local.Params[k]
 	}
@@ -124,6 +128,15 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 		p.Note("Patroni reports a restart pending on this member (GET /patroni pending_restart)")
 	}
 	return c.planPatroni(ctx, t, p, fit, ps)
+}
+
+// insecureNote is the plan's finding when patroni.yml turns the REST
+// API's certificate check off (ctl.insecure: true), "" otherwise.
+func insecureNote(pat *facts.Patroni) string {
+	if pat.TLS == nil || !pat.TLS.Insecure {
+		return ""
+	}
+	return fmt.Sprintf("%s sets ctl.insecure: true: pgtune calls this member's REST API (%s) without checking its certificate, as patronictl does", pat.ConfigFile, pat.APIURL)
 }
 
 // renderPatroni makes the planned configuration: Patroni's postgresql.conf

@@ -46,7 +46,7 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth, Owner: st.PG.Owner, Member: ps.Member}
+	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth, Owner: st.PG.Owner, Member: ps.Member, TLS: ps.TLS}
 	now, err := api.status(ctx, t)
 	if err != nil {
 		return fmt.Errorf("Patroni member %q: %w: nothing was changed", ps.Member, err)
@@ -384,12 +384,17 @@ func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Pos
 	if err != nil {
 		return err
 	}
-	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name}
+	api := patroniAPI{URL: pat.APIURL, Auth: local.Auth, Owner: pg.Owner, Member: pat.Name, TLS: pat.TLS}
 	if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
 		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
 	}
 	if api.awaitPending(ctx, t) != nil {
 		return nil // nothing to restart for
+	}
+	// A restart pending from before the rollback says nothing about the
+	// restored values: restart once Patroni has written them.
+	if err := awaitPatroniWrote(ctx, t, pg.ConfigFile, local.Params["shared_buffers"]); err != nil {
+		return fmt.Errorf("restored %s: %w", pat.ConfigFile, err)
 	}
 	if _, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
 		(patroniStartTimeout+restartTimeout)*time.Second); err != nil {

@@ -3,7 +3,26 @@ package pgconf
 import (
 	"strings"
 	"testing"
+
+	"github.com/pgtune/pgtune/engine/facts"
 )
+
+// ctl.insecure is honoured only with a finding that says so.
+func TestInsecureNote(t *testing.T) {
+	for _, tc := range []struct {
+		tls  *facts.PatroniTLS
+		want string
+	}{
+		{nil, ""},
+		{&facts.PatroniTLS{CAFile: "/ca.pem"}, ""},
+		{&facts.PatroniTLS{Insecure: true}, "/etc/patroni.yml sets ctl.insecure: true: pgtune calls this member's REST API (https://db1:8008) without checking its certificate"},
+	} {
+		got := insecureNote(&facts.Patroni{ConfigFile: "/etc/patroni.yml", APIURL: "https://db1:8008", TLS: tc.tls})
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("TLS %+v: note %q, want %q", tc.tls, got, tc.want)
+		}
+	}
+}
 
 func TestSwitchoverCandidate(t *testing.T) {
 	tests := []struct {

@@ -24,7 +24,8 @@ import (
 // address it checked, follows no redirect (the Authorization header never
 // leaves for another URL) and uses no proxy. The credentials of
 // restapi.authentication go on stdin, never on a command line; the answer
-// is cut at 1 MiB. Arguments: method, URL, JSON body, timeout, member.
+// is cut at 1 MiB. Over HTTPS the certificate is checked (PatroniTLS).
+// Arguments: method, URL, JSON body, timeout, member, TLS settings.
 const patroniRESTScript = `def refuse(msg):
     sys.stdout.write('status=0\n' + msg)
     sys.exit(0)
@@ -32,6 +33,7 @@ const patroniRESTScript = `def refuse(msg):
 who = 'Patroni member %r: ' % member
 auth = sys.stdin.read().strip()
 u, host, port, addrs = local_addresses(url)
+opener = make_opener(json.loads(sys.argv[6]), host)
 if not addrs:
     refuse(who + 'REST API address %r resolves to nothing' % host)
 # Connect to the addresses just checked, never to a second resolution.
@@ -54,6 +56,9 @@ for fam, ip in addrs:
     except Redirected as e:
         refuse(str(e))
     except Exception as e:
+        err = tls_refusal(e)
+        if err:
+            refuse(err)
         err = type(e).__name__ + ': ' + str(e)
 if r is None:
     refuse(err)
@@ -68,6 +73,7 @@ type patroniAPI struct {
 	Auth   string // "user:password" or ""
 	Owner  string // the cluster owner: the helper runs as them
 	Member string // the member's name, for errors
+	TLS    *facts.PatroniTLS
 }
 
 // call makes one request and returns the HTTP status and body; a request
@@ -87,7 +93,7 @@ func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint
 	}
 	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 0, 64)
 	res, err := runAsOwner(ctx, t, &facts.Postgres{Owner: a.Owner}, []byte(a.Auth), patroniRESTCommand,
-		patroniRESTScript, method, a.URL+endpoint, js, secs, a.Member)
+		patroniRESTScript, method, a.URL+endpoint, js, secs, a.Member, a.TLS.PyArg())
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s%s: %w", method, a.URL, endpoint, err)
 	}

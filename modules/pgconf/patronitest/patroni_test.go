@@ -1,6 +1,7 @@
 package patronitest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -31,6 +32,23 @@ type rig struct {
 	byName  map[string]*testhost.PatroniMember
 	hpBytes int64
 	runs    int
+	lastRun string       // the last run's ID
+	log     bytes.Buffer // the last run's log
+	before  *snapshot
+}
+
+// snapshot is the members' patroni.yml and running shared_buffers before
+// a run.
+type snapshot struct {
+	configs, sharedBuffers map[string]string
+}
+
+func (r *rig) snapshot(t *testing.T) *snapshot {
+	sb := map[string]string{}
+	for name, m := range r.byName {
+		sb[name] = m.PG.Query(t, "SHOW shared_buffers")
+	}
+	return &snapshot{configs: r.configs(t), sharedBuffers: sb}
 }
 
 func newRig(t *testing.T, pc *testhost.PatroniCluster, hpBytes int64) *rig {
@@ -51,6 +69,21 @@ func newRig(t *testing.T, pc *testhost.PatroniCluster, hpBytes int64) *rig {
 	return r
 }
 
+// runner is an engine runner for the rig's next run (its own run ID).
+func (r *rig) runner(mods map[string]engine.Module) *engine.Runner {
+	r.runs++
+	r.lastRun = fmt.Sprintf("20261201T020000Z-patr%02d", r.runs)
+	// With -v, the run's log (each step's time) goes to the test's output.
+	var logTo io.Writer = io.Discard
+	if testing.Verbose() {
+		logTo = os.Stderr
+	}
+	r.log.Reset()
+	return &engine.Runner{Modules: mods, Forks: 3, Dial: engine.Dial, HostTimeout: 10 * time.Minute,
+		RunID: r.lastRun, StreamTimeout: 2 * time.Minute,
+		Log: slog.New(slog.NewTextHandler(io.MultiWriter(logTo, &r.log), nil))}
+}
+
 // plan runs check with a pgconf policy of this pool (bytes) and primary
 // choice, keeping the session open for apply.
 func (r *rig) plan(t *testing.T, pool int64, primary string) *engine.Session {
@@ -61,16 +94,7 @@ func (r *rig) plan(t *testing.T, pool int64, primary string) *engine.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.runs++
-	// With -v, the run's log (each step's time) goes to the test's output.
-	var logTo io.Writer = io.Discard
-	if testing.Verbose() {
-		logTo = os.Stderr
-	}
-	runner := &engine.Runner{Modules: mods, Forks: 3, Dial: engine.Dial, HostTimeout: 10 * time.Minute,
-		RunID: fmt.Sprintf("20261201T020000Z-patr%02d", r.runs), StreamTimeout: 2 * time.Minute,
-		Log: slog.New(slog.NewTextHandler(logTo, nil))}
-	s, err := runner.Plan(context.Background(), r.inv, book, r.inv.Hosts)
+	s, err := r.runner(mods).Plan(context.Background(), r.inv, book, r.inv.Hosts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +134,10 @@ var plannedSB = regexp.MustCompile(`shared_buffers=([0-9]+)kB`)
 // on huge pages with its planned shared_buffers, no acknowledged row is
 // lost and Patroni's history has the one switchover. Then a member whose
 // Patroni stops answering stops the cluster's rollout, naming it, with
-// nothing restarted and the cluster writable.
+// nothing restarted and the cluster writable; a start refused after the
+// pool check is put back; the leader is restarted in place; and rollback
+// goes back through Patroni. Every REST call is over HTTPS with the
+// certificate checked (and a client certificate shown).
 func TestPatroniRollout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: etcd, Patroni, PostgreSQL and the kernel")
@@ -127,7 +154,9 @@ func TestPatroniRollout(t *testing.T) {
 	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
 		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
 	}
-	pc := testhost.Patroni(t, 3)
+	// Over HTTPS, as a certificate-checked member's API: its certificate
+	// names localhost only and a client certificate is required.
+	pc := testhost.PatroniWith(t, 3, testhost.PatroniOptions{TLS: true})
 	// A cluster-wide shared_buffers in the DCS, which each member's
 	// patroni.yml overrides: check must report it.
 	pc.PatchConfig(t, `{"postgresql": {"parameters": {"shared_buffers": "24MB"}}}`)
@@ -294,7 +323,173 @@ func TestPatroniRollout(t *testing.T) {
 		return
 	}
 
+	t.Run("boot fails after the pool check", func(t *testing.T) { bootFailsAfterCheck(t, r, share, total) })
+	if t.Failed() {
+		return
+	}
+
 	t.Run("primary restart in place", func(t *testing.T) { restartInPlace(t, r, share-4*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("rollback through Patroni", func(t *testing.T) { rollbackThroughPatroni(t, r) })
+}
+
+// bootFailsAfterCheck: the pool fits the first replica's bigger segment
+// when pgtune checks it, and another process takes the pool the moment
+// that server stops for its restart (before Patroni starts it again),
+// leaving room for the old segment only: the start on the new settings is
+// refused. pgtune must put the previous patroni.yml back through Patroni,
+// have Patroni start the member on it, and stop the cluster's rollout
+// naming the member; the others are not touched, the cluster takes
+// writes, and Patroni's history shows no failover.
+func bootFailsAfterCheck(t *testing.T, r *rig, share, total int64) {
+	const more = 8
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+more, 10)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
+			t.Error(err)
+		}
+	}()
+	s := r.plan(t, share+more*r.hpBytes, "restart")
+	for _, h := range s.Report("check").Hosts {
+		if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
+			t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
+		}
+	}
+	first := r.byName[firstReplica(r.pc)]
+	leader := r.pc.Leader()
+	history := len(r.pc.History(t))
+	configs, started := r.configs(t), r.startTimes(t)
+	oldSB := first.PG.Query(t, "SHOW shared_buffers")
+	oldPages, err := strconv.ParseInt(first.PG.Query(t, "SHOW shared_memory_size_in_huge_pages"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two pages to spare for the old segment; the new one needs `more`.
+	holder := holdPoolWhenStopped(t, first, oldPages+2, r.hpBytes)
+	s.Apply(context.Background())
+	held, err := holder.release()
+	if err != nil {
+		t.Fatalf("the holder could not take the pool: %v", err)
+	}
+	if held <= 0 {
+		t.Fatalf("the holder took no huge pages when %s stopped: the start was not provoked to fail", first.Name)
+	}
+	t.Logf("the holder took %d huge pages when %s stopped", held, first.Name)
+	r.pc.WaitHealthy(t)
+
+	for _, h := range s.Report("apply").Hosts {
+		switch {
+		case h.Status != report.Failed || h.Error == nil:
+			t.Errorf("%s: apply status %s, error %v; want failed", h.Name, h.Status, deref(h.Error))
+		case h.Name == first.Name:
+			t.Logf("%s: %s", h.Name, *h.Error)
+			for _, want := range []string{first.Name, "pgconf", "previous " + first.ConfigFile + " put back, member running again on it"} {
+				if !strings.Contains(*h.Error, want) {
+					t.Errorf("%s: error does not say %q: %s", h.Name, want, *h.Error)
+				}
+			}
+		case !strings.Contains(*h.Error, first.Name+" of the same cluster failed"):
+			t.Errorf("%s: error does not say the rollout stopped at %s: %s", h.Name, first.Name, *h.Error)
+		}
+	}
+	if now := r.configs(t); fmt.Sprint(now) != fmt.Sprint(configs) {
+		t.Error("a patroni.yml was not put back")
+	}
+	now := r.startTimes(t)
+	for name := range r.byName {
+		if restarted := now[name] != started[name]; restarted != (name == first.Name) {
+			t.Errorf("%s restarted: %v; only %s should have", name, restarted, first.Name)
+		}
+	}
+	if sb := first.PG.Query(t, "SHOW shared_buffers"); sb != oldSB {
+		t.Errorf("%s runs with shared_buffers %s, not the previous %s", first.Name, sb, oldSB)
+	}
+	if hp := first.PG.HugetlbPages(t); hp <= 0 {
+		t.Errorf("%s: not on huge pages after the put-back", first.Name)
+	}
+	if h := r.pc.History(t); len(h) != history {
+		t.Errorf("Patroni history went from %d to %d entries: a failover? %s", history, len(h), h)
+	}
+	if l := r.pc.Leader(); l == nil || l.Name != leader.Name {
+		t.Errorf("leader changed from %s", leader.Name)
+	}
+	probe := startProber(t, r.pc)
+	if out, err := probe.run("INSERT INTO probe DEFAULT VALUES RETURNING id"); err != nil {
+		t.Errorf("the cluster does not take writes after the put-back: %v: %s", err, out)
+	} else if id, err := strconv.ParseInt(out, 10, 64); err == nil {
+		probe.mu.Lock()
+		probe.acked = append(probe.acked, id)
+		probe.mu.Unlock()
+	}
+	probe.finish(t)
+}
+
+// rollbackThroughPatroni: pgtune rollback of the last run (the in-place
+// restart) puts every member's patroni.yml back as it was before it,
+// never showing its content (it holds passwords), and restarts the
+// members through Patroni, replicas first and one at a time, onto their
+// previous shared_buffers, with no failover.
+func rollbackThroughPatroni(t *testing.T, r *rig) {
+	to, before := r.lastRun, r.before
+	if before == nil {
+		t.Fatal("no run to roll back")
+	}
+	leader := r.pc.Leader()
+	history := len(r.pc.History(t))
+	for name, conf := range r.configs(t) {
+		if conf == before.configs[name] {
+			t.Fatalf("%s: the run %s did not change patroni.yml", name, to)
+		}
+	}
+	since := time.Now()
+	mods, _ := engine.Registry(pgconf.New())
+	s := r.runner(mods).PlanRollback(context.Background(), r.inv.Hosts, to)
+	defer s.Close()
+	s.Apply(context.Background())
+	r.pc.WaitHealthy(t)
+	for _, phase := range []string{"check", "apply"} {
+		var text, js strings.Builder
+		if err := report.WriteText(&text, s.Report(phase)); err != nil {
+			t.Fatal(err)
+		}
+		if err := report.WriteJSON(&js, s.Report(phase)); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(text.String()+js.String(), testhost.PatroniPassword) {
+			t.Errorf("rollback's %s report shows a patroni.yml password", phase)
+		}
+	}
+	if strings.Contains(r.log.String(), testhost.PatroniPassword) {
+		t.Error("rollback's log shows a patroni.yml password")
+	}
+	for _, h := range s.Report("apply").Hosts {
+		if h.Status != report.Changed || h.Error != nil {
+			t.Errorf("%s: rollback status %s, error %v", h.Name, h.Status, deref(h.Error))
+		}
+	}
+	now := r.configs(t)
+	for name, m := range r.byName {
+		if now[name] != before.configs[name] {
+			t.Errorf("%s: patroni.yml is not the one before run %s", name, to)
+		}
+		if sb := m.PG.Query(t, "SHOW shared_buffers"); sb != before.sharedBuffers[name] {
+			t.Errorf("%s runs with shared_buffers %s after rollback, want the previous %s", name, sb, before.sharedBuffers[name])
+		}
+		if hp := m.PG.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages after rollback", name)
+		}
+	}
+	checkOrderSince(t, r, leader.Name, since)
+	if h := r.pc.History(t); len(h) != history {
+		t.Errorf("Patroni history went from %d to %d entries: a failover? %s", history, len(h), h)
+	}
+	if l := r.pc.Leader(); l == nil || l.Name != leader.Name {
+		t.Errorf("leader changed from %s", leader.Name)
+	}
 }
 
 // restartInPlace: primary: restart takes every member to a smaller
@@ -303,9 +498,10 @@ func TestPatroniRollout(t *testing.T) {
 func restartInPlace(t *testing.T, r *rig, share int64) {
 	leader := r.pc.Leader()
 	history := len(r.pc.History(t))
-	started := r.startTimes(t)
+	started, before := r.startTimes(t), r.snapshot(t)
 	s := r.plan(t, share, "restart")
 	s.Apply(context.Background())
+	r.before = before // for rollbackThroughPatroni
 	r.pc.WaitHealthy(t)
 	for _, h := range s.Report("apply").Hosts {
 		if h.Status != report.Changed || h.Error != nil {
@@ -343,7 +539,8 @@ func checkPlan(t *testing.T, h report.Host, isLeader bool) {
 		case strings.HasPrefix(c.Target, "Patroni local parameters: ") && strings.HasSuffix(c.Target, "patroni.yml postgresql.parameters"):
 			params = strings.Contains(c.After, "huge_pages=on") && !strings.Contains(c.After+c.Before, testhost.PatroniPassword)
 		case c.Kind == "restart":
-			restart = strings.Contains(c.Target, "through Patroni") && strings.Contains(c.Target, "switch over") == isLeader
+			restart = strings.Contains(c.Target, "through Patroni") && strings.Contains(c.Target, "switch over") == isLeader &&
+				strings.Contains(c.Target, "https://localhost:") // the HTTPS API, by the name its certificate carries
 		}
 	}
 	if !params || !restart {
@@ -400,9 +597,21 @@ func downs(t *testing.T, m *testhost.PatroniMember) []down {
 // restart ended before the old primary first went down.
 func checkOrder(t *testing.T, r *rig, oldLeader string) {
 	t.Helper()
+	checkOrderSince(t, r, oldLeader, time.Time{})
+}
+
+// checkOrderSince is checkOrder for the restarts since a time (the
+// server logs' timestamps are UTC).
+func checkOrderSince(t *testing.T, r *rig, oldLeader string, since time.Time) {
+	t.Helper()
 	var all []down
 	for _, m := range r.pc.Members {
-		d := downs(t, m)
+		var d []down
+		for _, x := range downs(t, m) {
+			if !x.from.Before(since.UTC()) {
+				d = append(d, x)
+			}
+		}
 		if len(d) == 0 {
 			t.Errorf("%s: no restart in its log", m.Name)
 		}

@@ -23,6 +23,7 @@ if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
 # Two playbooks with only the modules that page size concerns (each module
 # costs minutes under TCG): a 1 GiB pool of 1 GiB pages, and the same pool in
 # the kernel's default size. pgconf restarts PostgreSQL onto the pool.
+mkdir -p "$STATE_DIR"
 gig=$STATE_DIR/hugepages-1g.yml
 def=$STATE_DIR/hugepages-default.yml
 cat >"$gig" <<'YML'

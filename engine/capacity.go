@@ -17,7 +17,9 @@ import (
 //
 // Apply runs a module before the modules that require it: right for
 // growing. The part of a change that gives capacity back is held until
-// they have run (ShrinkAfterDependents).
+// they have run (ShrinkAfterDependents). When one of them fails, or the
+// run is stopped before them, it is not made: the host keeps capacity it
+// no longer needs, never loses capacity it still uses.
 //
 // Rollback undoes modules in the reverse order: right for shrinking. The
 // undo steps that grow capacity are taken first, before any module is

@@ -40,13 +40,16 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	log := s.log(hr)
 	j := NewJournal(s.runner.RunID, hr.host.Name, stateDir(hr.host), hr.tr, hr.host.Conn.Become)
 	t := s.target(hr, j)
+	shrinkAt := shrinkAfter(hr.steps) // capacity.go
+	var held []heldShrink
+	shrunk := false
 	for i, st := range hr.steps {
 		name := st.module.Name()
 		if hr.err = stopBefore(ctx, hr, name); hr.err != nil {
 			return
 		}
 		started = true
-		if i > 0 && hr.steps[i-1].plan.HasChanges() {
+		if i > 0 && (hr.steps[i-1].plan.HasChanges() || shrunk) {
 			// The previous module changed the host: plan from what it is now.
 			if err := s.gather(ctx, hr); err != nil {
 				hr.err = err
@@ -80,7 +83,10 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 			}
 			hr.applied = append(hr.applied, p.Changes...)
 		}
-		if err := st.module.Verify(ctx, t, p); err != nil {
+		if after, ok := shrinkAt[i]; ok {
+			// Verified once its shrink is made (capacity.go).
+			held = append(held, heldShrink{step: st, plan: p, after: after})
+		} else if err := st.module.Verify(ctx, t, p); err != nil {
 			hr.err = fmt.Errorf("%s: %s: verify: %w", hr.host.Name, name, err)
 			log.Debug("verify failed", "module", name, "err", err)
 			return
@@ -88,6 +94,9 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 		st.plan = p
 		if err := s.bindOutputs(t, name, p); err != nil {
 			hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, name, err)
+			return
+		}
+		if held, shrunk, hr.err = s.finishShrinks(ctx, hr, t, held, i); hr.err != nil {
 			return
 		}
 	}

@@ -35,6 +35,7 @@ type rollback struct {
 	hooks    map[string]RollbackHook
 	managers map[string]TargetManager
 	early    map[string]bool // modules undone first (UndoEarly)
+	growers  map[string]CapacityGrower
 }
 
 // TargetManager is implemented by modules that change files or kernel
@@ -193,6 +194,7 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 	if err != nil {
 		return nil, err
 	}
+	steps = growFirst(steps, m.growers) // capacity.go
 	for _, s := range steps {
 		if s.change != nil {
 			p.Add(*s.change)
@@ -257,7 +259,8 @@ func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) err
 // PlanRollback plans putting every host back as it was before pgtune
 // first changed it, or before run `to` when that is set.
 func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to string) *Session {
-	m := rollback{hooks: map[string]RollbackHook{}, managers: map[string]TargetManager{}, early: map[string]bool{}}
+	m := rollback{hooks: map[string]RollbackHook{}, managers: map[string]TargetManager{}, early: map[string]bool{},
+		growers: map[string]CapacityGrower{}}
 	for name, mod := range r.Modules {
 		if h, ok := mod.(RollbackHook); ok {
 			m.hooks[name] = h
@@ -267,6 +270,9 @@ func (r *Runner) PlanRollback(ctx context.Context, hosts []*inventory.Host, to s
 		}
 		if e, ok := mod.(UndoEarly); ok && e.UndoEarly() {
 			m.early[name] = true
+		}
+		if g, ok := mod.(CapacityGrower); ok {
+			m.growers[name] = g
 		}
 	}
 	s := &Session{runner: r, book: nil}

@@ -6,7 +6,10 @@
 # those pages (smaps); reboots and checks the pool is back before PostgreSQL
 # starts (tmpfiles); switches back to the default page size and checks the
 # 1 GiB boot file and pool are gone; rolls that switch back and checks they
-# return. One box (MEM, default 4096 MiB). REUSE=1 / KEEP=1 as in e2e.
+# return (the 1 GiB pool must be back before PostgreSQL restarts onto it, and
+# the 2 MiB pool given back after), then rolls everything back. One box (MEM,
+# default 4096 MiB). REUSE=1 / KEEP=1 as in e2e; SKIP_REBOOT=1 leaves out the
+# reboot (the boot order, which the later phases do not depend on).
 set -eo pipefail # not -u: a box that does not answer leaves facts unset, which the checks report
 . "$(dirname "$0")/lib.sh"
 . "$TESTBED_DIR/assert.sh"
@@ -20,6 +23,7 @@ if [[ -z ${KEEP:-} ]]; then trap '"$TESTBED_DIR/down.sh" || true' EXIT; fi
 # Two playbooks with only the modules that page size concerns (each module
 # costs minutes under TCG): a 1 GiB pool of 1 GiB pages, and the same pool in
 # the kernel's default size. pgconf restarts PostgreSQL onto the pool.
+mkdir -p "$STATE_DIR"
 gig=$STATE_DIR/hugepages-1g.yml
 def=$STATE_DIR/hugepages-default.yml
 cat >"$gig" <<'YML'
@@ -68,15 +72,17 @@ verify_gig() { # when
 verify_gig after-apply
 expect_exit 0 gig-check-after-apply "$PGTUNE" check -i "$inv" "$gig"
 
-phase "reboot"
-reboot_box $b
-verify_gig after-reboot
-if (( ${F[tmpfiles_setup_done_us]:-0} > 0 && ${F[tmpfiles_setup_done_us]} < ${F[postgres_start_us]:-0} )); then
-	ok "$b: systemd-tmpfiles-setup done at ${F[tmpfiles_setup_done_us]} us, PostgreSQL started at ${F[postgres_start_us]} us"
-else
-	bad "$b: tmpfiles-setup done at ${F[tmpfiles_setup_done_us]:-?} us, PostgreSQL started at ${F[postgres_start_us]:-?} us"
+if [[ -z ${SKIP_REBOOT:-} ]]; then
+	phase "reboot"
+	reboot_box $b
+	verify_gig after-reboot
+	if (( ${F[tmpfiles_setup_done_us]:-0} > 0 && ${F[tmpfiles_setup_done_us]} < ${F[postgres_start_us]:-0} )); then
+		ok "$b: systemd-tmpfiles-setup done at ${F[tmpfiles_setup_done_us]} us, PostgreSQL started at ${F[postgres_start_us]} us"
+	else
+		bad "$b: tmpfiles-setup done at ${F[tmpfiles_setup_done_us]:-?} us, PostgreSQL started at ${F[postgres_start_us]:-?} us"
+	fi
+	expect_exit 0 gig-check-after-reboot "$PGTUNE" check -i "$inv" "$gig"
 fi
-expect_exit 0 gig-check-after-reboot "$PGTUNE" check -i "$inv" "$gig"
 
 phase "pgtune apply (page_size unset: back to 2 MiB pages)"
 expect_exit 0 gig-switch-back "$PGTUNE" apply -i "$inv" --yes --format json "$def"
@@ -100,6 +106,31 @@ if [[ -n $switch_run ]]; then
 	want "$b/rolled back: sysfs 1 GiB nr_hugepages" "${F[gig_nr_hugepages]}" 1
 	want "$b/rolled back: huge_page_size" "${F[pg_huge_page_size]:-}" 1GB
 	want "$b/rolled back: postmaster mapping on 1 GiB pages (smaps kB)" "${F[smaps_1g_kb]:-}" 1048576
+	want "$b/rolled back: unit" "${F[unit_active]}" active
+	# The switch grew the 2 MiB pool; rollback shrinks it only after the
+	# restart moved PostgreSQL off it, so nothing is left surplus.
+	want "$b/rolled back: 2 MiB pool given back" "${F[mib2_nr_hugepages]}" 0
+	want "$b/rolled back: 2 MiB surplus" "${F[mib2_surplus_hugepages]}" 0
+	want "$b/rolled back: sysctl.d file" "${F[sysctl_conf]}" ""
+	# The rollback's plan grows the 1 GiB pool first, before PostgreSQL's
+	# configuration is put back (and the server restarted onto it).
+	pool_line=$(grep -n 'hugepages-1048576kB/nr_hugepages' "$STATE_DIR/gig-rollback.out" | head -1 | cut -d: -f1)
+	conf_line=$(grep -n 'conf\.d/' "$STATE_DIR/gig-rollback.out" | head -1 | cut -d: -f1)
+	(( ${pool_line:-0} > 0 && ${pool_line:-0} < ${conf_line:-0} )) &&
+		ok "$b/rolled back: the plan grows the 1 GiB pool (line $pool_line) before PostgreSQL's configuration (line $conf_line)" ||
+		bad "$b/rolled back: plan line of the 1 GiB pool ${pool_line:-none}, of PostgreSQL's configuration ${conf_line:-none}"
+	expect_exit 0 gig-check-rolled-back "$PGTUNE" check -i "$inv" "$gig"
+
+	phase "pgtune rollback (everything: back to before pgtune)"
+	expect_exit 0 gig-rollback-all "$PGTUNE" rollback -i "$inv" --yes
+	box_facts $b gig-facts.sh; save_facts rolled-back-all
+	want "$b/all rolled back: tmpfiles file" "${F[tmpfiles]}" absent
+	want "$b/all rolled back: sysfs 1 GiB nr_hugepages" "${F[gig_nr_hugepages]}" 0
+	want "$b/all rolled back: 1 GiB surplus" "${F[gig_surplus_hugepages]}" 0
+	want "$b/all rolled back: 2 MiB pool" "${F[mib2_nr_hugepages]}" 0
+	want "$b/all rolled back: postmaster mapping on 1 GiB pages (smaps kB)" "${F[smaps_1g_kb]:-}" 0
+	want "$b/all rolled back: unit" "${F[unit_active]}" active
+	[[ ${F[postmaster_pid]} != none ]] && ok "$b/all rolled back: postmaster ${F[postmaster_pid]} up" || bad "$b/all rolled back: no postmaster"
 else
 	bad "no run id in the switch-back report ($STATE_DIR/gig-switch-back.out)"
 fi

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -26,8 +27,8 @@ func humanize(target, value string, hugePageSize int64) string {
 		return humanizeSettings(value)
 	case n == 0:
 		return value
-	case strings.HasSuffix(target, "nr_hugepages") && hugePageSize > 0:
-		return fmt.Sprintf("%s (%s)", plural(int(n), "page"), Size(n*hugePageSize))
+	case strings.HasSuffix(target, "nr_hugepages") && poolPageSize(target, hugePageSize) > 0:
+		return fmt.Sprintf("%s (%s)", plural(int(n), "page"), Size(n*poolPageSize(target, hugePageSize)))
 	case strings.HasSuffix(target, "nr_hugepages"):
 		return plural(int(n), "page")
 	case strings.HasSuffix(target, "_kbytes") && n > 0:
@@ -36,6 +37,22 @@ func humanize(target, value string, hugePageSize int64) string {
 		return fmt.Sprintf("%d (%s)", n, Size(n))
 	}
 	return value
+}
+
+// poolDir is a huge page pool's sysfs directory, which names its page
+// size in kB.
+var poolDir = regexp.MustCompile(`/hugepages-([0-9]+)kB/nr_hugepages$`)
+
+// poolPageSize is the page size of the pool whose nr_hugepages target
+// is: the size its sysfs path names (a 1 GiB pool is not counted in the
+// default size), else the kernel's default.
+func poolPageSize(target string, defaultSize int64) int64 {
+	if m := poolDir.FindStringSubmatch(target); m != nil {
+		if kb, err := strconv.ParseInt(m[1], 10, 64); err == nil && kb > 0 && kb <= 1<<40 {
+			return kb << 10
+		}
+	}
+	return defaultSize
 }
 
 // humanizeSettings adds the size after every NkB or NMB setting in a

@@ -85,6 +85,29 @@ func fleet() *Report {
 	return r
 }
 
+// pageSizes is a plan onto 1 GiB pages and one back to the default size
+// (2 MiB): each pool's pages are counted in its own page size.
+func pageSizes() *Report {
+	const gig = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+	const boot = "/etc/tmpfiles.d/pgtune-hugepages.conf"
+	r := &Report{Mode: ModeCheck, Hosts: []Host{
+		{Name: "db1", Status: Drift, HugePageSize: 2 << 20, Changes: FromPlan([]plan.Change{
+			{Module: "hugepages", Kind: plan.KindSysfs, Target: gig, Before: "0", After: "1"},
+			{Module: "hugepages", Kind: plan.KindFile, Target: boot, After: "w " + gig + " - - - - 1\n",
+				Diff: "--- /dev/null\n+++ b" + boot + "\n@@ -0,0 +1 @@\n+w " + gig + " - - - - 1\n"},
+			{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "huge_page_size=0", After: "huge_page_size=1GB"},
+		})},
+		{Name: "db2", Status: Drift, HugePageSize: 2 << 20, Changes: FromPlan([]plan.Change{
+			{Module: "hugepages", Kind: plan.KindSysctl, Target: "vm.nr_hugepages", Before: "0", After: "512"},
+			{Module: "hugepages", Kind: plan.KindSysfs, Target: gig, Before: "1", After: "0"},
+			{Module: "hugepages", Kind: plan.KindSysfs, Target: "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages", Before: "2", After: "0"},
+			{Module: "pgconf", Kind: plan.KindRestart, Target: "restart postgresql", Before: "huge_page_size=1GB", After: "huge_page_size=0"},
+		})},
+	}}
+	r.Summarize()
+	return r
+}
+
 func TestRenderGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
@@ -100,6 +123,7 @@ func TestRenderGolden(t *testing.T) {
 		{"fleet-nodiff.txt", fleet, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{NoDiff: true}) }},
 		{"check.junit.xml", sample, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
 		{"hostile.junit.xml", hostile, func(b *bytes.Buffer, r *Report) error { return WriteJUnit(b, r) }},
+		{"pagesize.txt", pageSizes, func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) }},
 		{"check-color.txt", sample, func(b *bytes.Buffer, r *Report) error { return WriteTextWith(b, r, TextOptions{Color: true}) }},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -69,6 +69,11 @@ type Host struct {
 	// the kernel's refusal. Not handled, the write goes to Sysfs (or
 	// Files). It runs with the host locked and is handed Sysfs.
 	OnSysfs func(sysfs map[string]string, p, value string) (handled bool, err error)
+	// OnService, when set, models what a service action does on the host
+	// (a restart that starts a server, or fails to): it runs with the
+	// host locked, after the action is logged, and its error fails the
+	// action with status 1.
+	OnService func(unit, action string) error
 	// Fail makes an operation fail with exit status 1: it is given the
 	// operation and its arguments (after sh -c SCRIPT NAME, or after the
 	// command's name) and returns the message, "" to let it run.
@@ -413,10 +418,19 @@ func (h *Host) stat(cmd transport.Command, a []string) (transport.Result, error)
 	return ok(h.mode(p) + "\n")
 }
 
-func (h *Host) service(_ transport.Command, a []string) (transport.Result, error) {
+func (h *Host) service(cmd transport.Command, a []string) (transport.Result, error) {
 	line := strings.Join(a, " ")
 	h.Log = append(h.Log, "service "+line)
 	h.Services = append(h.Services, line)
+	if h.OnService != nil {
+		unit := ""
+		if len(a) > 1 {
+			unit = a[1]
+		}
+		if err := h.OnService(unit, first(a)); err != nil {
+			return fail(cmd, 1, err.Error())
+		}
+	}
 	return ok("")
 }
 

@@ -300,7 +300,8 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 	return p, nil
 }
 
-// Apply writes the file, then grows or shrinks the live pool. Growing
+// Apply writes the file, then grows or shrinks the live pool (pools of
+// another page size are given back by ApplyShrink). Growing
 // first syncs, drops caches and compacts memory so the kernel can still
 // find contiguous blocks; a shortfall is retried once after another
 // compaction, and otherwise the pool and the files go back to where they
@@ -316,11 +317,8 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		}
 	}
 	mark := t.Mark()
-	// The pools of the earlier page size go first: their pages (once
-	// released by the restart) are what the default pool grows into.
-	if err := applyRelease(ctx, t, st.Release); err != nil {
-		return m.backOut(ctx, t, st, mark, fmt.Errorf("give back the earlier page size's pool: %w", err))
-	}
+	// The pools an earlier page size left are given back later, in
+	// ApplyShrink (release.go).
 	if st.Files != nil {
 		if err := sysctlconf.Apply(ctx, t, st.Files); err != nil {
 			return err

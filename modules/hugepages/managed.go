@@ -2,6 +2,8 @@ package hugepages
 
 import (
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
@@ -38,3 +40,17 @@ func (*Module) Manages(_ *engine.Target, kind, target string) bool {
 // poolSysfsPath matches the nr_hugepages of a page size, globally or on
 // one NUMA node.
 var poolSysfsPath = regexp.MustCompile(`^/sys/(kernel/mm|devices/system/node/node[0-9]+)/hugepages/hugepages-[0-9]+kB/nr_hugepages$`)
+
+var _ engine.CapacityGrower = (*Module)(nil)
+
+// GrowsCapacity says which of rollback's steps grow a pool: those go
+// before every other module's undo, so that pgconf's restart onto the
+// restored settings finds the pool they need (engine.CapacityGrower).
+func (m *Module) GrowsCapacity(kind, target, from, to string) bool {
+	if kind != "sysctl" && kind != "sysfs" || !m.Manages(nil, kind, target) {
+		return false
+	}
+	a, errA := strconv.ParseInt(strings.TrimSpace(from), 10, 64)
+	b, errB := strconv.ParseInt(strings.TrimSpace(to), 10, 64)
+	return errA == nil && errB == nil && b > a
+}

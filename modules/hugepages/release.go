@@ -25,11 +25,14 @@ import (
 // and every pool it sets goes to 0. A file pgtune did not write is only
 // reported: its pool is someone else's.
 //
-// Shrinking below the pages in use is what the kernel allows: those pages
-// become surplus and are freed when their mapping goes, which for
-// PostgreSQL's segment is the restart pgconf does for the new
-// huge_page_size. Until then nr_hugepages still counts them, so verify
-// reads nr_hugepages less surplus_hugepages.
+// The pools are given back only after pgconf's restart has moved
+// PostgreSQL off them (ApplyShrink, held by the engine until the modules
+// that require this one ran): if that restart fails, pgconf starts the
+// server again on its old settings, which need the old pool. Shrinking
+// below the pages in use is what the kernel allows all the same (with
+// restart: false, or a server pgconf does not manage): those pages become
+// surplus and are freed when their mapping goes. Until then nr_hugepages
+// still counts them, so verify reads nr_hugepages less surplus_hugepages.
 
 // managedHeader starts every boot file pgtune writes (renderBootFile).
 const managedHeader = "# Managed by pgtune (hugepages)"
@@ -115,8 +118,29 @@ func (r *release) remaining(size int64, pages int64) int64 {
 	return pages
 }
 
+var _ engine.ShrinkAfterDependents = (*Module)(nil)
+
+// ApplyShrink gives back what an earlier page size left, once the modules
+// that require this one have run (engine.ShrinkAfterDependents). A
+// failure puts back what it changed.
+func (m *Module) ApplyShrink(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil || st.Release == nil {
+		return err
+	}
+	mark := t.Mark()
+	if err := applyRelease(ctx, t, st.Release); err != nil {
+		err = fmt.Errorf("give back the earlier page size's pool: %w", err)
+		if uerr := t.UndoSince(context.WithoutCancel(ctx), mark); uerr != nil {
+			return fmt.Errorf("%w; putting it back also failed: %v", err, uerr)
+		}
+		return fmt.Errorf("%w; %s and its pools are as they were", err, st.Release.File)
+	}
+	return nil
+}
+
 // applyRelease shrinks the pools, then removes the file; both are
-// journaled, so backOut and rollback put them back.
+// journaled, so a failure and rollback put them back.
 func applyRelease(ctx context.Context, t *engine.Target, r *release) error {
 	if r == nil {
 		return nil

@@ -34,16 +34,18 @@ func TestSwitchBackFromGigPages(t *testing.T) {
 			changes: []string{"vm.nr_hugepages 0→2048", "file /etc/sysctl.d/10-hugepages.conf",
 				gigSysfs + " 4→0", "file " + tmpfiles},
 			note: "back to the default page size (2 MiB): removing " + tmpfiles + " and giving back the pools it set at boot",
-			log: []string{"sysfs " + gigSysfs + "=0", "remove " + tmpfiles, "write /etc/sysctl.d/10-hugepages.conf",
-				"prepare full", "sysctl vm.nr_hugepages=2048"},
+			// The 1 GiB pool goes last: the engine holds it back until
+			// pgconf's restart has moved PostgreSQL off it.
+			log: []string{"write /etc/sysctl.d/10-hugepages.conf", "prepare full", "sysctl vm.nr_hugepages=2048",
+				"sysfs " + gigSysfs + "=0", "remove " + tmpfiles},
 		},
 		{
 			name: "pool already given back: only the file goes",
 			host: func(h *fakehost.Host) { gigLeft(h); h.SetNodePages(1<<20, 0) },
 			changes: []string{"vm.nr_hugepages 0→2048", "file /etc/sysctl.d/10-hugepages.conf",
 				"file " + tmpfiles},
-			log: []string{"remove " + tmpfiles, "write /etc/sysctl.d/10-hugepages.conf",
-				"prepare full", "sysctl vm.nr_hugepages=2048"},
+			log: []string{"write /etc/sysctl.d/10-hugepages.conf",
+				"prepare full", "sysctl vm.nr_hugepages=2048", "remove " + tmpfiles},
 		},
 		{
 			name: "a tmpfiles file pgtune did not write: left alone, its pool counted",
@@ -118,6 +120,9 @@ func TestSwitchBackUndone(t *testing.T) {
 	}
 	mark := tg.Mark()
 	if err := m.Apply(ctx, tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyShrink(ctx, tg, p); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Verify(ctx, tg, p); err != nil {

@@ -62,6 +62,9 @@ type Host struct {
 	ExtraSizesKB []int64
 	NodeMax      func(node int) int64
 	pools        map[int64]*pool
+
+	// Server, when set, is a PostgreSQL stand-in on the pools (server.go).
+	Server *Server
 }
 
 // New returns a 16 GiB single-node host with 2 MiB huge pages, no pool,
@@ -105,8 +108,8 @@ func (h *Host) pages() int64 {
 func (h *Host) Meminfo() string {
 	pages := h.pages()
 	total, surp := pages, int64(0)
-	if h.InUsePages > pages {
-		total, surp = h.InUsePages, h.InUsePages-pages
+	if used := h.inUse(h.HugePageKB); used > pages {
+		total, surp = used, used-pages
 	}
 	kb, _ := strconv.ParseInt(h.Sysctl["vm.overcommit_kbytes"], 10, 64)
 	ratio, _ := strconv.ParseInt(h.Sysctl["vm.overcommit_ratio"], 10, 64)
@@ -121,7 +124,7 @@ func (h *Host) Meminfo() string {
 	fmt.Fprintf(&b, "MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB\n", h.MemTotalKB, h.MemAvailableKB, h.MemAvailableKB)
 	fmt.Fprintf(&b, "SwapTotal:      %d kB\nSUnreclaim:     %d kB\nPageTables:     1904 kB\nCommitLimit:    %d kB\nCommitted_AS:   %d kB\n", h.SwapKB, h.SUnreclaimKB, limit, h.CommittedKB)
 	fmt.Fprintf(&b, "HugePages_Total: %d\nHugePages_Free:  %d\nHugePages_Rsvd:  0\nHugePages_Surp:  %d\nHugepagesize:    %d kB\n",
-		total, total-h.InUsePages, surp, h.HugePageKB)
+		total, total-h.inUse(h.HugePageKB), surp, h.HugePageKB)
 	return b.String()
 }
 
@@ -249,6 +252,9 @@ func (h *Host) runScript(ctx context.Context, cmd transport.Command) (transport.
 	script, args := a[2], a[4:]
 	ok := func(out string) (transport.Result, error) { return transport.Result{Stdout: []byte(out)}, nil }
 	switch {
+	case strings.Contains(script, "printf 'H %s"): // the engine's facts gather (gather.go)
+		h.Log = append(h.Log, "gather")
+		return ok(h.gather(args))
 	case strings.Contains(script, "drop_caches"): // hugepages prepare
 		h.Log = append(h.Log, "prepare "+args[0])
 		if args[0] == "full" {

@@ -89,12 +89,9 @@ func (h *Host) addPools(f *facts.Facts) {
 	h.syncDefaultPool() // a test may have set vm.nr_hugepages directly
 	for _, kb := range h.sizes() {
 		p := h.poolOf(kb)
-		total := p.total()
-		used := int64(0)
-		if kb == h.HugePageKB {
-			used = min(h.InUsePages, total)
-		}
-		f.HugePagePools = append(f.HugePagePools, facts.HugePagePool{Size: kb << 10, Pages: total, Free: total - used})
+		c := h.counts(kb)
+		used := min(h.inUse(kb), p.total())
+		f.HugePagePools = append(f.HugePagePools, facts.HugePagePool{Size: kb << 10, Pages: c.nr, Free: c.free, Surplus: c.surplus})
 		for i, n := range p.nodes {
 			// Pages in use sit on the lowest nodes first.
 			u := min(used, n)
@@ -102,6 +99,31 @@ func (h *Host) addPools(f *facts.Facts) {
 			f.NodePools = append(f.NodePools, facts.NodePool{Node: i, Size: kb << 10, Pages: n, Free: n - u})
 		}
 	}
+}
+
+// poolCounts are a pool's global sysfs counts.
+type poolCounts struct{ nr, free, surplus int64 }
+
+// counts is what the kernel shows for a size's pool: pages mapped beyond
+// the persistent pool are surplus (a shrink below the pages in use leaves
+// them until their mapping goes), and nr_hugepages counts them.
+func (h *Host) counts(kb int64) poolCounts {
+	persistent, used := h.poolOf(kb).total(), h.inUse(kb)
+	surplus := max(0, used-persistent)
+	return poolCounts{nr: persistent + surplus, free: persistent + surplus - used, surplus: surplus}
+}
+
+// inUse is the pages of a size mapped now: InUsePages of the default size,
+// and the Server's segment.
+func (h *Host) inUse(kb int64) int64 {
+	n := int64(0)
+	if kb == h.HugePageKB {
+		n = h.InUsePages
+	}
+	if s := h.Server; s != nil && s.Up && s.SizeKB == kb {
+		n += s.Pages
+	}
+	return n
 }
 
 // syncDefaultPool keeps the default size's nodes in step with a write of
@@ -148,9 +170,16 @@ func (h *Host) readSysfs(p string) (string, bool) {
 	if node >= 0 {
 		n = pl.nodes[node]
 	}
-	switch file {
-	case "nr_hugepages", "free_hugepages":
-	case "resv_hugepages", "surplus_hugepages":
+	c := h.counts(kb)
+	switch {
+	case node >= 0 && (file == "nr_hugepages" || file == "free_hugepages"):
+	case file == "nr_hugepages":
+		n = c.nr
+	case file == "free_hugepages":
+		n = c.free
+	case file == "surplus_hugepages" && node < 0:
+		n = c.surplus
+	case file == "resv_hugepages", file == "surplus_hugepages":
 		n = 0
 	default:
 		return "", false

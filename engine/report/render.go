@@ -1,7 +1,7 @@
 package report
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,16 +13,48 @@ import (
 
 // WriteJSON writes the report as one JSON document. encoding/json escapes
 // C0 controls; termsafe.JSON escapes what it leaves raw (C1 and bidi
-// controls), so the document is safe to print as it is.
+// controls), so the document is safe to print as it is. Hosts are encoded
+// one at a time: a fleet's document (every host's files before and after)
+// is never held whole, only the report it is written from. The bytes are
+// those of json.Encoder with a two-space indent.
 func WriteJSON(w io.Writer, r *Report) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(maskNotes(r)); err != nil {
+	bw := bufio.NewWriter(w)
+	put := func(prefix string, v any) error {
+		data, err := json.MarshalIndent(v, prefix, "  ")
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(termsafe.JSON(data))
 		return err
 	}
-	_, err := w.Write(termsafe.JSON(buf.Bytes()))
-	return err
+	bw.WriteString("{\n")
+	if r.RunID != "" {
+		bw.WriteString(`  "run_id": `)
+		if err := put("  ", r.RunID); err != nil {
+			return err
+		}
+		bw.WriteString(",\n")
+	}
+	bw.WriteString(`  "hosts": `)
+	if len(r.Hosts) == 0 {
+		bw.WriteString("[]") // never null, even for a nil list
+	} else {
+		sep := "[\n    "
+		for _, h := range r.Hosts {
+			bw.WriteString(sep)
+			sep = ",\n    "
+			if err := put("    ", maskHost(h)); err != nil {
+				return err
+			}
+		}
+		bw.WriteString("\n  ]")
+	}
+	bw.WriteString(",\n  \"summary\": ")
+	if err := put("  ", r.Summary); err != nil {
+		return err
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // TextOptions say how the text report looks.

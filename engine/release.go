@@ -1,12 +1,18 @@
 package engine
 
-// dropApplyState forgets what each module kept for Apply (plan.State: the
-// files to write, whole) once a host is planned and no Apply follows
-// (check, explain): a fleet's check then holds only what its report shows.
-func dropApplyState(hr *hostRun) {
+import "github.com/pgtune/pgtune/engine/report"
+
+// keepOnlyReport trims a planned host to what its report shows, once no
+// Apply follows (check, explain): each module's plan.State (the files to
+// write, whole) is let go, and the changes are masked in place, so the
+// report shares the plan's strings instead of holding a masked copy of
+// every file beside them. A fleet's check then holds one copy of each
+// host's files, not three.
+func keepOnlyReport(hr *hostRun) {
 	for _, st := range hr.steps {
 		if st.plan != nil {
 			st.plan.State = nil
+			report.MaskPlan(st.plan.Changes)
 		}
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
+// secretConf is a line the report masks.
+const secretConf = "primary_conninfo = 'host=db0 password=s3cr3t'\n"
+
 // keepsState plans one file change and keeps, for Apply, the content to
 // write (plan.State), as the modules do.
 type keepsState struct{}
@@ -23,16 +26,17 @@ func (keepsState) NewParams() any     { return &struct{}{} }
 func (keepsState) Validate(any) error { return nil }
 func (keepsState) Check(_ context.Context, t *Target, _ any) (*plan.ModulePlan, error) {
 	p := &plan.ModulePlan{Module: "keepsstate", State: []byte("content to write on " + t.Name)}
-	p.Add(plan.Change{Kind: plan.KindFile, Target: "/etc/x.conf", Before: "a\n", After: "b\n"})
+	p.Add(plan.Change{Kind: plan.KindFile, Target: "/etc/x.conf", Before: secretConf + "a\n", After: secretConf + "b\n"})
 	return p, nil
 }
 func (keepsState) Apply(context.Context, *Target, *plan.ModulePlan) error  { return nil }
 func (keepsState) Verify(context.Context, *Target, *plan.ModulePlan) error { return nil }
 
-// TestCheckDropsApplyState: once a host is planned and no Apply follows
-// (check), what modules kept for Apply is let go; the report still shows
-// every change. A plan that Apply follows keeps it.
-func TestCheckDropsApplyState(t *testing.T) {
+// TestCheckKeepsOnlyReport: once a host is planned and no Apply follows
+// (check), what modules kept for Apply is let go and the plan's values are
+// masked; the report shows the same changes. A plan that Apply follows
+// keeps both.
+func TestCheckKeepsOnlyReport(t *testing.T) {
 	gather, err := os.ReadFile("facts/testdata/gather-debian-vm.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +57,10 @@ func TestCheckDropsApplyState(t *testing.T) {
 		name      string
 		planOnly  bool
 		wantState bool
+		wantPlan  string // the plan's Before
 	}{
-		{"check", true, false},
-		{"apply", false, true},
+		{"check", true, false, "primary_conninfo = 'host=db0 password=(sensitive)'\na\n"},
+		{"apply", false, true, secretConf + "a\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runner{Modules: mods, Forks: 2, RunID: "test", PlanOnly: tc.planOnly,
@@ -77,13 +82,17 @@ func TestCheckDropsApplyState(t *testing.T) {
 				if kept := p.State != nil; kept != tc.wantState {
 					t.Errorf("%s: plan.State kept %t, want %t", hr.host.Name, kept, tc.wantState)
 				}
+				if got := p.Changes[0].Before; got != tc.wantPlan {
+					t.Errorf("%s: plan's Before %q, want %q", hr.host.Name, got, tc.wantPlan)
+				}
 			}
 			rep := s.Report("check")
 			if rep.Summary.Drift != 2 {
 				t.Fatalf("summary %+v, want 2 hosts drifting", rep.Summary)
 			}
 			for _, h := range rep.Hosts {
-				if len(h.Changes) != 1 || h.Changes[0].Before != "a\n" || h.Changes[0].After != "b\n" {
+				masked := "primary_conninfo = 'host=db0 password=(sensitive)'\n"
+				if len(h.Changes) != 1 || h.Changes[0].Before != masked+"a\n" || h.Changes[0].After != masked+"b\n" {
 					t.Errorf("%s: changes %+v", h.Name, h.Changes)
 				}
 			}

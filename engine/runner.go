@@ -127,7 +127,7 @@ func (s *Session) log(hr *hostRun) *slog.Logger {
 // a large run does not hold every host's sshd session until the end.
 func (s *Session) releaseIfDone(hr *hostRun) {
 	if s.runner.PlanOnly {
-		dropApplyState(hr) // release.go
+		keepOnlyReport(hr) // release.go
 	}
 	if hr.tr == nil {
 		return

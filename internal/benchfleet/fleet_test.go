@@ -555,7 +555,9 @@ func replayRuns(b *testing.B, f *fleet, pg *testhost.Cluster, book string) []res
 	var results []result
 	for _, n := range ns {
 		execs, misses := rf.execs.Load(), rf.misses.Load()
-		args := []string{"check", "-i", writeInventoryFor(b, f, "replay", rf.ports[:n], rf.known, pg), "--format", "json", book}
+		// A session the tape cannot answer leaves its host waiting: the
+		// host fails after --timeout instead of holding the bench.
+		args := []string{"check", "-i", writeInventoryFor(b, f, "replay", rf.ports[:n], rf.known, pg), "--format", "json", "--timeout", "2m", book}
 		if forks := os.Getenv("BENCH_FLEET_FORKS"); forks != "" {
 			args = append(args, "--forks", forks)
 		}

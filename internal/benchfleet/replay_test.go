@@ -32,17 +32,17 @@ import (
 // parsed, planned and reported) while the hosts cost next to nothing. The
 // replayed hosts' CPU is this process's and is not shown.
 //
-// A session is played back event by event: before sending what the host
-// sent, the endpoint waits for as many bytes from pgtune as the host had
+// A session is played back step by step: before sending what the host
+// sent, the endpoint reads as many bytes from pgtune as the host had
 // received by then, so a conversation over one session (a shell fed
-// commands on stdin) replays as well as one command per session.
+// commands on stdin) replays as well as one command per session. A word
+// pgtune sends that differs from the recording (a random marker the host
+// is to echo) is put in place of the recorded one in what is sent back.
 
-// event is one step of a recorded session: in bytes received from the
-// controller, or data sent on stdout (ext 0) or stderr (ext 1).
+// event is one step of a recorded session: bytes received from the
+// controller (in), or sent to it on stdout (out) and stderr (errOut).
 type event struct {
-	in   int
-	ext  int
-	data []byte
+	in, out, errOut []byte
 }
 
 // recording is one session: its command line, its events and its exit.
@@ -92,20 +92,30 @@ type sessionLog struct {
 	events []event
 }
 
-func (l *sessionLog) received(n int) {
+func (l *sessionLog) received(p []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if k := len(l.events); k > 0 && l.events[k-1].data == nil {
-		l.events[k-1].in += n
+	if k := len(l.events); k > 0 && l.events[k-1].in != nil {
+		l.events[k-1].in = append(l.events[k-1].in, p...)
 		return
 	}
-	l.events = append(l.events, event{in: n})
+	l.events = append(l.events, event{in: append([]byte(nil), p...)})
 }
 
+// sent adds output; output events between two inputs become one.
 func (l *sessionLog) sent(ext int, p []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, event{ext: ext, data: append([]byte(nil), p...)})
+	k := len(l.events)
+	if k == 0 || l.events[k-1].in != nil {
+		l.events = append(l.events, event{out: []byte{}})
+		k++
+	}
+	if ext == 1 {
+		l.events[k-1].errOut = append(l.events[k-1].errOut, p...)
+	} else {
+		l.events[k-1].out = append(l.events[k-1].out, p...)
+	}
 }
 
 type logReader struct {
@@ -116,7 +126,7 @@ type logReader struct {
 func (r logReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if n > 0 {
-		r.log.received(n)
+		r.log.received(p[:n])
 	}
 	return n, err
 }
@@ -285,22 +295,57 @@ func (rf *replayFleet) play(s gliderssh.Session) {
 		_ = s.Exit(127)
 		return
 	}
+	var subst [][2][]byte // recorded word → the word pgtune sent instead
 	for _, e := range rec.events {
-		if e.data == nil {
-			if _, err := io.CopyN(io.Discard, s, int64(e.in)); err != nil {
+		if e.in != nil {
+			got := make([]byte, len(e.in))
+			if _, err := io.ReadFull(s, got); err != nil {
 				return
 			}
+			subst = append(subst, changedWords(e.in, got)...)
 			continue
 		}
-		w := io.Writer(s)
-		if e.ext == 1 {
-			w = s.Stderr()
-		}
-		if _, err := w.Write(e.data); err != nil {
-			return
+		for _, part := range []struct {
+			w    io.Writer
+			data []byte
+		}{{s, e.out}, {s.Stderr(), e.errOut}} {
+			if len(part.data) == 0 {
+				continue
+			}
+			data := part.data
+			for _, sw := range subst {
+				data = bytes.ReplaceAll(data, sw[0], sw[1])
+			}
+			if _, err := part.w.Write(data); err != nil {
+				return
+			}
 		}
 	}
 	_ = s.Exit(rec.exit)
+}
+
+// changedWords pairs each word of recorded that got differs in (a word:
+// a run of letters and digits, at the same place in both) with got's.
+func changedWords(recorded, got []byte) [][2][]byte {
+	var out [][2][]byte
+	word := func(c byte) bool {
+		return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(recorded); i++ {
+		if recorded[i] == got[i] {
+			continue
+		}
+		start, end := i, i+1
+		for start > 0 && word(recorded[start-1]) && word(got[start-1]) {
+			start--
+		}
+		for end < len(recorded) && word(recorded[end]) && word(got[end]) {
+			end++
+		}
+		out = append(out, [2][]byte{append([]byte(nil), recorded[start:end]...), append([]byte(nil), got[start:end]...)})
+		i = end
+	}
+	return out
 }
 
 func connState(ctx gliderssh.Context) *connSessions {

@@ -38,6 +38,9 @@ func TestMaskPlan(t *testing.T) {
 			}
 		}
 	}
+	if b, a := masked[0].Before, masked[0].After; unsafe.StringData(b) != unsafe.StringData(a) {
+		t.Error("the before of an extended file is a copy, not the start of its after")
+	}
 	if strings.Contains(masked[0].Before, "s3cr3t") || masked[2].Before != Masked {
 		t.Errorf("plan not masked: %q, %q", masked[0].Before, masked[2].Before)
 	}

@@ -3,6 +3,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/internal/mask"
 )
@@ -91,9 +93,15 @@ func fromPlan(c plan.Change) Change {
 // changes and shares their strings instead of holding a masked copy of
 // every file beside the plan's own. Never for a plan Apply follows: apply
 // compares and writes the real values.
+//
+// A file the plan extends (a line appended) has its before held as the
+// start of its after, not as a copy of its own.
 func MaskPlan(cs []plan.Change) {
 	for i, c := range cs {
 		rc := fromPlan(c)
+		if len(rc.Before) > 0 && strings.HasPrefix(rc.After, rc.Before) {
+			rc.Before = rc.After[:len(rc.Before)]
+		}
 		cs[i].Target, cs[i].Before, cs[i].After, cs[i].Diff = rc.Target, rc.Before, rc.After, rc.Diff
 	}
 }

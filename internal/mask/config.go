@@ -152,6 +152,16 @@ func endOfQuoted(l string, i int) int {
 // it), with doubled quotes made single; backslash escapes are kept as written
 // (libpq and the shell read them the same way inside the value).
 func unquoteConf(v string) string {
+	// Most values hold no escape: their inside, without a copy.
+	if inner := v[1:]; strings.IndexByte(inner, '\\') < 0 {
+		j := strings.IndexByte(inner, '\'')
+		if j < 0 {
+			return inner
+		}
+		if j+1 >= len(inner) || inner[j+1] != '\'' {
+			return inner[:j]
+		}
+	}
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {
 		switch {

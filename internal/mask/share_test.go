@@ -38,3 +38,23 @@ func TestNothingToMaskIsNotCopied(t *testing.T) {
 		t.Errorf("Config did not mask the conninfo line only:\n%q", out[len(out)-80:])
 	}
 }
+
+func TestUnquoteConf(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"'abc'", "abc"},
+		{"'abc' # comment", "abc"},
+		{"'a''b'", "a'b"},
+		{"'a'''", "a'"},
+		{"'a''", "a'"},
+		{`'a\'b'`, `a\'b`},
+		{`'\'`, `\'`},
+		{"'abc", "abc"},
+		{"'", ""},
+		{"''", ""},
+	}
+	for _, tc := range tests {
+		if got := unquoteConf(tc.in); got != tc.want {
+			t.Errorf("unquoteConf(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

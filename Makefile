@@ -64,6 +64,9 @@ clean:
 # Fleet check throughput (not part of test): N sshd endpoints on 127.0.0.1
 # in front of one PostgreSQL cluster, pgtune check against a tuned
 # ansible-playbook --check --diff. BENCH_FLEET_SIZES=10,50,200,1000 to go
-# further; BENCH_FLEET_FORKS to set pgtune's --forks. Run as root.
+# further; BENCH_FLEET_FORKS to set pgtune's --forks; BENCH_FLEET_REPLAY
+# the sizes of the replayed fleets (one real host's check played back by
+# in-process endpoints: the controller at 1000 hosts in a minute; default
+# 1000, 0 none). Run as root.
 bench-fleet: build
 	PGTUNE_BIN=$(abspath $(BIN)) $(GO) test -tags benchfleet -run '^$$' -bench FleetCheck -benchtime 1x -timeout 60m -v ./internal/benchfleet

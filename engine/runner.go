@@ -126,6 +126,9 @@ func (s *Session) log(hr *hostRun) *slog.Logger {
 // after its plan in a check, or when it failed or has nothing to apply, so
 // a large run does not hold every host's sshd session until the end.
 func (s *Session) releaseIfDone(hr *hostRun) {
+	if s.runner.PlanOnly {
+		keepOnlyReport(hr) // release.go
+	}
 	if hr.tr == nil {
 		return
 	}

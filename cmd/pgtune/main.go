@@ -7,5 +7,8 @@ import (
 )
 
 func main() {
-	os.Exit(newApp().Run(os.Args[1:]))
+	stopProfile := startMemProfile() // memprofile.go; off unless PGTUNE_MEMPROFILE is set
+	code := newApp().Run(os.Args[1:])
+	stopProfile()
+	os.Exit(code)
 }

@@ -153,6 +153,10 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 		if line == "" {
 			continue
 		}
+		// The facts keep pieces of some lines for the whole run: as
+		// pieces of their own line, not of the whole output (a fleet's
+		// controller held every host's gather output, ~12 KB each).
+		line = strings.Clone(line)
 		tag, rest, _ := strings.Cut(line, " ")
 		switch tag {
 		case "M":

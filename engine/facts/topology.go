@@ -236,6 +236,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 	var cands []patroniCandidate
 	kv := map[string]string{}
 	for _, rec := range strings.Split(string(out), "\x00") {
+		rec = strings.Clone(rec) // kept values pin their record, not the whole output
 		k, v, ok := strings.Cut(strings.Trim(rec, "\n"), "=")
 		if !ok {
 			continue

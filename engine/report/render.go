@@ -1,7 +1,8 @@
 package report
 
 import (
-	"bytes"
+	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,16 +14,48 @@ import (
 
 // WriteJSON writes the report as one JSON document. encoding/json escapes
 // C0 controls; termsafe.JSON escapes what it leaves raw (C1 and bidi
-// controls), so the document is safe to print as it is.
+// controls), so the document is safe to print as it is. Hosts are encoded
+// one at a time: a fleet's document (every host's files before and after)
+// is never held whole, only the report it is written from. The bytes are
+// those of json.Encoder with a two-space indent.
 func WriteJSON(w io.Writer, r *Report) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(maskNotes(r)); err != nil {
+	bw := bufio.NewWriter(w)
+	put := func(prefix string, v any) error {
+		data, err := json.MarshalIndent(v, prefix, "  ")
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(termsafe.JSON(data))
 		return err
 	}
-	_, err := w.Write(termsafe.JSON(buf.Bytes()))
-	return err
+	bw.WriteString("{\n")
+	if r.RunID != "" {
+		bw.WriteString(`  "run_id": `)
+		if err := put("  ", r.RunID); err != nil {
+			return err
+		}
+		bw.WriteString(",\n")
+	}
+	bw.WriteString(`  "hosts": `)
+	if len(r.Hosts) == 0 {
+		bw.WriteString("[]") // never null, even for a nil list
+	} else {
+		sep := "[\n    "
+		for _, h := range r.Hosts {
+			bw.WriteString(sep)
+			sep = ",\n    "
+			if err := put("    ", maskHost(h)); err != nil {
+				return err
+			}
+		}
+		bw.WriteString("\n  ]")
+	}
+	bw.WriteString(",\n  \"summary\": ")
+	if err := put("  ", r.Summary); err != nil {
+		return err
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // TextOptions say how the text report looks.
@@ -62,12 +95,12 @@ type Printer struct {
 	mode  Mode
 	opts  TextOptions
 	st    style
-	first map[string]string // plan signature → first host shown with it
+	first map[[sha256.Size]byte]string // plan signature → first host shown with it
 }
 
 // NewPrinter returns a Printer for a report of mode.
 func NewPrinter(w io.Writer, mode Mode, opts TextOptions) *Printer {
-	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[string]string{}}
+	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[[sha256.Size]byte]string{}}
 }
 
 // Host writes one host's block.
@@ -337,24 +370,31 @@ func sharedNotes(r *Report) []sharedNote {
 	return out
 }
 
-// signature identifies a host's plan: its status, changes and notes.
-func signature(h Host) string {
-	var b strings.Builder
-	b.WriteString(string(h.Status))
+// signature identifies a host's plan: its status, changes and notes, as a
+// digest. A fleet's hosts each have their own files: the text of every
+// distinct plan (whole files before and after) is not kept for the run.
+func signature(h Host) [sha256.Size]byte {
+	d := sha256.New()
+	io.WriteString(d, string(h.Status))
 	for _, c := range h.Changes {
-		fmt.Fprintf(&b, "\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", c.Module, c.Target, c.Before, c.After, c.Action, c.Diff)
+		for _, f := range []string{c.Module, c.Target, c.Before, c.After, c.Action, c.Diff} {
+			io.WriteString(d, "\x00")
+			io.WriteString(d, f) // whole files: not copied into a formatted string first
+		}
 	}
 	for _, n := range h.Notes {
-		b.WriteString("\x01" + n)
+		io.WriteString(d, "\x01"+n)
 	}
-	fmt.Fprintf(&b, "\x02%d", h.HugePageSize)
-	return b.String()
+	fmt.Fprintf(d, "\x02%d", h.HugePageSize)
+	var sum [sha256.Size]byte
+	d.Sum(sum[:0])
+	return sum
 }
 
 // samePlanGroups are the groups of two or more hosts with changes and the
 // same plan, in report order.
 func samePlanGroups(r *Report) [][]string {
-	index := map[string]int{}
+	index := map[[sha256.Size]byte]int{}
 	var groups [][]string
 	for _, h := range r.Hosts {
 		if len(h.Changes) == 0 {

@@ -3,6 +3,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/internal/mask"
 )
@@ -69,17 +71,39 @@ const Masked = mask.Masked
 func FromPlan(cs []plan.Change) []Change {
 	out := make([]Change, 0, len(cs))
 	for _, c := range cs {
-		rc := Change{Module: c.Module, Target: mask.Text(c.Target), Before: mask.Config(c.Before), After: mask.Config(c.After),
-			Kind: string(c.Kind), Action: string(plan.ActionOf(c)), Diff: mask.Diff(c.Diff)}
-		if c.Sensitive {
-			rc.Before, rc.After = Masked, Masked
-			if rc.Diff != "" {
-				rc.Diff = Masked
-			}
-		}
-		out = append(out, rc)
+		out = append(out, fromPlan(c))
 	}
 	return out
+}
+
+func fromPlan(c plan.Change) Change {
+	rc := Change{Module: c.Module, Target: mask.Text(c.Target), Before: mask.Config(c.Before), After: mask.Config(c.After),
+		Kind: string(c.Kind), Action: string(plan.ActionOf(c)), Diff: mask.Diff(c.Diff)}
+	if c.Sensitive {
+		rc.Before, rc.After = Masked, Masked
+		if rc.Diff != "" {
+			rc.Diff = Masked
+		}
+	}
+	return rc
+}
+
+// MaskPlan masks planned changes in place, as FromPlan shows them, for a
+// plan that nothing will act on (a check): FromPlan then gives the same
+// changes and shares their strings instead of holding a masked copy of
+// every file beside the plan's own. Never for a plan Apply follows: apply
+// compares and writes the real values.
+//
+// A file the plan extends (a line appended) has its before held as the
+// start of its after, not as a copy of its own.
+func MaskPlan(cs []plan.Change) {
+	for i, c := range cs {
+		rc := fromPlan(c)
+		if len(rc.Before) > 0 && strings.HasPrefix(rc.After, rc.Before) {
+			rc.Before = rc.After[:len(rc.Before)]
+		}
+		cs[i].Target, cs[i].Before, cs[i].After, cs[i].Diff = rc.Target, rc.Before, rc.After, rc.Diff
+	}
 }
 
 // Summary counts hosts by status.

@@ -39,7 +39,7 @@ func newHostKeyChecker(e *endpoint) (*hostKeyChecker, error) {
 		}
 	}
 	if len(hk.files) > 0 {
-		db, err := knownhosts.NewDB(hk.files...)
+		db, err := loadKnownHosts(hk.files) // knownhosts_cache.go
 		if err != nil {
 			return nil, fmt.Errorf("known_hosts: %w", err)
 		}

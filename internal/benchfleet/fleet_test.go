@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/pgtune/pgtune/internal/testhost"
 )
@@ -68,10 +71,11 @@ func startFleet(b *testing.B, n int) *fleet {
 	}
 	hostKey := strings.SplitN(base.HostKeyLine, " ", 2)[1]
 	var known strings.Builder
+	ports := freePorts(b, n)
 	for i := 0; i*portsPerSSHD < n; i++ {
 		var cf []string
 		for j := 0; j < portsPerSSHD && i*portsPerSSHD+j < n; j++ {
-			p := freePort(b)
+			p := ports[i*portsPerSSHD+j]
 			f.ports = append(f.ports, p)
 			cf = append(cf, "Port "+strconv.Itoa(p))
 			fmt.Fprintf(&known, "[127.0.0.1]:%d %s\n", p, hostKey)
@@ -112,13 +116,20 @@ func startFleet(b *testing.B, n int) *fleet {
 	return f
 }
 
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+// freePorts returns n distinct free ports: each is held open until all
+// are chosen, so the kernel cannot hand out one twice, as it may when
+// ports are picked (and let go) one at a time.
+func freePorts(b *testing.B, n int) []int {
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatalf("port %d of %d: %v", i+1, n, err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // waitPort waits for sshd to accept on p: a listener that is not up yet
@@ -335,20 +346,26 @@ func tail(s string, n int) string {
 }
 
 func writeInventory(b *testing.B, f *fleet, n int, pg *testhost.Cluster) string {
+	return writeInventoryFor(b, f, "inventory", f.ports[:n], f.known, pg)
+}
+
+// writeInventoryFor writes an inventory of one host per port, all logging
+// in as benchUser with the bench's key, checked against known.
+func writeInventoryFor(b *testing.B, f *fleet, name string, ports []int, known string, pg *testhost.Cluster) string {
 	var inv strings.Builder
 	inv.WriteString("all:\n  vars:\n")
 	fmt.Fprintf(&inv, "    ssh_host: 127.0.0.1\n    ssh_user: %s\n    become: true\n", benchUser)
-	fmt.Fprintf(&inv, "    ssh_private_key_file: %s\n    ssh_known_hosts_file: %s\n", f.base.KeyFile, f.known)
+	fmt.Fprintf(&inv, "    ssh_private_key_file: %s\n    ssh_known_hosts_file: %s\n", f.base.KeyFile, known)
 	fmt.Fprintf(&inv, "    pg_data: %s\n    pg_bin: %s\n", pg.DataDir, pg.BinDir)
 	inv.WriteString("  hosts:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&inv, "    h%04d:\n      ssh_port: %d\n", i, f.ports[i])
+	for i, p := range ports {
+		fmt.Fprintf(&inv, "    h%04d:\n      ssh_port: %d\n", i, p)
 	}
-	p := filepath.Join(f.workDir, fmt.Sprintf("inventory-%d.yml", n))
-	if err := os.WriteFile(p, []byte(inv.String()), 0o644); err != nil {
+	path := filepath.Join(f.workDir, fmt.Sprintf("%s-%d.yml", name, len(ports)))
+	if err := os.WriteFile(path, []byte(inv.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return p
+	return path
 }
 
 // writePlaybook is the default policy with pgconf's pool 1 GiB short of
@@ -434,7 +451,8 @@ func sizes(b *testing.B) []int {
 // BenchmarkFleetCheck is make bench-fleet. PGTUNE_BIN is the binary under
 // test; BENCH_FLEET_SIZES the fleet sizes (default 10,50,200);
 // BENCH_FLEET_FORKS pgtune's --forks (default: pgtune's own default);
-// BENCH_FLEET_ANSIBLE the Ansible fleet size (default 50, 0: skip).
+// BENCH_FLEET_ANSIBLE the Ansible fleet size (default 50, 0: skip);
+// BENCH_FLEET_REPLAY the replayed fleet sizes (default 1000, 0: none).
 func BenchmarkFleetCheck(b *testing.B) {
 	bin := os.Getenv("PGTUNE_BIN")
 	if bin == "" {
@@ -462,20 +480,7 @@ func BenchmarkFleetCheck(b *testing.B) {
 			args = append(args, "--forks", forks)
 		}
 		r, out := f.measure(b, "pgtune", n, exec.Command(bin, args...), nil)
-		var rep struct {
-			Summary map[string]int `json:"summary"`
-		}
-		if err := json.Unmarshal(out, &rep); err != nil {
-			b.Fatalf("pgtune check over %d hosts: no JSON report: %v", n, err)
-		}
-		// A failed host is a verdict on this machine's state (other
-		// clusters holding huge pages, say), reached after the host's
-		// checks ran; an unreachable one is a fault of the run.
-		if rep.Summary["hosts"] != n || rep.Summary["unreachable"] > 0 {
-			b.Errorf("pgtune check over %d hosts: %v", n, rep.Summary)
-		}
-		r.outcome += fmt.Sprintf(" drift=%d in_policy=%d failed=%d unreachable=%d",
-			rep.Summary["drift"], rep.Summary["in_policy"], rep.Summary["failed"], rep.Summary["unreachable"])
+		r.outcome += summaryOutcome(b, n, out)
 		results = append(results, r)
 	}
 	if ansibleN > 0 {
@@ -493,8 +498,110 @@ func BenchmarkFleetCheck(b *testing.B) {
 		}
 		results = append(results, r)
 	}
+	results = append(results, replayRuns(b, f, pg, book)...)
 	b.StopTimer()
 	print(b, results)
+}
+
+// replaySizes is BENCH_FLEET_REPLAY: the fleet sizes checked against
+// replayed hosts (replay_test.go); default 1000, "0" none.
+func replaySizes(b *testing.B) []int {
+	spec := os.Getenv("BENCH_FLEET_REPLAY")
+	switch spec {
+	case "":
+		return []int{1000}
+	case "0":
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_FLEET_REPLAY=%q: want a list of host counts, or 0", spec)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// replayRuns records one real host's check through a proxy, then times
+// pgtune check over replayed fleets of each replay size: the controller's
+// time, CPU, descriptors and peak RSS at sizes the real hosts cannot reach
+// here in reasonable time.
+func replayRuns(b *testing.B, f *fleet, pg *testhost.Cluster, book string) []result {
+	ns := replaySizes(b)
+	if len(ns) == 0 {
+		return nil
+	}
+	bin := os.Getenv("PGTUNE_BIN")
+	rf := newReplayFleet(b, f)
+	proxy := rf.proxy(b, f, f.ports[0])
+	hostLine := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(rf.hostKey.PublicKey())))
+	known := filepath.Join(f.workDir, "proxy_known_hosts")
+	if err := os.WriteFile(known, []byte(fmt.Sprintf("[127.0.0.1]:%d %s\n", proxy, hostLine)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	inv := writeInventoryFor(b, f, "record", []int{proxy}, known, pg)
+	out, err := exec.Command(bin, "check", "-i", inv, "--format", "json", book).Output()
+	if code := exitCode(err); code != 0 && code != 2 {
+		b.Fatalf("recording a host check through the proxy: exit %d (%v):\n%s", code, err, tail(string(out), 2000))
+	}
+	b.Logf("recorded one host's check: %d sessions", rf.tape.count())
+	largest := 0
+	for _, n := range ns {
+		largest = max(largest, n)
+	}
+	rf.start(b, f.workDir, largest)
+	var results []result
+	for _, n := range ns {
+		execs, misses := rf.execs.Load(), rf.misses.Load()
+		// A session the tape cannot answer leaves its host waiting: the
+		// host fails after --timeout instead of holding the bench.
+		args := []string{"check", "-i", writeInventoryFor(b, f, "replay", rf.ports[:n], rf.known, pg), "--format", "json", "--timeout", "2m", book}
+		if forks := os.Getenv("BENCH_FLEET_FORKS"); forks != "" {
+			args = append(args, "--forks", forks)
+		}
+		r, out := f.measure(b, "replay", n, exec.Command(bin, args...), nil)
+		r.execs, r.hostCPU = int(rf.execs.Load()-execs), 0
+		if m := rf.misses.Load() - misses; m > 0 {
+			var cmds []string
+			rf.missed.Range(func(k, _ any) bool { cmds = append(cmds, tail(k.(string), 200)); return true })
+			b.Errorf("replay over %d hosts: %d sessions had no recording: %s", n, m, strings.Join(cmds, "; "))
+		}
+		r.outcome += summaryOutcome(b, n, out)
+		results = append(results, r)
+	}
+	return results
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// summaryOutcome checks a JSON report's summary (every host reached) and
+// says it in the outcome column.
+func summaryOutcome(b *testing.B, n int, out []byte) string {
+	var rep struct {
+		Summary map[string]int `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		b.Fatalf("pgtune check over %d hosts: no JSON report: %v", n, err)
+	}
+	// A failed host is a verdict on this machine's state (other
+	// clusters holding huge pages, say), reached after the host's
+	// checks ran; an unreachable one is a fault of the run.
+	if rep.Summary["hosts"] != n || rep.Summary["unreachable"] > 0 {
+		b.Errorf("pgtune check over %d hosts: %v", n, rep.Summary)
+	}
+	return fmt.Sprintf(" drift=%d in_policy=%d failed=%d unreachable=%d",
+		rep.Summary["drift"], rep.Summary["in_policy"], rep.Summary["failed"], rep.Summary["unreachable"])
 }
 
 func print(b *testing.B, rs []result) {
@@ -524,7 +631,9 @@ func print(b *testing.B, rs []result) {
 	}
 	w.WriteString("hosts CPU: CPU of everything the sshd endpoints ran (sessions, shells, sudo, postgres -C; their cgroup); " +
 		"machine CPU: /proc/stat busy time over the run, other load on this machine included; " +
-		"load: 1-minute load average at the start and the end of the run.\n")
+		"load: 1-minute load average at the start and the end of the run; " +
+		"replay: pgtune (the same binary) against in-process SSH endpoints that play back one real host's recorded check " +
+		"(the controller's whole work, the hosts' none: their CPU is not measured and shows 0).\n")
 	fmt.Fprint(os.Stdout, w.String())
 	writeResults(b, w.String())
 }

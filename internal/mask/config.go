@@ -16,9 +16,22 @@ func Config(content string) string {
 	if !strings.Contains(content, "\n") {
 		return ConfigLine(content)
 	}
-	lines := strings.Split(content, "\n")
+	return mapLines(content, ConfigLine)
+}
+
+// mapLines returns s with f applied to each of its lines, and s itself
+// when f changes none: a fleet's report holds every host's configuration
+// files, which mostly have nothing to mask and need not be copied.
+func mapLines(s string, f func(string) string) string {
+	lines := strings.Split(s, "\n")
+	changed := false
 	for i, l := range lines {
-		lines[i] = ConfigLine(l)
+		if m := f(l); m != l {
+			lines[i], changed = m, true
+		}
+	}
+	if !changed {
+		return s
 	}
 	return strings.Join(lines, "\n")
 }
@@ -139,6 +152,16 @@ func endOfQuoted(l string, i int) int {
 // it), with doubled quotes made single; backslash escapes are kept as written
 // (libpq and the shell read them the same way inside the value).
 func unquoteConf(v string) string {
+	// Most values hold no escape: their inside, without a copy.
+	if inner := v[1:]; strings.IndexByte(inner, '\\') < 0 {
+		j := strings.IndexByte(inner, '\'')
+		if j < 0 {
+			return inner
+		}
+		if j+1 >= len(inner) || inner[j+1] != '\'' {
+			return inner[:j]
+		}
+	}
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {
 		switch {
@@ -183,22 +206,23 @@ func quoteConf(v string) string {
 // prefix. Since masking never spans lines, this is the diff of the masked
 // files.
 func Diff(d string) string {
-	lines := strings.Split(d, "\n")
 	inHunk := false
-	for i, l := range lines {
+	return mapLines(d, func(l string) string {
 		switch {
 		case strings.HasPrefix(l, "@@"):
 			inHunk = true
-			lines[i] = Text(l)
+			return Text(l)
 		case !inHunk || l == "":
-			lines[i] = Text(l)
+			return Text(l)
 		case l[0] == ' ' || l[0] == '+' || l[0] == '-':
-			lines[i] = l[:1] + ConfigLine(l[1:])
+			if m := ConfigLine(l[1:]); m != l[1:] {
+				return l[:1] + m
+			}
+			return l
 		default: // "\ No newline at end of file"
-			lines[i] = Text(l)
+			return Text(l)
 		}
-	}
-	return strings.Join(lines, "\n")
+	})
 }
 
 // parseYAMLPair cuts a YAML "key: value" line (indent, an optional # and

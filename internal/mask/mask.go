@@ -84,11 +84,7 @@ func text(s string, found func(string)) string {
 	if !strings.Contains(s, "\n") {
 		return line(s, found)
 	}
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = line(l, found)
-	}
-	return strings.Join(lines, "\n")
+	return mapLines(s, func(l string) string { return line(l, found) })
 }
 
 func line(s string, found func(string)) string {

@@ -45,6 +45,7 @@ func (s *Session) members() []topology.Member {
 		m := topology.Member{Host: hr.host.Name}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
+			m.Machine, m.Reach = reachOf(hr.facts, hr.host.Conn.Address)
 		}
 		out = append(out, m)
 	}
@@ -224,6 +225,7 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
+			m.Machine, m.Reach = reachOf(h.Facts, "")
 		}
 		members = append(members, m)
 	}
@@ -246,4 +248,22 @@ func serverOf(f *facts.Facts) string {
 		return ""
 	}
 	return fmt.Sprintf("%s:%s:%d", f.Hostname, f.Postgres.DataDir, f.Postgres.Port)
+}
+
+// reachOf is the machine a host's server runs on and the addresses a
+// standby may name it by (its socket directory, loopback, the machine's
+// name and the inventory's address, each with its port): cascaded
+// standbys are linked to their upstream by them (topology.Reach).
+func reachOf(f *facts.Facts, address string) (string, []string) {
+	if f == nil || f.Postgres == nil || f.Postgres.Port <= 0 {
+		return f.Hostname, nil
+	}
+	m, port := f.Hostname, f.Postgres.Port
+	reach := []string{topology.Reach(m, "localhost", port)}
+	for _, h := range []string{f.Postgres.SocketDir, f.Hostname, address} {
+		if h != "" {
+			reach = append(reach, topology.Reach(m, h, port))
+		}
+	}
+	return m, reach
 }

@@ -60,6 +60,9 @@ func (s *Session) layout() *topology.Layout {
 	if s.runner.Layout != nil {
 		return s.runner.Layout
 	}
+	if s.clusters != nil {
+		return s.clusters
+	}
 	return topology.Group(s.members())
 }
 
@@ -152,7 +155,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// The wave's own session has no phase: each host's outcome is
 		// told (HostDone) only once it is final, after the standby's
 		// wait below, and for the hosts not touched as well.
-		sub := &Session{runner: s.runner, book: s.book, hosts: run}
+		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l}
 		sub.each(ctx, sub.applyHost)
 		for _, hr := range run {
 			c := l.ClusterOf(hr.host.Name)
@@ -258,12 +261,5 @@ func reachOf(f *facts.Facts, address string) (string, []string) {
 	if f == nil || f.Postgres == nil || f.Postgres.Port <= 0 {
 		return f.Hostname, nil
 	}
-	m, port := f.Hostname, f.Postgres.Port
-	reach := []string{topology.Reach(m, "localhost", port)}
-	for _, h := range []string{f.Postgres.SocketDir, f.Hostname, address} {
-		if h != "" {
-			reach = append(reach, topology.Reach(m, h, port))
-		}
-	}
-	return m, reach
+	return f.Hostname, topology.Addresses(f.Hostname, f.Postgres.SocketDir, f.Postgres.Port, f.Hostname, address)
 }

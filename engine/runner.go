@@ -70,6 +70,12 @@ type Session struct {
 	book   *playbook.Playbook
 	hosts  []*hostRun
 	phase  string // "plan" or "apply" while each runs them, for HostDone
+	// inv is the inventory the session was planned from: cluster peers
+	// outside the session are found there (peers.go).
+	inv *inventory.Inventory
+	// clusters, when set, is the layout of the session a wave was cut
+	// from (clusters.go).
+	clusters *topology.Layout
 }
 
 type hostRun struct {

@@ -103,13 +103,16 @@ func (s *Session) openPeer(ctx context.Context, name, suffix string, journaled b
 	return s.target(pr, j), closePeer, nil
 }
 
-// inventoryHost finds a host of the run by name: in the session, else in
-// the inventory the session was planned from.
+// inventoryHost finds a host of the run by name: in the session (or the
+// one a wave was cut from), else in the inventory it was planned from.
 func (s *Session) inventoryHost(name string) *inventory.Host {
 	for _, hr := range s.hosts {
 		if hr.host.Name == name {
 			return hr.host
 		}
+	}
+	if s.outer != nil {
+		return s.outer.inventoryHost(name)
 	}
 	if s.inv != nil {
 		if h, ok := s.inv.Host(name); ok {

@@ -74,8 +74,9 @@ type Session struct {
 	// outside the session are found there (peers.go).
 	inv *inventory.Inventory
 	// clusters, when set, is the layout of the session a wave was cut
-	// from (clusters.go).
+	// from (clusters.go), and outer that session.
 	clusters *topology.Layout
+	outer    *Session
 }
 
 type hostRun struct {

@@ -30,9 +30,22 @@ func Reach(machine, host string, port int) string {
 	return strings.ToLower(host) + p
 }
 
-// upstreamReach is Reach for a standby's upstream ("host:port") as seen
+// Addresses is every Reach of a server on machine listening on port,
+// with its socket directory: loopback, and each of names (the machine's
+// name, the inventory's address).
+func Addresses(machine, socketDir string, port int, names ...string) []string {
+	out := []string{Reach(machine, "localhost", port)}
+	for _, h := range append([]string{socketDir}, names...) {
+		if h != "" {
+			out = append(out, Reach(machine, h, port))
+		}
+	}
+	return out
+}
+
+// UpstreamReach is Reach for a standby's upstream ("host:port") as seen
 // from the standby's machine.
-func upstreamReach(machine, upstream string) string {
+func UpstreamReach(machine, upstream string) string {
 	host, port, err := net.SplitHostPort(upstream)
 	if err != nil {
 		i := strings.LastIndexByte(upstream, ':')
@@ -91,7 +104,7 @@ func (c *Cluster) orderStandbys(members []Member) {
 		if m.Host == c.Primary || m.Topo == nil || m.Topo.Upstream == "" {
 			continue
 		}
-		if up, ok := byReach[upstreamReach(m.Machine, m.Topo.Upstream)]; ok && up != m.Host {
+		if up, ok := byReach[UpstreamReach(m.Machine, m.Topo.Upstream)]; ok && up != m.Host {
 			parent[m.Host] = up
 		}
 	}

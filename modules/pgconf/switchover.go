@@ -134,7 +134,7 @@ func readMember(ctx context.Context, t *engine.Target) (*swMember, map[string]st
 	if err != nil {
 		return nil, nil, err
 	}
-	if kv["recovery"] != "t" && kv["recovery"] != "f" {
+	if kv["recovery"] != "true" && kv["recovery"] != "false" {
 		return nil, nil, errors.New("the server did not say whether it is in recovery")
 	}
 	m.file = unhex(kv["file"])
@@ -170,7 +170,7 @@ func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Targe
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
-	if kv["recovery"] != "f" {
+	if kv["recovery"] != "false" {
 		return nil, fmt.Errorf("%s: the server is not the primary any more", t.Name)
 	}
 	if unhex(kv["sync"]) != "" {
@@ -187,7 +187,7 @@ func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Targe
 			return nil, fmt.Errorf("%s: %w", p.Name, err)
 		}
 		topo := p.Facts.Topology
-		if topo == nil || kv["recovery"] != "t" {
+		if topo == nil || kv["recovery"] != "true" {
 			return nil, fmt.Errorf("%s: not a standby (it says it is a primary too)", p.Name)
 		}
 		if tl := kv["tl"]; tl != "latest" {
@@ -404,16 +404,16 @@ func awaitReplayed(ctx context.Context, m *swMember, lsn string) error {
 		if err != nil {
 			return false, err.Error()
 		}
-		return kv["past"] == "t", "its replay has not passed " + lsn
+		return kv["past"] == "true", "its replay has not passed " + lsn
 	})
 }
 
 // promote promotes m and returns its new timeline.
 func promote(ctx context.Context, m *swMember) (int64, error) {
 	kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'promoted=' || pg_promote(true, 60)")
-	if err != nil || kv["promoted"] != "t" {
+	if err != nil || kv["promoted"] != "true" {
 		// pg_promote can fail after the promotion began: ask.
-		if now, qerr := ownerQuery(ctx, m.t, m.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr != nil || now["recovery"] != "f" {
+		if now, qerr := ownerQuery(ctx, m.t, m.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr != nil || now["recovery"] != "false" {
 			if err == nil {
 				err = errors.New("pg_promote did not finish within 60 s")
 			}
@@ -519,7 +519,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	}
 	tl, err := promote(ctx, cand)
 	if err != nil {
-		if now, qerr := ownerQuery(context.WithoutCancel(ctx), cand.t, cand.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr == nil && now["recovery"] == "t" {
+		if now, qerr := ownerQuery(context.WithoutCancel(ctx), cand.t, cand.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr == nil && now["recovery"] == "true" {
 			return backToPrimary(ctx, t, pg, cand, "promote "+cand.name(), err)
 		}
 		return fmt.Errorf("switchover: step promote %s: %v; it may be a primary now: %s is stopped (cleanly, its files as before); find out which server is the primary before starting %s", cand.name(), err, t.Name, t.Name)

@@ -93,7 +93,9 @@ func TestSwitchoverStreaming(t *testing.T) {
 
 	// Order: both standbys restarted and back before the old primary
 	// first went down (the switchover's stop).
-	down, _ := firstRestart(t, set.Primary)
+	// (The old primary's own start as a standby logs to the file pgtune's
+	// restart picks for a stopped server: only its stop is read here.)
+	down := firstShutdown(t, set.Primary)
 	for _, name := range []string{"standby1", "standby2"} {
 		_, up := firstRestart(t, members[name])
 		if !down.After(up) {
@@ -146,4 +148,19 @@ func hostErrors(r jsonReport) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// firstShutdown is when the server first received a shutdown request.
+func firstShutdown(t *testing.T, c *testhost.Cluster) time.Time {
+	t.Helper()
+	for _, l := range strings.Split(c.Log(t), "\n") {
+		if len(l) < 23 || !strings.Contains(l, "shutdown request") {
+			continue
+		}
+		if ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23]); err == nil {
+			return ts
+		}
+	}
+	t.Fatalf("%s: no shutdown request in its log", c.DataDir)
+	return time.Time{}
 }

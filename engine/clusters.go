@@ -45,6 +45,7 @@ func (s *Session) members() []topology.Member {
 		m := topology.Member{Host: hr.host.Name}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
+			m.Machine, m.Reach = reachOf(hr.facts, hr.host.Conn.Address)
 		}
 		out = append(out, m)
 	}
@@ -58,6 +59,9 @@ func hostName(hr *hostRun) string { return hr.host.Name }
 func (s *Session) layout() *topology.Layout {
 	if s.runner.Layout != nil {
 		return s.runner.Layout
+	}
+	if s.clusters != nil {
+		return s.clusters
 	}
 	return topology.Group(s.members())
 }
@@ -151,7 +155,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// The wave's own session has no phase: each host's outcome is
 		// told (HostDone) only once it is final, after the standby's
 		// wait below, and for the hosts not touched as well.
-		sub := &Session{runner: s.runner, book: s.book, hosts: run}
+		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l, outer: s}
 		sub.each(ctx, sub.applyHost)
 		for _, hr := range run {
 			c := l.ClusterOf(hr.host.Name)
@@ -224,6 +228,7 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
+			m.Machine, m.Reach = reachOf(h.Facts, "")
 		}
 		members = append(members, m)
 	}
@@ -246,4 +251,15 @@ func serverOf(f *facts.Facts) string {
 		return ""
 	}
 	return fmt.Sprintf("%s:%s:%d", f.Hostname, f.Postgres.DataDir, f.Postgres.Port)
+}
+
+// reachOf is the machine a host's server runs on and the addresses a
+// standby may name it by (its socket directory, loopback, the machine's
+// name and the inventory's address, each with its port): cascaded
+// standbys are linked to their upstream by them (topology.Reach).
+func reachOf(f *facts.Facts, address string) (string, []string) {
+	if f == nil || f.Postgres == nil || f.Postgres.Port <= 0 {
+		return f.Hostname, nil
+	}
+	return f.Hostname, topology.Addresses(f.Hostname, f.Postgres.SocketDir, f.Postgres.Port, f.Hostname, address)
 }

@@ -17,7 +17,7 @@ import (
 // Plan connects to every host, gathers facts and runs every module's
 // check. It changes nothing on any host. Errors stay per host.
 func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*Session, error) {
-	s := &Session{runner: r, book: book, phase: "plan"}
+	s := &Session{runner: r, book: book, phase: "plan", inv: inv}
 	members, err := playMembers(inv, book)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,8 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: hostSecrets(h), named: named[h.Name]})
 	}
 	s.each(ctx, s.planHost)
-	s.placeInClusters() // clusters.go
+	s.placeInClusters()  // clusters.go
+	s.checkClusters(ctx) // peers.go
 	return s, nil
 }
 
@@ -125,6 +126,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		Journal:   j,
 		StateDir:  stateDir(hr.host),
 		modules:   s.runner.Modules,
+		peers:     s.peersOf(hr), // peers.go
 	}
 }
 

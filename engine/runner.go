@@ -70,6 +70,13 @@ type Session struct {
 	book   *playbook.Playbook
 	hosts  []*hostRun
 	phase  string // "plan" or "apply" while each runs them, for HostDone
+	// inv is the inventory the session was planned from: cluster peers
+	// outside the session are found there (peers.go).
+	inv *inventory.Inventory
+	// clusters, when set, is the layout of the session a wave was cut
+	// from (clusters.go), and outer that session.
+	clusters *topology.Layout
+	outer    *Session
 }
 
 type hostRun struct {

@@ -39,6 +39,8 @@ type Target struct {
 	// modules is the runner's registry: what modules declare (linked
 	// kernel keys) is looked up there.
 	modules map[string]Module
+	// peers opens the other members of the host's cluster (peers.go).
+	peers peersFunc
 }
 
 // Operations the engine runs as scripts on a host, named for fakes (see

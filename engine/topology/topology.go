@@ -21,6 +21,11 @@ type Member struct {
 	// port; "" when unknown): a second host reaching the same server is
 	// the same member under another name, not another member.
 	Server string
+	// Machine is the host's kernel host name, and Reach the addresses
+	// its server is reached at (see Reach): they link a cascaded standby
+	// to the standby it streams from.
+	Machine string
+	Reach   []string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -38,6 +43,12 @@ type Cluster struct {
 	// Outside describes members the run does not include (not in the
 	// inventory, or left out by --limit).
 	Outside []string `json:"outside,omitempty"`
+	// Upstreams names, for each standby that streams from another
+	// standby of the run (cascading replication), that upstream standby.
+	Upstreams map[string]string `json:"upstreams,omitempty"`
+	// depth is each standby's distance from the primary (1: streams from
+	// it), for Sort.
+	depth map[string]int
 }
 
 // Replicated reports whether the cluster has more than one member (in the
@@ -51,7 +62,8 @@ func (c *Cluster) Replicated() bool {
 }
 
 // Members lists the cluster's hosts in the run in restart order:
-// standbys (by name), then the primary.
+// standbys (a cascaded standby before the standby it streams from, by
+// name otherwise), then the primary.
 func (c *Cluster) Members() []string {
 	out := append([]string(nil), c.Standbys...)
 	if c.Primary != "" {
@@ -75,6 +87,15 @@ func (c *Cluster) String() string {
 	fmt.Fprintf(&b, ": primary %s", primary)
 	if len(c.Standbys) > 0 {
 		fmt.Fprintf(&b, ", standbys %s", strings.Join(c.Standbys, ", "))
+	}
+	var cascades []string
+	for _, s := range c.Standbys {
+		if up, ok := c.Upstreams[s]; ok {
+			cascades = append(cascades, s+" streams from "+up)
+		}
+	}
+	if len(cascades) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(cascades, ", "))
 	}
 	if len(c.Outside) > 0 {
 		fmt.Fprintf(&b, "; outside this run: %s", strings.Join(c.Outside, ", "))
@@ -133,6 +154,7 @@ func Group(members []Member) *Layout {
 	}
 	for _, c := range l.Clusters {
 		sort.Strings(c.Standbys)
+		c.orderStandbys(byIDTopos[c.ID])
 		c.Outside = outside(c, byIDTopos[c.ID])
 	}
 	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
@@ -264,8 +286,9 @@ func Waves[T any](l *Layout, items []T, name func(T) string) [][]T {
 }
 
 // Sort orders items so that cutting them into batches keeps cluster
-// order: standbys of replicated clusters first, then hosts in no
-// replicated cluster, then primaries; stable otherwise.
+// order: standbys of replicated clusters first (deepest cascaded ones
+// first), then hosts in no replicated cluster, then primaries; stable
+// otherwise.
 func Sort[T any](l *Layout, items []T, name func(T) string) []T {
 	class := func(it T) int {
 		h := name(it)
@@ -278,8 +301,20 @@ func Sort[T any](l *Layout, items []T, name func(T) string) []T {
 			return 0
 		}
 	}
+	depth := func(it T) int {
+		if c := l.ClusterOf(name(it)); c != nil {
+			return c.depth[name(it)]
+		}
+		return 0
+	}
 	out := append([]T(nil), items...)
-	sort.SliceStable(out, func(i, j int) bool { return class(out[i]) < class(out[j]) })
+	sort.SliceStable(out, func(i, j int) bool {
+		ci, cj := class(out[i]), class(out[j])
+		if ci != cj {
+			return ci < cj
+		}
+		return ci == 0 && depth(out[i]) > depth(out[j])
+	})
 	return out
 }
 

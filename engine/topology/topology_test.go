@@ -117,3 +117,82 @@ func TestWavesAndSort(t *testing.T) {
 		t.Errorf("Sort changed its input: %s", s)
 	}
 }
+
+// TestCascadeOrder: a standby streaming from another standby is restarted
+// before it (leaves first), however deep the chain, and String says who
+// streams from whom.
+func TestCascadeOrder(t *testing.T) {
+	on := func(upstream string) *facts.Topology {
+		return &facts.Topology{Role: "standby", SystemID: "1", Upstream: upstream, Receiver: "streaming"}
+	}
+	member := func(host string, topo *facts.Topology, port int) Member {
+		return Member{Host: host, Topo: topo, Machine: "m", Reach: []string{Reach("m", "/run/pg"+host, port), Reach("m", "localhost", port), Reach("m", "db-"+host, port)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		order   []string
+		desc    string
+	}{
+		{"chain by socket", []Member{
+			member("p", primary("1", 1), 5432),
+			member("a1", on("/run/pgp:5432"), 5433),
+			member("b2", on("/run/pga1:5433"), 5434),
+		}, []string{"b2", "a1", "p"}, "cluster 1: primary p, standbys b2, a1 (b2 streams from a1)"},
+		{"chain of three by loopback and name", []Member{
+			member("p", primary("1", 1), 5432),
+			member("s1", on("127.0.0.1:5432"), 5433),
+			member("s2", on("db-s1:5433"), 5434),
+			member("s3", on("[::1]:5434"), 5435),
+		}, []string{"s3", "s2", "s1", "p"}, "cluster 1: primary p, standbys s3, s2, s1 (s3 streams from s2, s2 streams from s1)"},
+		{"tree: a leaf of the primary keeps name order", []Member{
+			member("p", primary("1", 2), 5432),
+			member("a", on("localhost:5432"), 5433),
+			member("b", on("localhost:5433"), 5434),
+			member("c", on("localhost:5432"), 5435),
+		}, []string{"b", "a", "c", "p"}, "cluster 1: primary p, standbys b, a, c (b streams from a)"},
+		{"unknown upstream is a first-level standby", []Member{
+			member("p", primary("1", 2), 5432),
+			member("s1", on("10.9.9.9:5432"), 5433),
+			member("s0", on("localhost:5432"), 5434),
+		}, []string{"s0", "s1", "p"}, "cluster 1: primary p, standbys s0, s1"},
+		{"a loop does not hang", []Member{
+			member("p", primary("1", 0), 5432),
+			member("x", on("localhost:5434"), 5433),
+			member("y", on("localhost:5433"), 5434),
+		}, []string{"x", "y", "p"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Group(tc.members)
+			c := l.ClusterOf("p")
+			if got := c.Members(); !reflect.DeepEqual(got, tc.order) {
+				t.Errorf("Members() = %q, want %q", got, tc.order)
+			}
+			if tc.desc != "" && !strings.HasPrefix(c.String(), tc.desc) {
+				t.Errorf("String() = %q, want %q", c.String(), tc.desc)
+			}
+			rev := append([]string(nil), tc.order...)
+			for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+				rev[i], rev[j] = rev[j], rev[i]
+			}
+			sorted := Sort(l, rev, func(s string) string { return s })
+			at := map[string]int{}
+			for i, h := range sorted {
+				at[h] = i
+			}
+			for down, up := range c.Upstreams {
+				if tc.desc != "" && at[down] > at[up] {
+					t.Errorf("Sort(%q) = %q: %s after its upstream %s", rev, sorted, down, up)
+				}
+			}
+			if sorted[len(sorted)-1] != "p" {
+				t.Errorf("Sort(%q) = %q: the primary is not last", rev, sorted)
+			}
+			for i, w := range Waves(l, tc.order, func(s string) string { return s }) {
+				if len(w) != 1 || w[0] != c.Members()[i] {
+					t.Errorf("wave %d = %q, want %q alone", i, w, c.Members()[i])
+				}
+			}
+		})
+	}
+}

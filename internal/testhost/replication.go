@@ -15,11 +15,27 @@ import (
 type ReplicaSet struct {
 	Primary  *Cluster
 	Standbys []*Cluster
+	// Cascaded are standbys streaming from another standby (AddCascaded).
+	Cascaded []*Cluster
 }
 
-// Members lists the primary, then the standbys.
+// Members lists the primary, then the standbys, then the cascaded ones.
 func (r *ReplicaSet) Members() []*Cluster {
-	return append([]*Cluster{r.Primary}, r.Standbys...)
+	return append(append([]*Cluster{r.Primary}, r.Standbys...), r.Cascaded...)
+}
+
+// AddCascaded makes a standby of upstream (itself a standby: cascading
+// replication) with pg_basebackup, starts it and waits until upstream
+// sees it streaming.
+func (r *ReplicaSet) AddCascaded(t testing.TB, upstream *Cluster, name string) *Cluster {
+	t.Helper()
+	c := basebackup(t, upstream, name)
+	r.Cascaded = append(r.Cascaded, c)
+	AwaitFiles(t, name+" to stream from its upstream", []string{c.Root}, nil, func() bool {
+		out, err := upstream.TryQuery("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND application_name = '" + name + "'")
+		return err == nil && strings.TrimSpace(out) == "1"
+	})
+	return c
 }
 
 // ReplicaPassword is the password each standby's primary_conninfo carries

@@ -60,6 +60,9 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	if !st.Restart {
 		return nil
 	}
+	if st.Switchover {
+		return applySwitchover(ctx, t, pg, mark) // switchover.go
+	}
 
 	res, rerr := restartPostgres(ctx, t, pg, true)
 	if rerr == nil && res.ok() {

@@ -115,6 +115,10 @@ type State struct {
 	// Patroni is set for a Patroni-managed member (patroni.go): no files
 	// but its patroni.yml, restarts through its REST API.
 	Patroni *PatroniState
+	// Switchover: this replicated primary's restart is a switchover to a
+	// standby, after which it runs as that standby's standby
+	// (switchover.go).
+	Switchover bool `json:",omitempty"`
 }
 
 type settings struct {
@@ -129,6 +133,9 @@ type settings struct {
 	// skipPrimary: restart would be planned but this is a replicated
 	// primary and the play says primary: skip.
 	skipPrimary bool
+	// plainSwitchover: a replicated primary without Patroni, and the play
+	// says primary: switchover (switchover.go).
+	plainSwitchover bool
 }
 
 func (m *Module) params(t *engine.Target, raw any) (settings, error) {
@@ -613,6 +620,8 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 			after = withOOMShield(t, after) // oomshield.go
 			if s.restart {
 				st.Restart = true
+				// Checked once the whole cluster is planned (CheckCluster).
+				st.Switchover = s.plainSwitchover
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})
 			} else {
 				st.Pending = true

@@ -15,10 +15,10 @@ const (
 	// primaryRestart restarts the primary in place: the outage is the
 	// restart.
 	primaryRestart = "restart"
-	// primarySwitchover would switch over to a standby already on the new
-	// values and restart the old primary as a standby. It needs a cluster
-	// manager to repoint the other standbys: pgtune supports it under
-	// Patroni only, and refuses it otherwise.
+	// primarySwitchover switches over to a standby already on the new
+	// values and restarts the old primary as its standby: through Patroni
+	// when Patroni manages the cluster (patroni_apply.go), else by pgtune
+	// itself (switchover.go).
 	primarySwitchover = "switchover"
 	// primarySkip writes the new values but leaves the restart pending,
 	// and says so.
@@ -44,8 +44,9 @@ func replicatedPrimary(topo *facts.Topology) bool {
 }
 
 // primaryPolicy applies the play's primary choice to a replicated
-// primary: skip turns the restart into a pending one, switchover is
-// refused without Patroni. Lone servers and standbys restart as planned.
+// primary: skip turns the restart into a pending one, switchover without
+// Patroni is pgtune's own (switchover.go). Lone servers and standbys
+// restart as planned.
 func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error {
 	if !replicatedPrimary(topo) || !s.restart {
 		return nil
@@ -58,7 +59,8 @@ func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error 
 		if topo.Patroni != nil {
 			return nil // Patroni moves the role (patroni_apply.go)
 		}
-		return fmt.Errorf("primary: switchover needs Patroni to move the primary role and repoint the standbys; this plain streaming primary (%d standby(s)) can take primary: restart (after its standbys) or skip", len(topo.Standbys))
+		s.plainSwitchover = true
+		p.Note(fmt.Sprintf("primary of a replicated cluster (%d standby(s)): primary: switchover: apply switches over to a standby already restarted on the new values and caught up (stops this primary with a fast shutdown, waits until that standby replayed its shutdown checkpoint, promotes it), repoints the other standbys and restarts this server as its standby; pgtune does not move clients: they must follow the new primary (e.g. target_session_attrs=read-write)", len(topo.Standbys)))
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestPrimaryPolicy(t *testing.T) {
 	}{
 		{"replicated primary, restart", withStandbys, primaryRestart, true, "", ""},
 		{"replicated primary, skip", withStandbys, primarySkip, false, "primary: skip leaves its restart pending", ""},
-		{"replicated primary, switchover without Patroni", withStandbys, primarySwitchover, false, "", "primary: switchover needs Patroni"},
+		{"replicated primary, switchover without Patroni: pgtune's own", withStandbys, primarySwitchover, true, "primary: switchover: apply switches over to a standby already restarted on the new values", ""},
 		{"lone server, skip: restarts as before", lone, primarySkip, true, "", ""},
 		{"standby, skip: restarts (standbys always go first)", standby, primarySkip, true, "", ""},
 		{"no topology", nil, primarySkip, true, "", ""},

@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// reserveMemberPools grows this machine's huge page pool by room for n
+// small segments beside what it holds now (other tests' clusters may
+// hold some), under the kernel lock, which puts the value back when the
+// test ends. It returns the pool in bytes and one member's share.
+func reserveMemberPools(t *testing.T, n int64) (pool, perMember int64) {
+	t.Helper()
+	kernel := testhost.LockKernel(t)
+	hpKB := kernel.Meminfo["Hugepagesize"]
+	pages := int64(48<<10) / hpKB // pages for 48 MiB
+	total := kernel.Meminfo["HugePages_Total"] + n*pages + 2
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
+		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
+	}
+	return total * hpKB * 1024, pages * hpKB * 1024
+}
+
+// TestRestartOrderCascade: primary → s1 → s2 (s2 made with pg_basebackup
+// from the standby s1): facts says s2 streams from s1, and apply restarts
+// s2, then s1, then the primary, each back before the next goes down.
+func TestRestartOrderCascade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers and the kernel")
+	}
+	pool, perMember := reserveMemberPools(t, 3)
+	set := testhost.StreamingReplication(t, 1)
+	s2 := set.AddCascaded(t, set.Standbys[0], "s2")
+	work := t.TempDir()
+	members := map[string]*testhost.Cluster{"primary": set.Primary, "s1": set.Standbys[0], "s2": s2}
+	inv := localMembers(t, work, members, "")
+	book := filepath.Join(work, "book.yml")
+	writeFile(t, book, fmt.Sprintf(`- name: cascade order under test
+  hosts: all
+  policy:
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+    pgconf:
+      pool: %d
+      primary: restart
+`, pool, perMember))
+
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Stdout, app.Stderr = &out, &errOut
+	if code := app.Run([]string{"facts", "-i", inv}); code != 0 {
+		t.Fatalf("facts: exit %d\n%s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), ": primary primary, standbys s2, s1 (s2 streams from s1)\n") {
+		t.Errorf("facts does not show the cascade:\n%s", out.String())
+	}
+	started := map[string]string{}
+	for name, c := range members {
+		started[name] = c.Query(t, "SELECT pg_postmaster_start_time()")
+	}
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", inv, book)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%+v\n%s", code, applied, stderr)
+	}
+	order := []string{"s2", "s1", "primary"}
+	var prevUp time.Time
+	for i, name := range order {
+		c := members[name]
+		down, up := logTimes(t, c)
+		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if i > 0 && !down.After(prevUp) {
+			t.Errorf("%s went down at %s, before %s was back (%s)", name, down.Format(time.StampMilli), order[i-1], prevUp.Format(time.StampMilli))
+		}
+		prevUp = up
+		if hp := c.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages", name)
+		}
+	}
+	set.WaitStreaming(t)
+}

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// TestSwitchoverStreaming: a real primary and two standbys (pg_basebackup,
+// primary_conninfo in postgresql.conf with a password) taken to the policy
+// with primary: switchover, while a prober writes a row every 100 ms
+// through target_session_attrs=read-write: both standbys are restarted
+// before the primary goes down; one of them is promoted; the old primary
+// and the other standby stream from it on the new timeline; no
+// acknowledged row is lost; every member runs the new shared_buffers on
+// huge pages. The longest write gap is logged.
+func TestSwitchoverStreaming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers and the kernel")
+	}
+	pool, perMember := reserveMemberPools(t, 3)
+	set := testhost.StreamingReplication(t, 2)
+	work := t.TempDir()
+	members := map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}
+	inv := localMembers(t, work, members, "")
+	book := filepath.Join(work, "book.yml")
+	writeFile(t, book, fmt.Sprintf(`- name: switchover under test
+  hosts: all
+  policy:
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+    pgconf:
+      pool: %d
+      primary: switchover
+`, pool, perMember))
+
+	code, planned, stderr := pgtune(t, "check", "-i", inv, book)
+	if code != 2 {
+		t.Fatalf("check: exit %d: %s\n%s", code, hostErrors(planned), stderr)
+	}
+	for _, h := range planned.Hosts {
+		if h.Name == "primary" && !strings.Contains(strings.Join(h.Notes, "\n"), "primary: switchover: apply switches over") {
+			t.Errorf("check does not say the primary is switched over: %q", h.Notes)
+		}
+	}
+	started := map[string]string{}
+	for name, c := range members {
+		started[name] = c.Query(t, "SELECT pg_postmaster_start_time()")
+	}
+
+	probe := testhost.StartProber(t, set.Members()...)
+	begin := time.Now()
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", inv, book)
+	took := time.Since(begin)
+	gap := probe.Finish(t)
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s\n%s", code, hostErrors(applied), stderr)
+	}
+	t.Logf("apply took %v; longest write gap %v", took.Round(time.Millisecond), gap.Round(time.Millisecond))
+	if strings.Contains(stderr, testhost.ReplicaPassword) || strings.Contains(fmt.Sprint(applied), testhost.ReplicaPassword) {
+		t.Error("apply shows primary_conninfo's password")
+	}
+
+	// Roles: exactly one standby promoted, the old primary its standby.
+	var newPrimary string
+	for name, c := range members {
+		if c.Query(t, "SELECT pg_is_in_recovery()") == "f" {
+			if newPrimary != "" {
+				t.Fatalf("two primaries: %s and %s", newPrimary, name)
+			}
+			newPrimary = name
+		}
+	}
+	if newPrimary == "" || newPrimary == "primary" {
+		t.Fatalf("the primary role did not move (primary now: %q)", newPrimary)
+	}
+	np := members[newPrimary]
+	tl := np.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
+	for name, c := range members {
+		if name == newPrimary {
+			continue
+		}
+		testhost.AwaitFiles(t, name+" to stream from "+newPrimary, []string{c.Root}, nil, func() bool {
+			out, err := c.TryQuery("SELECT status || ' ' || received_tli || ' ' || sender_port FROM pg_stat_wal_receiver")
+			return err == nil && out == fmt.Sprintf("streaming %s %d", tl, np.Port)
+		})
+	}
+
+	// Order: both standbys restarted and back before the old primary
+	// first went down (the switchover's stop).
+	// (The old primary's own start as a standby logs to the file pgtune's
+	// restart picks for a stopped server: only its stop is read here.)
+	down := firstShutdown(t, set.Primary)
+	for _, name := range []string{"standby1", "standby2"} {
+		_, up := firstRestart(t, members[name])
+		if !down.After(up) {
+			t.Errorf("the primary went down at %s, before %s was back (%s)", down.Format(time.StampMilli), name, up.Format(time.StampMilli))
+		}
+	}
+	want := np.Query(t, "SHOW shared_buffers")
+	for name, c := range members {
+		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if got := c.Query(t, "SHOW shared_buffers"); got != want || got == "16MB" {
+			t.Errorf("%s: shared_buffers %s (the promoted standby runs %s, the old value was 16MB)", name, got, want)
+		}
+		if hp := c.Query(t, "SHOW huge_pages"); hp != "on" || c.HugetlbPages(t) <= 0 {
+			t.Errorf("%s: huge_pages %s, HugetlbPages %d", name, hp, c.HugetlbPages(t))
+		}
+	}
+}
+
+// firstRestart is when the server first received a shutdown request, and
+// when it next said it accepts connections.
+func firstRestart(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
+	t.Helper()
+	for _, l := range strings.Split(c.Log(t), "\n") {
+		if len(l) < 23 {
+			continue
+		}
+		ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23])
+		if err != nil {
+			continue
+		}
+		switch {
+		case down.IsZero() && strings.Contains(l, "shutdown request"):
+			down = ts
+		case !down.IsZero() && strings.Contains(l, "database system is ready to accept"):
+			return down, ts
+		}
+	}
+	t.Fatalf("%s: no restart in its log", c.DataDir)
+	return down, up
+}
+
+// hostErrors lists the hosts' errors of a report.
+func hostErrors(r jsonReport) string {
+	var out []string
+	for _, h := range r.Hosts {
+		if h.Error != nil {
+			out = append(out, h.Name+": "+*h.Error)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// firstShutdown is when the server first received a shutdown request.
+func firstShutdown(t *testing.T, c *testhost.Cluster) time.Time {
+	t.Helper()
+	for _, l := range strings.Split(c.Log(t), "\n") {
+		if len(l) < 23 || !strings.Contains(l, "shutdown request") {
+			continue
+		}
+		if ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23]); err == nil {
+			return ts
+		}
+	}
+	t.Fatalf("%s: no shutdown request in its log", c.DataDir)
+	return time.Time{}
+}

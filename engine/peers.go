@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+)
+
+// Cluster peers: most work touches one host, but moving a replicated
+// cluster's primary role (a switchover without a cluster manager) must
+// act on every member: promote a standby, repoint the others. A module
+// asks its Target for the other members of the host's cluster.
+
+// peersFunc opens the other members of a host's cluster (see
+// Target.ClusterPeers).
+type peersFunc func(ctx context.Context, suffix string, journaled bool) ([]*Target, func(), error)
+
+// ClusterPeers opens the other members of the host's replication cluster,
+// each as a Target with fresh facts over a connection of its own, in the
+// cluster's restart order (standbys, cascaded ones first). With a suffix,
+// in apply (the Target has a journal), each peer's host lock is taken,
+// and what is changed on it goes into the journal of run RunID+suffix
+// there: a run of its own, kept apart from the peer's own changes of this
+// run. Without one the peers are only read (check). close
+// releases the locks and connections. A member the run does not include
+// (not in the inventory, or left out by --limit) or cannot reach is an
+// error naming it: nothing was opened then. A host in no replicated
+// cluster has no peers.
+func (t *Target) ClusterPeers(ctx context.Context, suffix string) ([]*Target, func(), error) {
+	if t.peers == nil {
+		return nil, func() {}, errors.New("this run does not know the host's replication cluster")
+	}
+	return t.peers(ctx, suffix, suffix != "" && t.Journal != nil)
+}
+
+// peersOf is the ClusterPeers of hr's Target.
+func (s *Session) peersOf(hr *hostRun) peersFunc {
+	return func(ctx context.Context, suffix string, journaled bool) ([]*Target, func(), error) {
+		c := s.layout().ClusterOf(hr.host.Name)
+		if c == nil || !c.Replicated() {
+			return nil, func() {}, nil
+		}
+		if len(c.Outside) > 0 {
+			return nil, func() {}, fmt.Errorf("%s has members outside this run (%s)", c, strings.Join(c.Outside, ", "))
+		}
+		var peers []*Target
+		var closers []func()
+		closeAll := func() {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+		for _, name := range c.Members() {
+			if name == hr.host.Name {
+				continue
+			}
+			p, closePeer, err := s.openPeer(ctx, name, suffix, journaled)
+			if err != nil {
+				closeAll()
+				return nil, func() {}, fmt.Errorf("cluster member %s: %w", name, err)
+			}
+			closers = append(closers, closePeer)
+			peers = append(peers, p)
+		}
+		return peers, closeAll, nil
+	}
+}
+
+// openPeer dials one member, gathers its facts and, when journaled,
+// takes its host lock and starts its journal for run RunID+suffix.
+func (s *Session) openPeer(ctx context.Context, name, suffix string, journaled bool) (*Target, func(), error) {
+	h := s.inventoryHost(name)
+	if h == nil {
+		return nil, nil, errors.New("not in the inventory")
+	}
+	if err := h.ConnError(); err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	tr, err := s.runner.Dial(ctx, h)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	pr := &hostRun{host: h, tr: tr, secrets: hostSecrets(h)}
+	closePeer := func() { _ = tr.Close() }
+	if err := s.gather(ctx, pr); err != nil {
+		closePeer()
+		return nil, nil, err
+	}
+	var j *Journal
+	if journaled {
+		_, unlock, err := s.lockHost(ctx, pr)
+		if err != nil {
+			closePeer()
+			return nil, nil, err
+		}
+		closePeer = func() { unlock(); _ = tr.Close() }
+		j = NewJournal(s.runner.RunID+suffix, h.Name, stateDir(h), tr, h.Conn.Become)
+	}
+	return s.target(pr, j), closePeer, nil
+}
+
+// inventoryHost finds a host of the run by name: in the session (or the
+// one a wave was cut from), else in the inventory it was planned from.
+func (s *Session) inventoryHost(name string) *inventory.Host {
+	for _, hr := range s.hosts {
+		if hr.host.Name == name {
+			return hr.host
+		}
+	}
+	if s.outer != nil {
+		return s.outer.inventoryHost(name)
+	}
+	if s.inv != nil {
+		if h, ok := s.inv.Host(name); ok {
+			return h
+		}
+	}
+	return nil
+}
+
+// ClusterChecker is a module whose plan needs the other members of the
+// host's cluster to be read before anything is applied (a switchover
+// refuses what it cannot do safely). CheckCluster runs once every host of
+// the session is planned, so the clusters are known; an error fails the
+// host as a check error does, and the host's cluster is then not touched.
+type ClusterChecker interface {
+	CheckCluster(ctx context.Context, t *Target, p *plan.ModulePlan) error
+}
+
+// checkClusters runs the ClusterCheckers of every planned host, over the
+// host's connection or, when planning already closed it, a new one.
+func (s *Session) checkClusters(ctx context.Context) {
+	for _, hr := range s.hosts {
+		if hr.err != nil || hr.skipped || hr.facts == nil {
+			continue
+		}
+		for _, st := range hr.steps {
+			cc, ok := st.module.(ClusterChecker)
+			if !ok || st.plan == nil {
+				continue
+			}
+			if err := s.checkCluster(ctx, hr, cc, st); err != nil {
+				hr.err = fmt.Errorf("%s: %s: %w", hr.host.Name, st.module.Name(), err)
+				break
+			}
+		}
+	}
+}
+
+func (s *Session) checkCluster(ctx context.Context, hr *hostRun, cc ClusterChecker, st *step) error {
+	tr := hr.tr
+	if tr == nil {
+		var err error
+		if tr, err = s.runner.Dial(ctx, hr.host); err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		defer tr.Close()
+	}
+	t := s.target(hr, nil)
+	t.Transport, t.Module = tr, st.module.Name()
+	return cc.CheckCluster(ctx, t, st.plan)
+}

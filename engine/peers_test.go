@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// peerOpener is a restarter whose Apply on a cluster's primary opens its
+// cluster peers, as a switchover does, and records what it got.
+type peerOpener struct {
+	restarter
+	mu     sync.Mutex
+	peers  map[string][]string
+	runIDs map[string][]string
+	errs   map[string]error
+}
+
+func (o *peerOpener) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) error {
+	if t.Facts.Topology.IsPrimary() {
+		peers, closePeers, err := t.ClusterPeers(ctx, "-peer")
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if err != nil {
+			o.errs[t.Name] = err
+			return err
+		}
+		defer closePeers()
+		for _, pt := range peers {
+			o.peers[t.Name] = append(o.peers[t.Name], pt.Name)
+			o.runIDs[t.Name] = append(o.runIDs[t.Name], pt.RunID())
+		}
+		return nil
+	}
+	return o.restarter.Apply(ctx, t, p)
+}
+
+func TestClusterPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		drop    string
+		want    string
+		wantErr string
+	}{
+		{"every member in the run", "", "s1,s2", ""},
+		{"a member outside the run", "s2", "", "has members outside this run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topos := replicated()
+			if tc.drop != "" {
+				delete(topos, tc.drop)
+			}
+			o := &peerOpener{peers: map[string][]string{}, runIDs: map[string][]string{}, errs: map[string]error{}}
+			s := clusterSession(t, &o.restarter, topos, map[string]map[string]any{"p": {PartialClusterVar: true}})
+			s.runner.Dial = func(context.Context, *inventory.Host) (transport.Transport, error) { return transport.NewLocal(), nil }
+			for _, hr := range s.hosts {
+				hr.steps[0].module = o
+				hr.facts.Postgres = nil
+			}
+			s.Apply(context.Background())
+			if tc.wantErr != "" {
+				if err := o.errs["p"]; err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("p: ClusterPeers err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err := o.errs["p"]; err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(o.peers["p"], ","); got != tc.want {
+				t.Errorf("p's peers %s, want %s", got, tc.want)
+			}
+			if got := strings.Join(o.peers["q"], ","); got != "q1" {
+				t.Errorf("q's peers %s, want q1", got)
+			}
+			for _, id := range o.runIDs["p"] {
+				if id != "test-run-peer" {
+					t.Errorf("a peer journals as run %q, want test-run-peer", id)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,611 @@
+package pgconf
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/topology"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// primary: switchover for plain streaming replication (no cluster
+// manager). After the standbys are restarted on the new values (the
+// engine's cluster order), the primary's restart becomes:
+//
+//  1. read every member and refuse, with the reason and nothing touched,
+//     what cannot be done safely;
+//  2. pick a standby streaming from the primary, caught up, already on
+//     the new values (no pending restart, huge pages on);
+//  3. stop the primary with a fast shutdown: its shutdown checkpoint is
+//     streamed to the standbys before the WAL senders exit;
+//  4. wait until the chosen standby has replayed that checkpoint (the old
+//     primary's pg_controldata names it): no acknowledged commit is lost;
+//  5. promote it (pg_promote, waiting);
+//  6. make the old primary its standby (standby.signal, primary_conninfo
+//     written where the cluster keeps it) and start it on the new values;
+//  7. repoint the other standbys that streamed from the old primary
+//     (primary_conninfo is reloadable; recovery_target_timeline = latest
+//     makes them follow the new timeline), and confirm every standby
+//     streams on the new timeline.
+//
+// Until step 5 every failure puts the old primary back (started as the
+// primary again). From step 5 on, the new primary is writable and is never
+// undone; a failure names the host and step and the state left. pgtune
+// does not move clients: they must follow the new primary (a multi-host
+// connection string with target_session_attrs=read-write, a proxy).
+//
+// The role changes are journaled on each member as run RunID-switchover,
+// apart from the settings of the run itself: rolling the settings back
+// does not move the primary role back.
+
+// switchoverSuffix names the run whose journal holds the role changes.
+const switchoverSuffix = "-switchover"
+
+// replicationHostVar, set on a host, is the address the other members
+// reach its server at for replication, when it is not the inventory's
+// address (ssh_host) and not a unix socket on the same machine.
+const replicationHostVar = "pgtune_replication_host"
+
+// Bounds of the switchover's waits.
+var (
+	switchoverReplayTimeout = 60 * time.Second
+	switchoverStreamTimeout = 90 * time.Second
+	switchoverPoll          = 200 * time.Millisecond
+	switchoverMaxLag        = int64(engine.DefaultMaxLagBytes)
+)
+
+// swMember is one member as the switchover reads it.
+type swMember struct {
+	t  *engine.Target
+	pg *facts.Postgres
+	// conninfo is its primary_conninfo (a secret: never shown), and
+	// file and line where it is set ("" when nowhere).
+	conninfo []conninfoPair
+	file     string
+	line     int
+	// settings read from the server.
+	pending   int
+	hugePages string
+}
+
+func (m *swMember) name() string { return m.t.Name }
+
+// switchover is the cluster as the switchover found it.
+type switchover struct {
+	old *swMember
+	// direct stream from the old primary; cascaded from another standby
+	// (they follow the new timeline through their upstream).
+	direct, cascaded []*swMember
+}
+
+// switchoverSQL reads what the switchover needs from a member.
+const switchoverSQL = `SELECT 'tl=' || current_setting('recovery_target_timeline')
+UNION ALL SELECT 'file=' || encode(convert_to(coalesce(sourcefile, ''), 'UTF8'), 'hex') FROM pg_settings WHERE name = 'primary_conninfo'
+UNION ALL SELECT 'line=' || coalesce(sourceline, 0) FROM pg_settings WHERE name = 'primary_conninfo'
+UNION ALL SELECT 'conninfo=' || encode(convert_to(current_setting('primary_conninfo'), 'UTF8'), 'hex')
+UNION ALL SELECT 'sync=' || encode(convert_to(current_setting('synchronous_standby_names'), 'UTF8'), 'hex')
+UNION ALL SELECT 'pending=' || count(*) FROM pg_settings WHERE pending_restart
+UNION ALL SELECT 'huge_pages=' || current_setting('huge_pages')
+UNION ALL SELECT 'recovery=' || pg_is_in_recovery()`
+
+// ownerQuery runs sql on the member's server as its owner and reads
+// key=value lines.
+func ownerQuery(ctx context.Context, t *engine.Target, pg *facts.Postgres, sql string) (map[string]string, error) {
+	res, err := t.Run(ctx, "sh", "-c", psqlScript, "sh", pg.Owner, path.Join(pg.BinDir, "psql"),
+		pg.SocketDir, strconv.Itoa(pg.Port), sql)
+	if err != nil {
+		return nil, fmt.Errorf("query the server (port %d): %w", pg.Port, err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func unhex(s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// readMember reads a member's replication settings.
+func readMember(ctx context.Context, t *engine.Target) (*swMember, map[string]string, error) {
+	if t.Facts == nil || t.Facts.Postgres == nil || !t.Facts.Postgres.Running {
+		return nil, nil, errors.New("PostgreSQL is not running")
+	}
+	m := &swMember{t: t, pg: t.Facts.Postgres}
+	kv, err := ownerQuery(ctx, t, m.pg, switchoverSQL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if kv["recovery"] != "true" && kv["recovery"] != "false" {
+		return nil, nil, errors.New("the server did not say whether it is in recovery")
+	}
+	m.file = unhex(kv["file"])
+	if n, err := facts.ParseInt("primary_conninfo line", kv["line"], 0, 1<<30); err == nil {
+		m.line = int(n)
+	}
+	if m.file != "" && (!path.IsAbs(m.file) || path.Clean(m.file) != m.file || m.line < 1) {
+		return nil, nil, fmt.Errorf("primary_conninfo is set at %s line %d: not a file pgtune can edit", strconv.Quote(m.file), m.line)
+	}
+	if ci := unhex(kv["conninfo"]); ci != "" {
+		if m.conninfo, err = parseConninfo(ci); err != nil {
+			return nil, nil, err
+		}
+	}
+	if n, err := facts.ParseInt("settings pending restart", kv["pending"], 0, 1<<20); err == nil {
+		m.pending = int(n)
+	}
+	m.hugePages = kv["huge_pages"]
+	return m, kv, nil
+}
+
+// readSwitchover reads every member and refuses what a switchover
+// cannot do safely, naming the member and the reason.
+func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Target) (*switchover, error) {
+	pg := t.Facts.Postgres
+	if restartCommand(t) != "" {
+		return nil, fmt.Errorf("%s: %s is set: a switchover stops the primary and starts it as a standby with pg_ctl, which a custom restart command may not expect", t.Name, restartVar)
+	}
+	if pg.Cluster != "" {
+		return nil, fmt.Errorf("%s: a Debian cluster (%s) is started by pg_ctlcluster or systemd: a switchover stops and starts the primary with pg_ctl only", t.Name, pg.Cluster)
+	}
+	old, kv, err := readMember(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	if kv["recovery"] != "false" {
+		return nil, fmt.Errorf("%s: the server is not the primary any more", t.Name)
+	}
+	if unhex(kv["sync"]) != "" {
+		return nil, fmt.Errorf("%s: synchronous_standby_names is set: with synchronous replication the standby names would have to move with the primary role; use primary: restart", t.Name)
+	}
+	sw := &switchover{old: old}
+	oldReach := map[string]bool{}
+	for _, r := range topology.Addresses(t.Facts.Hostname, pg.SocketDir, pg.Port, t.Facts.Hostname, inventoryAddress(t)) {
+		oldReach[r] = true
+	}
+	for _, p := range peers {
+		m, kv, err := readMember(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		topo := p.Facts.Topology
+		if topo == nil || kv["recovery"] != "true" {
+			return nil, fmt.Errorf("%s: not a standby (it says it is a primary too)", p.Name)
+		}
+		if tl := kv["tl"]; tl != "latest" {
+			return nil, fmt.Errorf("%s: recovery_target_timeline is %s, not latest: it would not follow the new primary's timeline", p.Name, strconv.Quote(tl))
+		}
+		if !oldReach[topology.UpstreamReach(p.Facts.Hostname, topo.Upstream)] {
+			sw.cascaded = append(sw.cascaded, m)
+			continue
+		}
+		switch host := conninfoGet(m.conninfo, "host"); {
+		case m.file == "":
+			return nil, fmt.Errorf("%s: its primary_conninfo is not set in a configuration file pgtune can edit", p.Name)
+		case strings.Contains(host, ","), strings.Contains(conninfoGet(m.conninfo, "hostaddr"), ","):
+			return nil, fmt.Errorf("%s: its primary_conninfo names several hosts: pgtune repoints a single one", p.Name)
+		}
+		sw.direct = append(sw.direct, m)
+	}
+	if len(sw.direct) == 0 {
+		return nil, fmt.Errorf("%s: no standby streams from this primary", t.Name)
+	}
+	return sw, nil
+}
+
+// inventoryAddress is the address the inventory reaches a host at.
+func inventoryAddress(t *engine.Target) string {
+	for _, k := range []string{"ssh_host", "ansible_host"} {
+		if v, ok := t.Vars[k].(string); ok && v != "" {
+			return v
+		}
+	}
+	return t.Name
+}
+
+// upstreamHost is the host a member's primary_conninfo must name to reach
+// the new primary, given the host it names now (a socket directory or
+// empty: a unix socket, which only works on the same machine).
+func upstreamHost(newPrimary, member *swMember, current string) (string, error) {
+	if v, ok := newPrimary.t.Vars[replicationHostVar].(string); ok && v != "" {
+		return v, nil
+	}
+	if current == "" || strings.HasPrefix(current, "/") || strings.HasPrefix(current, "@") {
+		if newPrimary.t.Facts.Hostname != member.t.Facts.Hostname {
+			return "", fmt.Errorf("%s reaches its primary through a unix socket, and %s runs on another machine; set %s on %s", member.name(), newPrimary.name(), replicationHostVar, newPrimary.name())
+		}
+		return newPrimary.pg.SocketDir, nil
+	}
+	return inventoryAddress(newPrimary.t), nil
+}
+
+// candidate picks the standby to promote: streaming from the old primary,
+// caught up within the lag bound, already restarted on the new values;
+// the least lagged, then by name.
+func (sw *switchover) candidate() (*swMember, error) {
+	var ok []*swMember
+	var why []string
+	for _, m := range sw.direct {
+		topo := m.t.Facts.Topology
+		switch {
+		case topo.Receiver != "streaming":
+			why = append(why, fmt.Sprintf("%s: WAL receiver %q", m.name(), topo.Receiver))
+		case topo.ReplayLagBytes > switchoverMaxLag:
+			why = append(why, fmt.Sprintf("%s: replay lags %d bytes", m.name(), topo.ReplayLagBytes))
+		case m.pending > 0 || m.hugePages != "on":
+			why = append(why, fmt.Sprintf("%s: not restarted on the new values yet", m.name()))
+		default:
+			ok = append(ok, m)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, fmt.Errorf("no standby to switch over to (%s)", strings.Join(why, "; "))
+	}
+	sort.SliceStable(ok, func(i, j int) bool {
+		a, b := ok[i].t.Facts.Topology.ReplayLagBytes, ok[j].t.Facts.Topology.ReplayLagBytes
+		if a != b {
+			return a < b
+		}
+		return ok[i].name() < ok[j].name()
+	})
+	return ok[0], nil
+}
+
+// repointing is one member to point at the new primary: its new
+// primary_conninfo line and the file it goes into.
+type repointing struct {
+	m        *swMember
+	file     string
+	content  []byte
+	upstream string // host:port, for messages
+}
+
+// planRepoint prepares each member's new primary_conninfo: the old
+// primary takes the new primary's own (application_name dropped), every
+// other direct standby keeps its own with host and port replaced.
+func (sw *switchover) planRepoint(ctx context.Context, cand *swMember) ([]repointing, error) {
+	var out []repointing
+	members := []*swMember{sw.old}
+	for _, m := range sw.direct {
+		if m != cand {
+			members = append(members, m)
+		}
+	}
+	for _, m := range members {
+		base, drop := m.conninfo, []string(nil)
+		if m == sw.old {
+			base, drop = cand.conninfo, []string{"application_name"}
+		}
+		host, err := upstreamHost(cand, m, conninfoGet(base, "host"))
+		if err != nil {
+			return nil, err
+		}
+		line := conninfoLine(repoint(base, host, cand.pg.Port, drop...))
+		file := m.file
+		if file == "" {
+			file = path.Join(m.pg.DataDir, "postgresql.auto.conf") // where pg_basebackup -R writes it
+		}
+		b, _, err := m.t.ReadFile(ctx, file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: read %s: %w", m.name(), file, err)
+		}
+		var content []byte
+		if m.file == "" {
+			content = appendConfLine(b, line)
+		} else if content, err = replaceConfLine(b, m.line, "primary_conninfo", line); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", m.name(), file, err)
+		}
+		out = append(out, repointing{m: m, file: file, content: content, upstream: fmt.Sprintf("%s:%d", host, cand.pg.Port)})
+	}
+	return out, nil
+}
+
+// reachableScript asks, from a member's host, whether the new primary's
+// server answers at the address its primary_conninfo will name.
+const reachableScript = `"$1/pg_isready" -q -d postgres -h "$2" -p "$3"`
+
+func checkReachable(ctx context.Context, r repointing, port int) error {
+	host := r.upstream[:strings.LastIndexByte(r.upstream, ':')]
+	_, err := r.m.t.Run(ctx, "sh", "-c", ownerScript, "sh", r.m.pg.Owner, reachableScript, r.m.pg.BinDir, host, strconv.Itoa(port))
+	if err != nil {
+		return fmt.Errorf("%s cannot reach the new primary at %s: %w", r.m.name(), r.upstream, err)
+	}
+	return nil
+}
+
+// sideTarget is t journaling into the switchover's run.
+func sideTarget(t *engine.Target) *engine.Target {
+	st := *t
+	if t.Journal != nil && !strings.HasSuffix(t.RunID(), switchoverSuffix) {
+		st.Journal = engine.NewJournal(t.RunID()+switchoverSuffix, t.Name, t.StateDir, t.Transport, t.Become)
+	}
+	return &st
+}
+
+// stopScript stops the server with a fast shutdown, as its owner.
+const stopScript = `"$1/pg_ctl" -D "$2" -m fast -w -t "$3" stop`
+
+// controldataScript prints pg_control, as the owner.
+const controldataScript = `LC_ALL=C "$1/pg_controldata" -D "$2"`
+
+var lsnRE = regexp.MustCompile(`^[0-9A-F]{1,8}/[0-9A-F]{1,8}$`)
+
+// shutdownCheckpoint reads a stopped server's pg_control: it must say
+// "shut down" (a clean stop), and names the shutdown checkpoint.
+func shutdownCheckpoint(ctx context.Context, t *engine.Target, pg *facts.Postgres) (string, error) {
+	res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, controldataScript, pg.BinDir, pg.DataDir)
+	if err != nil {
+		return "", fmt.Errorf("pg_controldata: %w", err)
+	}
+	state, lsn := "", ""
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "Database cluster state":
+			state = strings.TrimSpace(v)
+		case "Latest checkpoint location":
+			lsn = strings.TrimSpace(v)
+		}
+	}
+	if state != "shut down" {
+		return "", fmt.Errorf("pg_controldata says %q, not a clean shut down", state)
+	}
+	if !lsnRE.MatchString(lsn) {
+		return "", fmt.Errorf("pg_controldata names no checkpoint location (%q)", lsn)
+	}
+	return lsn, nil
+}
+
+// poll runs cond until it says done or the timeout passes; its last
+// reason makes the error.
+func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		done, why := cond()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not within %v: %s", timeout, why)
+		case <-time.After(switchoverPoll):
+		}
+	}
+}
+
+// awaitReplayed waits until m has replayed past lsn (the old primary's
+// shutdown checkpoint record).
+func awaitReplayed(ctx context.Context, m *swMember, lsn string) error {
+	sql := "SELECT 'past=' || (pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '" + lsn + "') > 0)"
+	return poll(ctx, switchoverReplayTimeout, func() (bool, string) {
+		kv, err := ownerQuery(ctx, m.t, m.pg, sql)
+		if err != nil {
+			return false, err.Error()
+		}
+		return kv["past"] == "true", "its replay has not passed " + lsn
+	})
+}
+
+// promote promotes m and returns its new timeline.
+func promote(ctx context.Context, m *swMember) (int64, error) {
+	kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'promoted=' || pg_promote(true, 60)")
+	if err != nil || kv["promoted"] != "true" {
+		// pg_promote can fail after the promotion began: ask.
+		if now, qerr := ownerQuery(ctx, m.t, m.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr != nil || now["recovery"] != "false" {
+			if err == nil {
+				err = errors.New("pg_promote did not finish within 60 s")
+			}
+			return 0, err
+		}
+	}
+	kv, err = ownerQuery(ctx, m.t, m.pg, "SELECT 'wal=' || pg_walfile_name(pg_current_wal_lsn())")
+	if err != nil {
+		return 0, fmt.Errorf("promoted, but its timeline: %w", err)
+	}
+	w := kv["wal"]
+	if len(w) != 24 {
+		return 0, fmt.Errorf("promoted, but its WAL file name %q names no timeline", w)
+	}
+	tl, err := strconv.ParseInt(w[:8], 16, 64)
+	if err != nil || tl < 2 {
+		return 0, fmt.Errorf("promoted, but its WAL file name %q names no new timeline", w)
+	}
+	return tl, nil
+}
+
+// awaitStreamingOn waits until m streams on timeline tl.
+func awaitStreamingOn(ctx context.Context, m *swMember, tl int64) error {
+	const sql = "SELECT 'recv=' || coalesce((SELECT status || ' ' || received_tli FROM pg_stat_wal_receiver), 'none')"
+	want := fmt.Sprintf("streaming %d", tl)
+	return poll(ctx, switchoverStreamTimeout, func() (bool, string) {
+		kv, err := ownerQuery(ctx, m.t, m.pg, sql)
+		if err != nil {
+			return false, err.Error()
+		}
+		return kv["recv"] == want, fmt.Sprintf("its WAL receiver is %q, not %q", kv["recv"], want)
+	})
+}
+
+var _ engine.ClusterChecker = (*Module)(nil)
+
+// CheckCluster is check's part of a switchover: every refusal that does
+// not depend on the standbys' restarts is told once the cluster is
+// planned, before anything is touched.
+func (m *Module) CheckCluster(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
+	st, err := plan.StateOf[State](p)
+	if err != nil || st == nil || !st.Switchover {
+		return err
+	}
+	peers, closePeers, err := t.ClusterPeers(ctx, "")
+	if err != nil {
+		return fmt.Errorf("primary: switchover refused: %w", err)
+	}
+	defer closePeers()
+	if _, err := readSwitchover(ctx, t, peers); err != nil {
+		return fmt.Errorf("primary: switchover refused: %w", err)
+	}
+	return nil
+}
+
+// applySwitchover moves the primary role to a standby and restarts this
+// server as its standby on the new values. mark is where this apply's
+// files begin: a refusal puts them back (the server never took them).
+func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, mark engine.JournalMark) error {
+	peers, closePeers, err := t.ClusterPeers(ctx, switchoverSuffix)
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
+	defer closePeers()
+	sw, err := readSwitchover(ctx, t, peers)
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
+	cand, err := sw.candidate()
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
+	repoints, err := sw.planRepoint(ctx, cand)
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
+	for _, r := range repoints {
+		if err := checkReachable(ctx, r, cand.pg.Port); err != nil {
+			return refuseSwitchover(ctx, t, mark, err)
+		}
+	}
+	log := t.Log
+	if log != nil {
+		log.Info("switchover: stopping the primary (fast shutdown)", "new_primary", cand.name())
+	}
+
+	// Steps 3–4: until the promotion, the old primary can take its role back.
+	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
+		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
+			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary", t.Name, err, lastLines(string(res.Stdout), 3)))
+		}
+		return backToPrimary(ctx, t, pg, cand, "stop", err)
+	}
+	lsn, err := shutdownCheckpoint(ctx, t, pg)
+	if err != nil {
+		return backToPrimary(ctx, t, pg, cand, "read the shutdown checkpoint", err)
+	}
+	if err := awaitReplayed(ctx, cand, lsn); err != nil {
+		return backToPrimary(ctx, t, pg, cand, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err)
+	}
+	if log != nil {
+		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
+	}
+	tl, err := promote(ctx, cand)
+	if err != nil {
+		if now, qerr := ownerQuery(context.WithoutCancel(ctx), cand.t, cand.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr == nil && now["recovery"] == "true" {
+			return backToPrimary(ctx, t, pg, cand, "promote "+cand.name(), err)
+		}
+		return fmt.Errorf("switchover: step promote %s: %v; it may be a primary now: %s is stopped (cleanly, its files as before); find out which server is the primary before starting %s", cand.name(), err, t.Name, t.Name)
+	}
+
+	// From here the new primary takes writes: nothing goes back.
+	ctx = context.WithoutCancel(ctx)
+	state := fmt.Sprintf("%s is the primary now (writable, timeline %d)", cand.name(), tl)
+	if log != nil {
+		log.Info("switchover: promoted", "new_primary", cand.name(), "timeline", tl)
+	}
+	var problems []string
+	oldBack := false
+	if err := writeRepoint(ctx, repoints[0], true); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: step repoint: %v; it is left stopped (cleanly) and must not start as a primary", t.Name, err))
+	} else {
+		res, err := restartPostgres(ctx, t, pg, false)
+		if why := restartFailure(res, err); why != "" {
+			problems = append(problems, fmt.Sprintf("%s: step start as standby of %s: %s; it has standby.signal and must not start as a primary", t.Name, cand.name(), failedStart(why)))
+		} else {
+			oldBack = true
+		}
+	}
+	for _, r := range repoints[1:] {
+		if err := writeRepoint(ctx, r, false); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: step repoint: %v", r.m.name(), err))
+		}
+	}
+	for _, m := range append(append([]*swMember{sw.old}, sw.direct...), sw.cascaded...) {
+		if m == cand || (m == sw.old && !oldBack) {
+			continue
+		}
+		if err := awaitStreamingOn(ctx, m, tl); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: step confirm streaming from %s: %v", m.name(), cand.name(), err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("switchover: %s; %s; pgtune does not move clients: they must follow the new primary", state, strings.Join(problems, "; "))
+	}
+	if log != nil {
+		log.Info("switchover done: the old primary streams from the new one", "new_primary", cand.name(), "timeline", tl)
+	}
+	return nil
+}
+
+// writeRepoint writes a member's new primary_conninfo (journaled, kept
+// apart as the switchover's run, never shown: it may hold a password).
+// The old primary also gets standby.signal; a running standby reloads.
+func writeRepoint(ctx context.Context, r repointing, oldPrimary bool) error {
+	st := sideTarget(r.m.t)
+	st.Module = Name
+	opts := transport.WriteOptions{AsUser: r.m.pg.Owner}
+	if err := st.WriteSecretFile(ctx, r.file, r.content, opts); err != nil {
+		return fmt.Errorf("write %s: %w", r.file, err)
+	}
+	if oldPrimary {
+		signal := path.Join(r.m.pg.DataDir, "standby.signal")
+		return st.WriteFile(ctx, signal, nil, transport.WriteOptions{AsUser: r.m.pg.Owner, Mode: "0600"})
+	}
+	if _, err := ownerQuery(ctx, r.m.t, r.m.pg, "SELECT 'reload=' || pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	return nil
+}
+
+// refuseSwitchover puts this apply's files back (the server still runs
+// the old values: nothing was restarted) and says why.
+func refuseSwitchover(ctx context.Context, t *engine.Target, mark engine.JournalMark, why error) error {
+	err := fmt.Errorf("primary: switchover refused, nothing restarted: %w", why)
+	if rerr := t.UndoSince(context.WithoutCancel(ctx), mark); rerr != nil {
+		return fmt.Errorf("%w; putting the previous configuration files back failed: %v", err, rerr)
+	}
+	return fmt.Errorf("%w; the previous configuration files are back", err)
+}
+
+// backToPrimary starts the old primary again, as the primary (on the new
+// values: its pool was checked), after the switchover stopped before the
+// promotion.
+func backToPrimary(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, step string, cause error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*restartTimeout*time.Second)
+	defer cancel()
+	res, err := startAgain(rctx, t, pg)
+	if why := restartFailure(res, err); why != "" {
+		return fmt.Errorf("switchover abandoned at step %s: %v; starting %s again as the primary FAILED: %s; the cluster has no primary: %s is still a standby; start %s by hand",
+			step, cause, t.Name, why, cand.name(), t.Name)
+	}
+	return fmt.Errorf("switchover abandoned at step %s: %v; %s is the primary again (pid %d, on the new values): the cluster is writable; %s is still its standby",
+		step, cause, t.Name, res.NewPID, cand.name())
+}

@@ -26,32 +26,45 @@ import (
 // The shell runs only what the controller sends, as an argument vector;
 // nothing the host says is ever run. A request on its stdin is a line
 // "ALEN INLEN", ALEN bytes of the argument vector quoted for sh, INLEN
-// bytes of the command's stdin (kept in a root-only directory), and a
-// line "." that proves the request arrived whole (GNU head -c reads no
-// byte past its count, which the framing needs; without it the shell
-// exits at once and every command gets a session of its own): a connection cut inside
-// a request ends the shell before the command runs. The command's stdout
-// and stderr stream back as they are; after it, each stream carries a
-// newline, the session's marker (random, sent on stdin, never on a
-// command line) and the exit status. Output cannot forge the marker
-// without knowing it.
+// bytes of the command's stdin, and a line "." that proves the request
+// arrived whole (GNU head -c reads no byte past its count, which the
+// framing needs; without it the shell exits at once and every command gets
+// a session of its own): a connection cut inside a request ends the shell
+// before the command runs. After the command, each stream carries a
+// newline, the session's marker (random, sent on stdin, never on a command
+// line) and the exit status. Output cannot forge the marker without
+// knowing it.
+//
+// Commands run host code (an owner's postgres, its preload libraries), and
+// such code can leave a process behind holding whatever it inherited. So a
+// command never gets the shell's own streams: its stdout and stderr are
+// pipes of its own, copied out by cat, and a leftover holding them keeps
+// that command from ending (until its timeout stops the shell), as a
+// session of its own would, instead of writing into later commands'
+// output. Its stdin (a patroni.yml with passwords, say) is a file of a
+// root-only directory, in memory where /run is, unlinked once opened.
 const shellScript = `case $(head --version 2>/dev/null) in *GNU*) ;; *) exit 3;; esac
 IFS= read -r m || exit 1
-d=$(mktemp -d) || exit 1
+d=$(mktemp -d /run/pgtune-sh.XXXXXX 2>/dev/null) || d=$(mktemp -d) || exit 1
 trap 'rm -rf -- "$d"' EXIT
 trap 'exit 1' HUP INT TERM PIPE
 end() { printf '\n%s %s\n' "$m" "$1"; printf '\n%s %s\n' "$m" "$1" >&2; }
 end ready
 while read -r c n; do
   a=$(head -c "$c") || exit 1
-  i=/dev/null
-  if [ "$n" -gt 0 ]; then head -c "$n" > "$d/in" || exit 1; i=$d/in; fi
+  if [ "$n" -gt 0 ]; then
+    head -c "$n" > "$d/in" && exec 4< "$d/in" && rm -f -- "$d/in" || exit 1
+  else
+    exec 4< /dev/null
+  fi
   IFS= read -r t && [ "$t" = . ] || exit 1
   eval "set -- $a"
-  ( exec "$@" ) < "$i"
-  s=$?
-  if [ "$n" -gt 0 ]; then : > "$d/in"; fi
-  end "$s"
+  rm -f -- "$d/s"
+  { { { ( exec "$@" ) <&4 4<&-; echo "$?" > "$d/s"; } | cat; } 2>&1 >&3 3>&- | cat >&2; } 3>&1
+  exec 4<&-
+  s=
+  read -r s < "$d/s" || :
+  end "${s:-255}"
 done
 `
 

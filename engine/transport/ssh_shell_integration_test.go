@@ -22,11 +22,11 @@ func shellConfig(srv *testhost.SSHServer, login string) SSHConfig {
 	return cfg
 }
 
-// shellPID is the PID of the process that runs a privileged command's
-// program: the same for every command when they share one shell.
+// shellPID is the process group of a privileged command's program: the
+// shell's, the same for every command when they share one shell.
 func shellPID(t *testing.T, c *SSH) string {
 	t.Helper()
-	res, err := c.Run(context.Background(), Command{Args: []string{"sh", "-c", `echo "$PPID"`}, Become: true})
+	res, err := c.Run(context.Background(), Command{Args: []string{"sh", "-c", `ps -o pgid= -p "$$"`}, Become: true})
 	if err != nil {
 		t.Fatalf("echo $PPID: %v", err)
 	}
@@ -72,6 +72,16 @@ func TestIntegrationPrivilegedShell(t *testing.T) {
 			// A builtin's name runs the program, never in the shell itself.
 			if _, err = c.Run(ctx, Command{Args: []string{"exit", "0"}, Become: true}); !errors.As(err, &xe) || xe.ExitCode != 127 {
 				t.Fatalf("exit as a program: %v, want exit 127", err)
+			}
+			// A command holds none of the shell's own descriptors, so a
+			// process it leaves behind cannot write into a later command's
+			// output; its stdin is a file already unlinked.
+			res, err = c.Run(ctx, Command{Args: []string{"sh", "-c", `ls /proc/$$/fd; for f in 0 1 2; do readlink /proc/$$/fd/$f; done; readlink /proc/$1/fd/1`, "sh", first},
+				Stdin: []byte("secret"), Become: true})
+			lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+			if err != nil || len(lines) != 7 || strings.Join(lines[:3], " ") != "0 1 2" || !strings.HasSuffix(lines[3], "/in (deleted)") ||
+				!strings.HasPrefix(lines[4], "pipe:") || lines[4] == lines[6] || lines[5] == lines[6] {
+				t.Fatalf("a command's descriptors: %q, %v; want 0 1 2, stdin unlinked, stdout and stderr pipes other than the shell's", lines, err)
 			}
 			if again := shellPID(t, c); again != first {
 				t.Fatalf("commands ran in shells %s and %s, want one", first, again)

@@ -36,5 +36,8 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		ProxyCommand:   c.ProxyCommand,
 		Password:       c.Password,
 		BecomePassword: c.BecomePassword,
+		// One sudo per host and run, not one per command: most of a
+		// check's cost on the host was sessions and sudo.
+		PrivilegedShell: true,
 	})
 }

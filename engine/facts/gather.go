@@ -34,20 +34,45 @@ const gatherScript = `export LC_ALL=C
 # and the shell reads a byte at a time.
 one1() { v=; IFS= read -r v 2>/dev/null < "$1" || :; }
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
-printf 'H %s\n' "$(uname -n)"
-printf 'K %s\n' "$(uname -r)"
+un=$(uname -n -r)
+printf 'H %s\n' "${un% *}"
+printf 'K %s\n' "${un##* }"
 printf 'U %s\n' "${SUDO_USER:-$(id -un)}"
 uid=
 while read -r k r e rest; do if [ "$k" = Uid: ]; then uid=$e; break; fi; done < /proc/self/status
 printf 'I %s\n' "$uid"
+# sysfile KEY sets p to KEY's file under /proc/sys.
+sysfile() {
+  p=/proc/sys r=$1
+  while :; do case $r in *.*) p=$p/${r%%.*} r=${r#*.};; *) p=$p/$r; break;; esac; done
+}
+# sysval FILE sets v to FILE's lines in vals (grep -H: "FILE:line").
+nl='
+'
+sysval() {
+  v= sv_first=1
+  while IFS= read -r l; do
+    case $l in "$1:"*) ;; *) continue;; esac
+    if [ -n "$sv_first" ]; then v=${l#"$1:"} sv_first=; else v=$v$nl${l#"$1:"}; fi
+  done <<VALS
+$vals
+VALS
+}
+# One grep reads every value (the shell cannot read /proc/sys: its
+# integer files answer a read at an offset with nothing), after the keys
+# in "$@".
+n=$#
+for k in "$@"; do sysfile "$k"; set -- "$@" "$p"; done
+vals=$(shift "$n"; grep -H '' -- "$@" /proc/sys/vm/min_free_kbytes 2>/dev/null)
 w=1
 for k in "$@"; do
-  p=/proc/sys r=$k
-  while :; do case $r in *.*) p=$p/${r%%.*} r=${r#*.};; *) p=$p/$r; break;; esac; done
-  if [ -r "$p" ]; then printf 'S %s %s\n' "$k" "$(cat "$p")"; [ -w "$p" ] || w=0; fi
+  [ "$n" -gt 0 ] || break
+  n=$((n-1))
+  sysfile "$k"
+  if [ -r "$p" ]; then sysval "$p"; printf 'S %s %s\n' "$k" "$v"; [ -w "$p" ] || w=0; fi
 done
 echo "W $w"
-if [ -r /proc/sys/vm/min_free_kbytes ]; then printf 'R %s\n' "$(cat /proc/sys/vm/min_free_kbytes)"; fi
+if [ -r /proc/sys/vm/min_free_kbytes ]; then sysval /proc/sys/vm/min_free_kbytes; printf 'R %s\n' "$v"; fi
 hp=
 while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
 for n in /sys/devices/system/node/node[0-9]*; do

@@ -42,6 +42,12 @@ type SSHConfig struct {
 	// BecomePassword is given to `sudo -S` on its stdin when sudo asks
 	// for it (see ssh_become.go); never on a command line.
 	BecomePassword string
+	// PrivilegedShell runs privileged commands (Become, or every command
+	// of a root login) one after the other in one remote shell started on
+	// first use: one sudo per connection instead of one session, login
+	// shell and sudo per command (see ssh_shell.go). A command that finds
+	// the shell busy gets a session of its own, as without it.
+	PrivilegedShell bool
 }
 
 // Errors a caller can test with errors.Is to tell why a host failed.
@@ -78,6 +84,12 @@ type SSH struct {
 	jump   *jumpEntry // shared connection to the last jump host, if any
 	become becomeSecret
 	sem    chan struct{}
+
+	privShell bool          // SSHConfig.PrivilegedShell
+	shellBusy chan struct{} // held by the Run using the shell
+	shellMu   sync.Mutex    // guards shell and shellOff
+	shell     *privShell
+	shellOff  bool // the shell cannot run on this host
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -132,6 +144,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		sem:    make(chan struct{}, maxSessions),
 		closed: make(chan struct{}),
 		lost:   make(chan struct{}),
+
+		privShell: cfg.PrivilegedShell,
+		shellBusy: make(chan struct{}, 1),
 	}
 	s.wg.Add(1)
 	go s.keepalive()
@@ -279,6 +294,11 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", cmd, err)
+	}
+	if s.privShell && (cmd.Become || s.user == "root") {
+		if res, ok, err := s.runInShell(ctx, cmd); ok {
+			return res, err
+		}
 	}
 	become := cmd.Become && s.user != "root"
 	line := remoteLine(cmd.Args, become)
@@ -488,6 +508,7 @@ func (s *SSH) markLost() {
 func (s *SSH) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.closeShell()
 		close(s.closed)
 		err = s.client.Close()
 		s.wg.Wait()

@@ -30,17 +30,29 @@ const capSysResource = 24
 const readScript = `export LC_ALL=C
 pid=$1 unit=$2 name=$3 max=$4
 sd=0
-if [ "$(head -c 64 /proc/1/comm 2>/dev/null)" = systemd ] && command -v systemctl >/dev/null 2>&1 && systemctl show -p Version --value >/dev/null 2>&1; then sd=1; fi
+c1=
+read -r c1 2>/dev/null < /proc/1/comm || :
+if [ "$c1" = systemd ] && command -v systemctl >/dev/null 2>&1 && systemctl show -p Version --value >/dev/null 2>&1; then sd=1; fi
 echo "systemd=$sd"
-echo "capeff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)"
+ce=
+while read -r k v rest; do if [ "$k" = CapEff: ]; then ce=$v; break; fi; done < /proc/self/status
+echo "capeff=$ce"
 if [ -n "$pid" ]; then
   unit=
   if [ -r "/proc/$pid/stat" ]; then
-    echo "pm_start=$(sed -n '1s/^.*) //p' "/proc/$pid/stat" | cut -d' ' -f20)"
-    echo "pm_adj=$(head -c 16 "/proc/$pid/oom_score_adj")"
-    { tr '\0' '\n' < "/proc/$pid/environ" | grep -E '^PG_OOM_ADJUST_(FILE|VALUE)=' | head -n 4 | cut -c1-300 | sed 's/^/pm_env_/'; } 2>/dev/null
+    st=
+    read -r st 2>/dev/null < "/proc/$pid/stat" || :
+    st=${st##*) }
+    set -f
+    set -- $st
+    set +f
+    echo "pm_start=${20:-}"
+    a=
+    read -r a 2>/dev/null < "/proc/$pid/oom_score_adj" || :
+    echo "pm_adj=$a"
+    { tr '\0' '\n' < "/proc/$pid/environ" | awk 'n < 4 && /^PG_OOM_ADJUST_(FILE|VALUE)=/ { print "pm_env_" substr($0, 1, 300); n++ }'; } 2>/dev/null
     kids=
-    if [ -r "/proc/$pid/task/$pid/children" ]; then kids=$(head -c 65536 "/proc/$pid/task/$pid/children")
+    if [ -r "/proc/$pid/task/$pid/children" ]; then read -r kids 2>/dev/null < "/proc/$pid/task/$pid/children" || :
     else
       for d in /proc/[0-9]*; do
         pp=$(sed -n '1s/^.*) //p' "$d/stat" 2>/dev/null | cut -d' ' -f2)
@@ -57,7 +69,10 @@ if [ -n "$pid" ]; then
       n=$((n+1))
       if [ "$n" -ge "$max" ]; then break; fi
     done
-    cg=$(grep -m1 -E '^0::|:name=systemd:' "/proc/$pid/cgroup" 2>/dev/null | cut -d: -f3-)
+    cg=
+    while IFS= read -r l; do
+      case $l in 0::*|*:name=systemd:*) cg=${l#*:}; cg=${cg#*:}; break;; esac
+    done 2>/dev/null < "/proc/$pid/cgroup"
     u=${cg##*/}
     case $u in *.service) unit=$u;; esac
   fi
@@ -65,7 +80,7 @@ fi
 case $unit in *[!A-Za-z0-9@._:-]*|-*) unit=;; esac
 if [ "$sd" = 1 ] && [ -n "$unit" ]; then
   echo "unit=$unit"
-  systemctl show -p LoadState -p MainPID -p OOMPolicy -p OOMScoreAdjust "$unit" 2>/dev/null | head -n 8 | sed 's/^/unit_/'
+  systemctl show -p LoadState -p MainPID -p OOMPolicy -p OOMScoreAdjust "$unit" 2>/dev/null | sed -n '1,8s/^/unit_/p'
   f="/etc/systemd/system/$unit.d/$name"
   if [ -f "$f" ] && [ ! -L "$f" ]; then echo "--- dropin"; head -c 65536 -- "$f"; fi
 fi

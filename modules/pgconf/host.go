@@ -52,6 +52,7 @@ func runAsOwner(ctx context.Context, t *engine.Target, pg *facts.Postgres, stdin
 // prints, in argument order, one record per argument:
 //
 //	P i REAL                            an allowed place ("p:PATH"), resolved
+//	P i =                               that place, which resolves to itself
 //	F i 1 mode owner group REAL \n B64  a readable regular file
 //	F i 0                               no such file
 //	F i 2 REAL                          exists, but unreadable or not a regular file
@@ -65,16 +66,34 @@ func runAsOwner(ctx context.Context, t *engine.Target, pg *facts.Postgres, stdin
 // break are skipped.
 const readScript = `export LC_ALL=C
 b64() { if [ -z "$1" ]; then printf -; else printf %s "$1" | base64 -w0; fi; }
+# direct PATH: PATH is absolute and clean, and no part of it is a link, so
+# readlink -f would print it unchanged (tested with the shell's own test,
+# not a readlink process per path).
+direct() {
+  case $1 in /*) ;; *) return 1;; esac
+  case $1/ in *//*|*/./*|*/../*) return 1;; esac
+  dq=$1
+  while [ -n "$dq" ]; do
+    [ -L "$dq" ] && return 1
+    dq=${dq%/*}
+  done
+  return 0
+}
 nl='
 '
 i=0
 for a in "$@"; do
   p=${a#?:}
   case $a in
-  p:*) printf 'P %d %s\n' "$i" "$(b64 "$(readlink -f -- "$p" 2>/dev/null || true)")";;
+  p:*)
+    if [ -e "$p" ] && direct "$p"; then printf 'P %d =\n' "$i"
+    else printf 'P %d %s\n' "$i" "$(b64 "$(readlink -f -- "$p" 2>/dev/null || true)")"; fi;;
   f:*)
-    real=$(readlink -f -- "$p" 2>/dev/null) || real=$(readlink -- "$p" 2>/dev/null) || real=
-    if [ "$real" = "$p" ]; then real=; fi
+    if direct "$p"; then real=
+    else
+      real=$(readlink -f -- "$p" 2>/dev/null) || real=$(readlink -- "$p" 2>/dev/null) || real=
+      if [ "$real" = "$p" ]; then real=; fi
+    fi
     if [ -f "$p" ] && [ -r "$p" ]; then
       printf 'F %d 1 %s %s\n' "$i" "$(stat -L -c '%a %U %G' -- "$p")" "$(b64 "$real")"
       base64 -w0 -- "$p" || true
@@ -204,6 +223,8 @@ func parseRead(out []byte, want []string, fs *confFS) ([]string, error) {
 		}
 		p := want[i][2:]
 		switch {
+		case f[0] == "P" && f[2] == "=" && len(f) == 3:
+			places = append(places, p)
 		case f[0] == "P" && len(f) == 3:
 			real, err := unb64(f[2])
 			if err != nil {

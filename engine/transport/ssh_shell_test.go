@@ -1,0 +1,76 @@
+package transport
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestFrameWriter splits a stream at the marker however the bytes come
+// in, keeps output that only looks like a marker, and trips the cap.
+func TestFrameWriter(t *testing.T) {
+	const mark = "pgtune-end-0123"
+	stream := "out1\n" + mark + " 0\n" + "no newline" + "\n" + mark + " 3\n" +
+		"\npgtune-end-9999 1\n" + mark + "x\n" + "\n" + mark + " 0\n"
+	want := []frame{{[]byte("out1"), "0"}, {[]byte("no newline"), "3"}, {[]byte("\npgtune-end-9999 1\n" + mark + "x\n"), "0"}}
+	for _, chunk := range []int{1, 2, 7, len(stream)} {
+		stop := make(chan struct{})
+		over := ""
+		w := newFrameWriter("stdout", mark, stop, func(s string) { over = s })
+		w.frames = make(chan frame, len(want))
+		for i := 0; i < len(stream); i += chunk {
+			if _, err := w.Write([]byte(stream[i:min(i+chunk, len(stream))])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(w.frames)
+		var got []frame
+		for f := range w.frames {
+			got = append(got, f)
+		}
+		if len(got) != len(want) || over != "" {
+			t.Fatalf("chunk %d: %d frames (over %q), want %d", chunk, len(got), over, len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].data, want[i].data) || got[i].status != want[i].status {
+				t.Errorf("chunk %d: frame %d = %q %q, want %q %q", chunk, i, got[i].data, got[i].status, want[i].data, want[i].status)
+			}
+		}
+	}
+}
+
+func TestFrameWriterCap(t *testing.T) {
+	const mark = "pgtune-end-0123"
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		over   bool
+	}{
+		{"at the cap", []string{strings.Repeat("x", 10) + "\n" + mark + " 0\n"}, false},
+		{"over, marker in the same write", []string{strings.Repeat("x", 11) + "\n" + mark + " 0\n"}, true},
+		{"over, no marker yet", []string{strings.Repeat("x", 5), strings.Repeat("x", 40)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			over := ""
+			w := newFrameWriter("stderr", mark, make(chan struct{}), func(s string) { over = s })
+			w.limit.Store(10)
+			for _, s := range tc.writes {
+				if n, err := w.Write([]byte(s)); err != nil || n != len(s) {
+					t.Fatalf("write: %d, %v", n, err)
+				}
+			}
+			if (over == "stderr") != tc.over || (len(w.frames) == 1) == tc.over {
+				t.Fatalf("over %q, %d frames; want over %v", over, len(w.frames), tc.over)
+			}
+		})
+	}
+}
+
+// TestShellRequest frames a command as the shell reads it.
+func TestShellRequest(t *testing.T) {
+	got := string(shellRequest(Command{Args: []string{"sh", "-c", "it's"}, Stdin: []byte("a\x00b")}))
+	args := `'sh' '-c' 'it'\''s'`
+	if want := "19 3\n" + args + "a\x00b.\n"; len(args) != 19 || got != want {
+		t.Fatalf("request %q, want %q", got, want)
+	}
+}

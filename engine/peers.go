@@ -128,19 +128,38 @@ func (s *Session) inventoryHost(name string) *inventory.Host {
 // the session is planned, so the clusters are known; an error fails the
 // host as a check error does, and the host's cluster is then not touched.
 type ClusterChecker interface {
+	// WantsClusterCheck says, from the host's own plan, whether
+	// CheckCluster has anything to do: the host then keeps its plan whole
+	// and its connection until the cluster is checked, and its outcome is
+	// streamed only after that.
+	WantsClusterCheck(p *plan.ModulePlan) bool
 	CheckCluster(ctx context.Context, t *Target, p *plan.ModulePlan) error
 }
 
-// checkClusters runs the ClusterCheckers of every planned host, over the
-// host's connection or, when planning already closed it, a new one.
+// wantsClusterCheck reports whether a planned host waits for checkClusters.
+func wantsClusterCheck(hr *hostRun) bool {
+	if hr.err != nil || hr.skipped || hr.facts == nil {
+		return false
+	}
+	for _, st := range hr.steps {
+		if cc, ok := st.module.(ClusterChecker); ok && st.plan != nil && cc.WantsClusterCheck(st.plan) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkClusters runs the ClusterCheckers of every host that waits for
+// them, over the host's connection (kept for it), then lets the host go
+// as planning does for the others and streams its outcome.
 func (s *Session) checkClusters(ctx context.Context) {
 	for _, hr := range s.hosts {
-		if hr.err != nil || hr.skipped || hr.facts == nil {
+		if !hr.clusterCheck {
 			continue
 		}
 		for _, st := range hr.steps {
 			cc, ok := st.module.(ClusterChecker)
-			if !ok || st.plan == nil {
+			if !ok || st.plan == nil || !cc.WantsClusterCheck(st.plan) {
 				continue
 			}
 			if err := s.checkCluster(ctx, hr, cc, st); err != nil {
@@ -148,6 +167,9 @@ func (s *Session) checkClusters(ctx context.Context) {
 				break
 			}
 		}
+		hr.clusterCheck = false
+		s.releaseIfDone(hr)
+		s.hostDone(hr)
 	}
 }
 

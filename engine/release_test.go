@@ -2,14 +2,18 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -97,5 +101,85 @@ func TestCheckKeepsOnlyReport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// clusterRefuser refuses db1 once the cluster is checked, as a switchover
+// does that the other members cannot take; it needs its plan's State then.
+type clusterRefuser struct{ keepsState }
+
+func (clusterRefuser) Name() string { return "keepsstate" }
+func (clusterRefuser) WantsClusterCheck(p *plan.ModulePlan) bool {
+	b, _ := p.State.([]byte)
+	return string(b) == "content to write on db1"
+}
+func (clusterRefuser) CheckCluster(_ context.Context, t *Target, p *plan.ModulePlan) error {
+	if p.State == nil {
+		return errors.New("the plan's State was let go before the cluster check")
+	}
+	return errors.New("switchover refused: a standby is not streaming")
+}
+
+// TestClusterCheckInCheck: in check, a host waiting for its cluster's
+// check keeps its plan whole and its one connection until then, and its
+// streamed outcome is the final one (the refusal), not an earlier drift.
+func TestClusterCheckInCheck(t *testing.T) {
+	gather, err := os.ReadFile("facts/testdata/gather-debian-vm.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Parse("inv.yml", []byte("all:\n  hosts:\n    db1:\n    db2:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, _ := Registry(clusterRefuser{})
+	book := &playbook.Playbook{File: "p.yml", Plays: []*playbook.Play{{
+		Name: "p", Hosts: "all", Sections: []string{"keepsstate"}, Policy: map[string]any{"keepsstate": &struct{}{}},
+	}}}
+	hosts, err := Targets(inv, book, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dials := map[string]int{}
+	streamed := map[string]string{}
+	r := &Runner{Modules: mods, Forks: 2, RunID: "test", PlanOnly: true,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Dial: func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
+			mu.Lock()
+			dials[h.Name]++
+			mu.Unlock()
+			return cannedHost(gather), nil
+		},
+		HostDone: func(phase string, h report.Host) {
+			mu.Lock()
+			streamed[h.Name] += string(h.Status) + " "
+			mu.Unlock()
+		},
+	}
+	s, err := r.Plan(context.Background(), inv, book, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep := s.Report("check")
+	for _, h := range rep.Hosts {
+		if got := streamed[h.Name]; got != string(h.Status)+" " {
+			t.Errorf("%s: streamed %q, final %q", h.Name, got, h.Status)
+		}
+		if dials[h.Name] != 1 {
+			t.Errorf("%s: %d connections, want 1", h.Name, dials[h.Name])
+		}
+	}
+	if err := s.hosts[0].err; err == nil || !strings.Contains(err.Error(), "db1: keepsstate: switchover refused") {
+		t.Errorf("db1: %v, want the cluster check's refusal", err)
+	}
+	if s.hosts[1].err != nil {
+		t.Errorf("db2: %v", s.hosts[1].err)
+	}
+	for _, hr := range s.hosts {
+		if hr.steps[0].plan.State != nil || hr.tr != nil {
+			t.Errorf("%s: kept its plan's State or connection after the check", hr.host.Name)
+		}
 	}
 }

@@ -96,6 +96,9 @@ type hostRun struct {
 	// notes are the engine's own notes on the host (its replication
 	// cluster, see clusters.go), reported after the modules' notes.
 	notes []string
+	// clusterCheck: planned, waiting for checkClusters (peers.go), which
+	// sets clusterChecked once it has taken the host.
+	clusterCheck, clusterChecked bool
 }
 
 type step struct {
@@ -118,7 +121,9 @@ func (s *Session) each(ctx context.Context, fn func(context.Context, *hostRun)) 
 				defer cancel()
 			}
 			s.runHost(hctx, hr, fn)
-			s.hostDone(hr)
+			if !hr.clusterCheck {
+				s.hostDone(hr) // else once its cluster is checked (peers.go)
+			}
 			return nil
 		})
 	}
@@ -133,6 +138,10 @@ func (s *Session) log(hr *hostRun) *slog.Logger {
 // after its plan in a check, or when it failed or has nothing to apply, so
 // a large run does not hold every host's sshd session until the end.
 func (s *Session) releaseIfDone(hr *hostRun) {
+	if s.phase == "plan" && wantsClusterCheck(hr) && !hr.clusterChecked {
+		hr.clusterCheck, hr.clusterChecked = true, true // checkClusters releases it
+		return
+	}
 	if s.runner.PlanOnly {
 		keepOnlyReport(hr) // release.go
 	}

@@ -450,6 +450,12 @@ func awaitStreamingOn(ctx context.Context, m *swMember, tl int64) error {
 
 var _ engine.ClusterChecker = (*Module)(nil)
 
+// WantsClusterCheck: only a plain streaming switchover reads the cluster.
+func (m *Module) WantsClusterCheck(p *plan.ModulePlan) bool {
+	st, err := plan.StateOf[State](p)
+	return err == nil && st != nil && st.Switchover
+}
+
 // CheckCluster is check's part of a switchover: every refusal that does
 // not depend on the standbys' restarts is told once the cluster is
 // planned, before anything is touched.

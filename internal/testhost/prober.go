@@ -72,20 +72,32 @@ func (p *Prober) loop() {
 			return
 		case <-tick.C:
 		}
-		out, err := p.run("INSERT INTO probe DEFAULT VALUES RETURNING id")
-		now := time.Now()
-		p.mu.Lock()
-		if id, perr := strconv.ParseInt(out, 10, 64); err == nil && perr == nil {
-			p.acked = append(p.acked, id)
-			if gap := now.Sub(p.last); gap > p.maxGap {
-				p.maxGap, p.gapFrom = gap, p.last
-			}
-			p.last = now
-		} else {
-			p.failed++
-		}
-		p.mu.Unlock()
+		_, _ = p.WriteOnce()
 	}
+}
+
+// WriteOnce writes one row now, as the prober does every 100 ms, and
+// counts it acknowledged when the server returned its id; out is psql's
+// output.
+func (p *Prober) WriteOnce() (out string, err error) {
+	out, err = p.run("INSERT INTO probe DEFAULT VALUES RETURNING id")
+	now := time.Now()
+	id, perr := strconv.ParseInt(out, 10, 64)
+	if err == nil && perr != nil {
+		err = fmt.Errorf("no row id: %w", perr)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.failed++
+		return out, err
+	}
+	p.acked = append(p.acked, id)
+	if gap := now.Sub(p.last); gap > p.maxGap {
+		p.maxGap, p.gapFrom = gap, p.last
+	}
+	p.last = now
+	return out, nil
 }
 
 // Finish stops the prober and checks that every acknowledged row is in

@@ -1,121 +1,18 @@
 package patronitest
 
 import (
-	"context"
-	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// prober writes a row every 100 ms to whichever member takes writes
-// (libpq's multi-host conninfo with target_session_attrs=read-write, one
-// connection per row, as a client reconnecting after a failover would)
-// and remembers each row the server acknowledged and the longest time
-// between two acknowledgements.
-type prober struct {
-	conninfo string
-	psql     string
-	stop     chan struct{}
-	done     chan struct{}
-
-	mu      sync.Mutex
-	acked   []int64
-	last    time.Time
-	maxGap  time.Duration
-	gapFrom time.Time
-	failed  int
-}
-
-func startProber(t *testing.T, pc *testhost.PatroniCluster) *prober {
+// startProber writes a row every 100 ms to whichever member takes writes
+// (testhost.Prober, the streaming replication tests' prober too).
+func startProber(t *testing.T, pc *testhost.PatroniCluster) *testhost.Prober {
 	t.Helper()
-	var hosts, ports []string
-	for _, m := range pc.Members {
-		hosts = append(hosts, "127.0.0.1")
-		ports = append(ports, strconv.Itoa(m.PG.Port))
+	members := make([]*testhost.Cluster, len(pc.Members))
+	for i, m := range pc.Members {
+		members[i] = m.PG
 	}
-	p := &prober{
-		conninfo: fmt.Sprintf("host=%s port=%s dbname=postgres user=postgres target_session_attrs=read-write connect_timeout=2",
-			strings.Join(hosts, ","), strings.Join(ports, ",")),
-		psql: filepath.Join(testhost.DefaultPGBin, "psql"),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	if out, err := p.run("CREATE TABLE IF NOT EXISTS probe (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())"); err != nil {
-		t.Fatalf("prober: create table: %v: %s", err, out)
-	}
-	p.last = time.Now()
-	go p.loop()
-	return p
-}
-
-func (p *prober) run(sql string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, p.psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", p.conninfo, "-c", sql).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-func (p *prober) loop() {
-	defer close(p.done)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-tick.C:
-		}
-		out, err := p.run("INSERT INTO probe DEFAULT VALUES RETURNING id")
-		now := time.Now()
-		p.mu.Lock()
-		if id, perr := strconv.ParseInt(out, 10, 64); err == nil && perr == nil {
-			p.acked = append(p.acked, id)
-			if gap := now.Sub(p.last); gap > p.maxGap {
-				p.maxGap, p.gapFrom = gap, p.last
-			}
-			p.last = now
-		} else {
-			p.failed++
-		}
-		p.mu.Unlock()
-	}
-}
-
-// finish stops the prober and checks that every acknowledged row is in
-// the table the current leader serves; it returns the longest gap.
-func (p *prober) finish(t *testing.T) time.Duration {
-	t.Helper()
-	close(p.stop)
-	<-p.done
-	out, err := p.run("SELECT id FROM probe")
-	if err != nil {
-		t.Fatalf("prober: read the rows back: %v: %s", err, out)
-	}
-	present := map[int64]bool{}
-	for _, l := range strings.Fields(out) {
-		id, _ := strconv.ParseInt(l, 10, 64)
-		present[id] = true
-	}
-	lost := 0
-	for _, id := range p.acked {
-		if !present[id] {
-			lost++
-		}
-	}
-	t.Logf("prober: %d rows acknowledged, %d attempts failed, %d rows in the table, longest write gap %v (from %s)",
-		len(p.acked), p.failed, len(present), p.maxGap.Round(time.Millisecond), p.gapFrom.Format("15:04:05.000"))
-	if len(p.acked) == 0 {
-		t.Fatal("prober: no row was ever acknowledged")
-	}
-	if lost > 0 {
-		t.Errorf("prober: %d of %d acknowledged rows are missing after the rollout", lost, len(p.acked))
-	}
-	return p.maxGap
+	return testhost.StartProber(t, members...)
 }

@@ -342,6 +342,11 @@ func (sh *privShell) through(ctx context.Context, feed *becomeFeed, pc *pidCaptu
 				continue
 			}
 			feed.answered.Store(true)
+		case <-sh.overCh:
+			// Output before the shell even started (a sudo or sh that
+			// streams forever): the cap ends the start as it ends a
+			// command, instead of waiting for a PID line that never comes.
+			return ErrOutputTooLarge
 		case <-sh.ended:
 			return errShellEnded
 		case <-ctx.Done():
@@ -354,6 +359,9 @@ func (sh *privShell) through(ctx context.Context, feed *becomeFeed, pc *pidCaptu
 // have: sudo's refusals are BecomeErrors; an exit for another reason
 // leaves the command to a session of its own.
 func (s *SSH) startError(cmd Command, sh *privShell, feed *becomeFeed, pc *pidCapture, err error) error {
+	if errors.Is(err, ErrOutputTooLarge) {
+		return &OutputTooLargeError{Command: cmd.String(), Stream: sh.overIn, Limit: MaxOutput()}
+	}
 	if !errors.Is(err, errShellEnded) {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}

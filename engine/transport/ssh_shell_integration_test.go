@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -205,5 +206,45 @@ func TestIntegrationPrivilegedShellBecomePassword(t *testing.T) {
 		if strings.Contains(string(res.Stdout)+string(res.Stderr)+err.Error()+srv.Log(), password) {
 			t.Fatal("the password appears in output")
 		}
+	}
+}
+
+// TestIntegrationPrivilegedShellFloodAtStart: a host whose sudo runs an
+// sh that streams forever (found first on its secure_path) fails the
+// command with the output cap, as a session of its own would, instead of
+// waiting for the shell's start for ever.
+func TestIntegrationPrivilegedShellFloodAtStart(t *testing.T) {
+	srv := testhost.SSHD(t)
+	const login = "pgtune-zeros"
+	testhost.EnsureUser(t, login, true)
+	bins, err := os.MkdirTemp("", "pgtune-flood-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bins) })
+	if err := os.Chmod(bins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bins, "sh"), []byte("#!/bin/sh\nexec cat /dev/zero\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	drop := filepath.Join("/etc/sudoers.d", "pgtune-test-flood-"+login)
+	line := fmt.Sprintf("Defaults:%s secure_path=\"%s:/usr/sbin:/usr/bin:/sbin:/bin\"\n", login, bins)
+	if err := os.WriteFile(drop, []byte(line), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(drop) })
+	lowerOutputCap(t, 256<<10)
+
+	c := dial(t, shellConfig(srv, login))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = c.Run(ctx, Command{Args: []string{"id", "-u"}, Become: true})
+	var tooLarge *OutputTooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Fatalf("err = %v, want the output cap", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the start waited for the test's own deadline")
 	}
 }

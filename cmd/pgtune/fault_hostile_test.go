@@ -43,8 +43,8 @@ func TestHostileHostsFailOnlyThemselves(t *testing.T) {
 	}
 	hostile := map[string]map[string]string{ // user → program → script
 		"pgtune-zeros":     {"sh": "#!/bin/sh\nexec cat /dev/zero\n"},
-		"pgtune-liar-neg":  {"cat": forgedCat("-2")},
-		"pgtune-liar-huge": {"cat": forgedCat("99999999999999999999")},
+		"pgtune-liar-neg":  {"cat": forgedCat("-2"), "grep": forgedGrep("-2")},
+		"pgtune-liar-huge": {"cat": forgedCat("99999999999999999999"), "grep": forgedGrep("99999999999999999999")},
 	}
 	for user, progs := range hostile {
 		dir := filepath.Join(bins, user)
@@ -138,6 +138,15 @@ case "$*" in
 */nr_hugepages) echo ` + value + ` ;;
 *) exec /bin/cat "$@" ;;
 esac
+`
+}
+
+// forgedGrep answers like grep, except that the value of
+// /proc/sys/vm/nr_hugepages in `grep -H` output is replaced (the facts
+// gather reads every sysctl value with one grep -H).
+func forgedGrep(value string) string {
+	return `#!/bin/sh
+/bin/grep "$@" | /bin/sed 's|^/proc/sys/vm/nr_hugepages:.*|/proc/sys/vm/nr_hugepages:` + value + `|'
 `
 }
 

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgtune/pgtune/internal/testhost"
 )
@@ -74,20 +73,6 @@ func TestRestartOrderCascade(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%+v\n%s", code, applied, stderr)
 	}
 	order := []string{"s2", "s1", "primary"}
-	var prevUp time.Time
-	for i, name := range order {
-		c := members[name]
-		down, up := logTimes(t, c)
-		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
-			t.Errorf("%s was not restarted", name)
-		}
-		if i > 0 && !down.After(prevUp) {
-			t.Errorf("%s went down at %s, before %s was back (%s)", name, down.Format(time.StampMilli), order[i-1], prevUp.Format(time.StampMilli))
-		}
-		prevUp = up
-		if hp := c.HugetlbPages(t); hp <= 0 {
-			t.Errorf("%s: not on huge pages", name)
-		}
-	}
+	checkRestartOrder(t, order, members, started)
 	set.WaitStreaming(t)
 }

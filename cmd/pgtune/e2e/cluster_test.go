@@ -121,9 +121,9 @@ func TestPatroniMembersLeftAlone(t *testing.T) {
 	_ = kernel
 }
 
-// logTimes returns when the server last received a shutdown request and
-// when it last said it accepts connections, from its log.
-func logTimes(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
+// logLines calls fn with the time stamp and text of each line of c's
+// server log that starts with one; fn returns false to stop.
+func logLines(t *testing.T, c *testhost.Cluster, fn func(ts time.Time, line string) bool) {
 	t.Helper()
 	for _, l := range strings.Split(c.Log(t), "\n") {
 		if len(l) < 23 {
@@ -133,14 +133,48 @@ func logTimes(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
 		if err != nil {
 			continue
 		}
+		if !fn(ts, l) {
+			return
+		}
+	}
+}
+
+// logTimes returns when the server last received a shutdown request and
+// when it last said it accepts connections, from its log.
+func logTimes(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
+	t.Helper()
+	logLines(t, c, func(ts time.Time, l string) bool {
 		switch {
 		case strings.Contains(l, "shutdown request"):
 			down = ts
 		case strings.Contains(l, "database system is ready to accept"):
 			up = ts
 		}
-	}
+		return true
+	})
 	return down, up
+}
+
+// checkRestartOrder checks that the members named in order were each
+// restarted (their start time is not the one in started), went down only
+// after the one before was back, and run on huge pages.
+func checkRestartOrder(t *testing.T, order []string, members map[string]*testhost.Cluster, started map[string]string) {
+	t.Helper()
+	var prevUp time.Time
+	for i, name := range order {
+		c := members[name]
+		down, up := logTimes(t, c)
+		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
+			t.Errorf("%s was not restarted", name)
+		}
+		if i > 0 && !down.After(prevUp) {
+			t.Errorf("%s went down at %s, before %s was back (%s)", name, down.Format(time.StampMilli), order[i-1], prevUp.Format(time.StampMilli))
+		}
+		prevUp = up
+		if hp := c.HugetlbPages(t); hp <= 0 {
+			t.Errorf("%s: not on huge pages", name)
+		}
+	}
 }
 
 // TestRestartOrderStreaming takes a real primary and two standbys (made
@@ -219,20 +253,6 @@ func TestRestartOrderStreaming(t *testing.T) {
 		}
 	}
 	order := []string{"standby1", "standby2", "primary"}
-	var prevUp time.Time
-	for i, name := range order {
-		c := members[name]
-		down, up := logTimes(t, c)
-		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
-			t.Errorf("%s was not restarted", name)
-		}
-		if i > 0 && !down.After(prevUp) {
-			t.Errorf("%s went down at %s, before %s was back (%s)", name, down.Format(time.StampMilli), order[i-1], prevUp.Format(time.StampMilli))
-		}
-		prevUp = up
-		if hp := c.HugetlbPages(t); hp <= 0 {
-			t.Errorf("%s: not on huge pages", name)
-		}
-	}
+	checkRestartOrder(t, order, members, started)
 	set.WaitStreaming(t)
 }

@@ -120,22 +120,19 @@ func TestSwitchoverStreaming(t *testing.T) {
 // when it next said it accepts connections.
 func firstRestart(t *testing.T, c *testhost.Cluster) (down, up time.Time) {
 	t.Helper()
-	for _, l := range strings.Split(c.Log(t), "\n") {
-		if len(l) < 23 {
-			continue
-		}
-		ts, err := time.Parse("2006-01-02 15:04:05.000", l[:23])
-		if err != nil {
-			continue
-		}
+	logLines(t, c, func(ts time.Time, l string) bool {
 		switch {
 		case down.IsZero() && strings.Contains(l, "shutdown request"):
 			down = ts
 		case !down.IsZero() && strings.Contains(l, "database system is ready to accept"):
-			return down, ts
+			up = ts
+			return false
 		}
+		return true
+	})
+	if up.IsZero() {
+		t.Fatalf("%s: no restart in its log", c.DataDir)
 	}
-	t.Fatalf("%s: no restart in its log", c.DataDir)
 	return down, up
 }
 

@@ -36,11 +36,10 @@ func (keepsState) Check(_ context.Context, t *Target, _ any) (*plan.ModulePlan, 
 func (keepsState) Apply(context.Context, *Target, *plan.ModulePlan) error  { return nil }
 func (keepsState) Verify(context.Context, *Target, *plan.ModulePlan) error { return nil }
 
-// TestCheckKeepsOnlyReport: once a host is planned and no Apply follows
-// (check), what modules kept for Apply is let go and the plan's values are
-// masked; the report shows the same changes. A plan that Apply follows
-// keeps both.
-func TestCheckKeepsOnlyReport(t *testing.T) {
+// twoHostPlay is a play of module m (named keepsstate) on db1 and db2,
+// whose facts gather answers with a Debian VM's.
+func twoHostPlay(t *testing.T, m Module) ([]byte, *inventory.Inventory, *playbook.Playbook, []*inventory.Host, map[string]Module) {
+	t.Helper()
 	gather, err := os.ReadFile("facts/testdata/gather-debian-vm.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +48,7 @@ func TestCheckKeepsOnlyReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, _ := Registry(keepsState{})
+	mods, _ := Registry(m)
 	book := &playbook.Playbook{File: "p.yml", Plays: []*playbook.Play{{
 		Name: "p", Hosts: "all", Sections: []string{"keepsstate"}, Policy: map[string]any{"keepsstate": &struct{}{}},
 	}}}
@@ -57,6 +56,15 @@ func TestCheckKeepsOnlyReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return gather, inv, book, hosts, mods
+}
+
+// TestCheckKeepsOnlyReport: once a host is planned and no Apply follows
+// (check), what modules kept for Apply is let go and the plan's values are
+// masked; the report shows the same changes. A plan that Apply follows
+// keeps both.
+func TestCheckKeepsOnlyReport(t *testing.T) {
+	gather, inv, book, hosts, mods := twoHostPlay(t, keepsState{})
 	for _, tc := range []struct {
 		name      string
 		planOnly  bool
@@ -124,22 +132,7 @@ func (clusterRefuser) CheckCluster(_ context.Context, t *Target, p *plan.ModuleP
 // check keeps its plan whole and its one connection until then, and its
 // streamed outcome is the final one (the refusal), not an earlier drift.
 func TestClusterCheckInCheck(t *testing.T) {
-	gather, err := os.ReadFile("facts/testdata/gather-debian-vm.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Parse("inv.yml", []byte("all:\n  hosts:\n    db1:\n    db2:\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods, _ := Registry(clusterRefuser{})
-	book := &playbook.Playbook{File: "p.yml", Plays: []*playbook.Play{{
-		Name: "p", Hosts: "all", Sections: []string{"keepsstate"}, Policy: map[string]any{"keepsstate": &struct{}{}},
-	}}}
-	hosts, err := Targets(inv, book, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	gather, inv, book, hosts, mods := twoHostPlay(t, clusterRefuser{})
 	var mu sync.Mutex
 	dials := map[string]int{}
 	streamed := map[string]string{}

@@ -9,10 +9,46 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// holders are the names of the tests that hold the kernel lock, in either
+// mode, so that helpers which read the live kernel can insist on it.
+var holders sync.Map
+
+func hold(t testing.TB) {
+	holders.Store(t.Name(), true)
+	t.Cleanup(func() { holders.Delete(t.Name()) })
+}
+
+// HoldsKernel says whether t, or a test it is a subtest of, holds the
+// kernel lock (LockKernel or WatchKernel).
+func HoldsKernel(t testing.TB) bool {
+	name := t.Name()
+	for {
+		if _, ok := holders.Load(name); ok {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return false
+		}
+		name = name[:i]
+	}
+}
+
+// RequireKernel fails t unless it holds the kernel lock: what a helper
+// reads from the live kernel (the huge page pool, its free pages) is only
+// this test's own while no other package's test changes it.
+func RequireKernel(t testing.TB, why string) {
+	t.Helper()
+	if !HoldsKernel(t) {
+		t.Fatalf("%s reads the live kernel: take testhost.WatchKernel (read only) or LockKernel first", why)
+	}
+}
 
 // LockFile is the machine-wide lock every kernel-changing test takes.
 const LockFile = "/run/pgtune-kernel.lock"
@@ -82,6 +118,7 @@ func LockKernel(t testing.TB) *KernelState {
 	}
 	taken := time.Now()
 	t.Logf("kernel lock: waited %s", taken.Sub(asked).Round(time.Millisecond))
+	hold(t)
 	t.Cleanup(func() {
 		defer f.Close() // closing releases the flock
 		defer func() { traceLock(t, "exclusive", taken.Sub(asked), time.Since(taken)) }()
@@ -154,6 +191,7 @@ func WatchKernel(t testing.TB) *KernelState {
 	}
 	taken := time.Now()
 	t.Logf("kernel lock (shared): waited %s", taken.Sub(asked).Round(time.Millisecond))
+	hold(t)
 	t.Cleanup(func() {
 		defer f.Close()
 		defer func() { traceLock(t, "shared", taken.Sub(asked), time.Since(taken)) }()

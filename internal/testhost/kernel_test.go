@@ -95,3 +95,22 @@ func TestWatchKernelShared(t *testing.T) {
 		t.Fatalf("a second watcher is refused: %v", err)
 	}
 }
+
+// A test that holds the kernel lock, and its subtests, are known as holders
+// (helpers that read the live pool insist on it); others are not.
+func TestHoldsKernelFollowsTheHolder(t *testing.T) {
+	t.Run("before", func(t *testing.T) {
+		if HoldsKernel(t) {
+			t.Fatal("a test that took no lock counts as a holder")
+		}
+	})
+	WatchKernel(t)
+	if !HoldsKernel(t) {
+		t.Fatal("the watcher is not a holder")
+	}
+	t.Run("sub", func(t *testing.T) {
+		if !HoldsKernel(t) {
+			t.Fatal("a subtest of the holder is not a holder")
+		}
+	})
+}

@@ -27,6 +27,13 @@ import (
 
 func liveTarget(t *testing.T, c *testhost.Cluster) *engine.Target {
 	t.Helper()
+	// Check and apply read the live huge page pool (room for the segment):
+	// another package's test holding pages under the kernel lock would
+	// change their answer (a clean-clone CI run failed so), so a test that
+	// holds no lock watches the kernel from here on.
+	if !testhost.HoldsKernel(t) {
+		testhost.WatchKernel(t)
+	}
 	ctx := context.Background()
 	tr := transport.NewLocal()
 	f, err := facts.Gather(ctx, tr, facts.Options{})

@@ -40,16 +40,6 @@ func HoldsKernel(t testing.TB) bool {
 	}
 }
 
-// RequireKernel fails t unless it holds the kernel lock: what a helper
-// reads from the live kernel (the huge page pool, its free pages) is only
-// this test's own while no other package's test changes it.
-func RequireKernel(t testing.TB, why string) {
-	t.Helper()
-	if !HoldsKernel(t) {
-		t.Fatalf("%s reads the live kernel: take testhost.WatchKernel (read only) or LockKernel first", why)
-	}
-}
-
 // LockFile is the machine-wide lock every kernel-changing test takes.
 const LockFile = "/run/pgtune-kernel.lock"
 

@@ -16,7 +16,7 @@ expect_exit() {
 	"$@" >"$STATE_DIR/$label.out" 2>"$STATE_DIR/$label.err" || rc=$?
 	if [[ $rc == "$want" ]]; then ok "$label exit $rc"; else
 		bad "$label exit $rc, want $want (output in $STATE_DIR/$label.{out,err})"
-		tail -30 "$STATE_DIR/$label.out" "$STATE_DIR/$label.err" >&2
+		tail -n 30 "$STATE_DIR/$label.out" "$STATE_DIR/$label.err" >&2
 	fi
 }
 

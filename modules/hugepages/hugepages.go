@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
@@ -303,8 +304,9 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, params any) (*plan
 // Apply writes the file, then grows or shrinks the live pool (pools of
 // another page size are given back by ApplyShrink). Growing
 // first syncs, drops caches and compacts memory so the kernel can still
-// find contiguous blocks; a shortfall is retried once after another
-// compaction, and otherwise the pool and the files go back to where they
+// find contiguous blocks; a shortfall is retried after another
+// compaction (retryWaits: gigantic pages several times, backing off), and
+// otherwise the pool and the files go back to where they
 // were and the module fails with the numbers.
 func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
 	st, err := plan.StateOf[State](p)
@@ -340,9 +342,14 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 	if err != nil {
 		return m.backOut(ctx, t, st, mark, err)
 	}
-	if short != "" && grow {
+	for retry := 0; short != "" && grow && retry < len(st.retryWaits()); retry++ {
+		if wait := st.retryWaits()[retry]; wait > 0 {
+			if err := pause(ctx, wait); err != nil {
+				return m.backOut(ctx, t, st, mark, fmt.Errorf("%s: %w", short, err))
+			}
+		}
 		if t.Log != nil {
-			t.Log.Warn("huge page shortfall, compacting and retrying", "short", short)
+			t.Log.Warn("huge page shortfall, compacting and retrying", "short", short, "retry", retry+1)
 		}
 		if err := prepare(ctx, t, false); err != nil {
 			return m.backOut(ctx, t, st, mark, fmt.Errorf("compact memory: %w", err))
@@ -355,6 +362,37 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		return m.backOut(ctx, t, st, mark, errors.New(short))
 	}
 	return nil
+}
+
+// gigantic is the smallest page size the kernel cannot take from its buddy
+// allocator (x86-64: 1 GiB): such a page needs a whole aligned range of
+// movable memory (alloc_contig_range), which fails on pages that are only
+// briefly pinned, locked or under writeback.
+const gigantic = 1 << 30
+
+// retryWaits are the pauses before each retry of a shortfall. A pool of
+// the buddy allocator's sizes gets one retry at once after compaction: if
+// that falls short, memory is fragmented and waiting does not help. A
+// gigantic page's range fails on transient pins; on a box just booted
+// (testbed, 4 GiB) the 1 GiB page was refused and given minutes later, so
+// those retries back off, 30 s in all.
+func (st *State) retryWaits() []time.Duration {
+	if st.PageSize >= gigantic {
+		return []time.Duration{0, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+	}
+	return []time.Duration{0}
+}
+
+// pause waits d or until ctx ends; tests replace it.
+var pause = func(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // nodesGrow says whether a node's share grows under numa: spread.

@@ -2,8 +2,10 @@ package hugepages
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgtune/pgtune/modules/internal/fakehost"
 	"github.com/pgtune/pgtune/modules/internal/moduletest"
@@ -203,6 +205,7 @@ func TestApplyGigPagesShortfall(t *testing.T) {
 	withGig(h)
 	h.Files[tmpfiles] = "# an older pool\n"
 	h.MaxPages = func(int) int64 { return 3 }
+	waits := recordPauses(t)
 	prm := DefaultParams()
 	prm.PageSize = val(t, "1GiB")
 	_, err := run(t, h, prm)
@@ -210,13 +213,87 @@ func TestApplyGigPagesShortfall(t *testing.T) {
 	if err == nil || err.Error() != wantErr {
 		t.Fatalf("err = %v\nwant %s", err, wantErr)
 	}
-	want := []string{"write " + tmpfiles, "prepare full", "sysfs " + gigSysfs + "=4", "prepare compact",
-		"sysfs " + gigSysfs + "=4", "sysfs " + gigSysfs + "=0", "write " + tmpfiles}
+	want := []string{"write " + tmpfiles, "prepare full", "sysfs " + gigSysfs + "=4"}
+	for range 5 {
+		want = append(want, "prepare compact", "sysfs "+gigSysfs+"=4")
+	}
+	want = append(want, "sysfs "+gigSysfs+"=0", "write "+tmpfiles)
+	if got := fmt.Sprint(*waits); got != "[2s 4s 8s 16s]" {
+		t.Errorf("pauses before the retries: %s, want [2s 4s 8s 16s]", got)
+	}
 	if got := changesLog(h); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if h.Files[tmpfiles] != "# an older pool\n" {
 		t.Errorf("tmpfiles file not restored: %q", h.Files[tmpfiles])
+	}
+	if got := h.NodePages(1 << 20); got[0] != 0 {
+		t.Errorf("1 GiB pool left at %v", got)
+	}
+}
+
+// recordPauses replaces the retry backoff for the test with a recorder.
+func recordPauses(t *testing.T) *[]time.Duration {
+	var waits []time.Duration
+	old := pause
+	pause = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	t.Cleanup(func() { pause = old })
+	return &waits
+}
+
+// A gigantic page refused for a while (pinned or locked pages in its
+// range, as on a box just booted) is taken on a later retry.
+func TestApplyGigPagesTransientShortfall(t *testing.T) {
+	h := fakehost.New()
+	withGig(h)
+	h.MaxPages = func(compactions int) int64 {
+		if compactions < 3 { // the full prepare and two compactions
+			return 0
+		}
+		return 1 << 20
+	}
+	waits := recordPauses(t)
+	prm := DefaultParams()
+	prm.PageSize = val(t, "1GiB")
+	if _, err := run(t, h, prm); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(*waits); got != "[2s]" {
+		t.Errorf("pauses: %s, want [2s] (a retry at once, then one after 2 s)", got)
+	}
+	if got := h.NodePages(1 << 20); got[0] != 4 {
+		t.Errorf("1 GiB pool %v, want 4", got)
+	}
+}
+
+// The default size is retried once at once: a pool of buddy pages that
+// compaction cannot find is fragmentation, not a pin that waiting frees.
+func TestApplyDefaultSizeRetriesOnce(t *testing.T) {
+	h := fakehost.New()
+	h.MaxPages = func(int) int64 { return 100 }
+	waits := recordPauses(t)
+	if _, err := run(t, h, DefaultParams()); err == nil || !strings.Contains(err.Error(), "allocated 100 of") {
+		t.Fatalf("err = %v, want the shortfall", err)
+	}
+	if len(*waits) != 0 {
+		t.Errorf("pauses %v for the default size", *waits)
+	}
+}
+
+// A run cancelled during the backoff backs out at once.
+func TestApplyGigPagesCancelledWhileWaiting(t *testing.T) {
+	h := fakehost.New()
+	withGig(h)
+	h.MaxPages = func(int) int64 { return 0 }
+	old := pause
+	pause = func(context.Context, time.Duration) error { return context.Canceled }
+	t.Cleanup(func() { pause = old })
+	prm := DefaultParams()
+	prm.PageSize = val(t, "1GiB")
+	_, err := run(t, h, prm)
+	const want = "allocated 0 of 4 huge pages (0 B of 4.0 GiB): context canceled; the pool is back at 0 pages"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 	if got := h.NodePages(1 << 20); got[0] != 0 {
 		t.Errorf("1 GiB pool left at %v", got)

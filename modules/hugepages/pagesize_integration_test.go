@@ -88,6 +88,7 @@ func TestIntegrationGigPages(t *testing.T) {
 		if _, err := os.Stat(gigDir); !os.IsNotExist(err) {
 			t.Errorf("%s appeared: %v", gigDir, err)
 		}
+		t.Logf("this kernel offers no 1 GiB pages: check refused page_size 1GiB and nothing changed")
 		return
 	}
 
@@ -119,8 +120,10 @@ func TestIntegrationGigPages(t *testing.T) {
 		if got := readNr(t, nr); got != strconv.FormatInt(before, 10) {
 			t.Fatalf("after a shortfall the pool is %s, was %d", got, before)
 		}
+		t.Logf("no free gigabyte on this machine: the shortfall was reported and backed out (%v)", err)
 		return
 	}
+	t.Logf("1 GiB pool grown from %d to %d pages", before, before+1)
 	if err := m.Verify(ctx, tg, p); err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,11 @@ type Params struct {
 	// standbys), switchover or skip (left pending, and said so). See
 	// primary.go.
 	Primary expr.Value `yaml:"primary"`
+	// SwitchoverTimeout bounds each wait of a plain streaming switchover
+	// on the standby it promotes: to catch up, to replay the old
+	// primary's shutdown checkpoint, to finish its promotion
+	// (switchover.go). A duration ("60s", "2m") or seconds.
+	SwitchoverTimeout expr.Value `yaml:"switchover_timeout"`
 }
 
 // Module is the pgconf module.
@@ -63,6 +68,8 @@ func (*Module) NewParams() any {
 		OnOverride: expr.Literal("fail"),
 		Dropin:     expr.Literal("conf.d/002-hugepages.conf"),
 		Primary:    expr.Literal(primaryRestart),
+
+		SwitchoverTimeout: expr.Literal(defaultSwitchoverTimeout),
 	}
 }
 
@@ -119,6 +126,9 @@ type State struct {
 	// standby, after which it runs as that standby's standby
 	// (switchover.go).
 	Switchover bool `json:",omitempty"`
+	// SwitchoverTimeout bounds the switchover's waits on the standby it
+	// promotes, in seconds (switchover_timeout).
+	SwitchoverTimeout int `json:",omitempty"`
 }
 
 type settings struct {
@@ -136,6 +146,8 @@ type settings struct {
 	// plainSwitchover: a replicated primary without Patroni, and the play
 	// says primary: switchover (switchover.go).
 	plainSwitchover bool
+	// switchoverTimeout is switchover_timeout in whole seconds.
+	switchoverTimeout int
 }
 
 func (m *Module) params(t *engine.Target, raw any) (settings, error) {
@@ -201,6 +213,11 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 	}
 	if !skip(p.Primary) {
 		if s.primary, err = evalPrimary(sc, p.Primary); err != nil {
+			return s, err
+		}
+	}
+	if p.SwitchoverTimeout.IsSet() && !skip(p.SwitchoverTimeout) {
+		if s.switchoverTimeout, err = evalSwitchoverTimeout(sc, p.SwitchoverTimeout); err != nil {
 			return s, err
 		}
 	}
@@ -622,6 +639,9 @@ func (c *checkRun) planRestart(ctx context.Context, t *engine.Target, p *plan.Mo
 				st.Restart = true
 				// Checked once the whole cluster is planned (CheckCluster).
 				st.Switchover = s.plainSwitchover
+				if st.Switchover {
+					st.SwitchoverTimeout = s.switchoverTimeout
+				}
 				p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: before, After: after})
 			} else {
 				st.Pending = true

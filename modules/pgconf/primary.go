@@ -2,6 +2,8 @@ package pgconf
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
@@ -35,6 +37,41 @@ func evalPrimary(sc *expr.Scope, v expr.Value) (string, error) {
 		return s, nil
 	}
 	return "", sc.Errorf(v, "primary: %q is not restart, switchover or skip", s)
+}
+
+// switchover_timeout: its default and bounds. One bound serves each of
+// the switchover's waits on the standby it promotes (catch up, replay the
+// shutdown checkpoint, finish the promotion), so the old primary is down
+// for at most about two of them before it is back or replaced.
+const (
+	defaultSwitchoverTimeout = "60s"
+	minSwitchoverTimeout     = time.Second
+	maxSwitchoverTimeout     = time.Hour
+)
+
+// evalSwitchoverTimeout reads switchover_timeout: a duration ("90s",
+// "2m") or a number of seconds, whole seconds (pg_promote waits in
+// seconds), from 1 s to 1 h.
+func evalSwitchoverTimeout(sc *expr.Scope, v expr.Value) (int, error) {
+	s, err := sc.String(v)
+	if err != nil {
+		return 0, fmt.Errorf("switchover_timeout: %w", err)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseFloat(s, 64)
+		if nerr != nil {
+			return 0, sc.Errorf(v, "switchover_timeout: %q is not a duration (30s, 2m) or a number of seconds", s)
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	switch {
+	case d < minSwitchoverTimeout || d > maxSwitchoverTimeout:
+		return 0, sc.Errorf(v, "switchover_timeout: %s is not between %s and %s", d, minSwitchoverTimeout, maxSwitchoverTimeout)
+	case d%time.Second != 0:
+		return 0, sc.Errorf(v, "switchover_timeout: %s is not a whole number of seconds", d)
+	}
+	return int(d / time.Second), nil
 }
 
 // replicatedPrimary reports whether the server is a primary with standbys

@@ -314,34 +314,119 @@ func (r *restartResult) failure() string {
 	return "postmaster not running after restart"
 }
 
-// fatalLine returns the first FATAL (or PANIC) line of a server log, with
-// the HINT that follows it, if any.
+// fatalLine returns the FATAL (or PANIC) line that ended a failed start,
+// with the DETAIL and HINT that follow it, if any. A server log holds
+// other FATAL lines too, the clients' above all: a client connecting
+// while the server starts gets "the database system is starting up" (a
+// prober, a pooler's health check), a standby's WAL receiver logs every
+// failed connection. With PostgreSQL's default log_line_prefix ('%m
+// [%p] ') the line of the process that ended the start is known: the
+// startup process the postmaster names ("startup process (PID N) exited
+// with exit code 1") or the postmaster itself (the PID of "starting
+// PostgreSQL"). Without PIDs, the first FATAL that is not a client's
+// wins, else the first.
 func fatalLine(log string) string {
 	lines := strings.Split(log, "\n")
-	for i, l := range lines {
-		idx := strings.Index(l, "FATAL:")
-		if idx < 0 {
-			idx = strings.Index(l, "PANIC:")
+	ended := map[string]bool{}
+	for _, l := range lines {
+		if m := childExitRE.FindStringSubmatch(l); m != nil {
+			ended[m[1]] = true
 		}
+		if strings.Contains(l, "LOG:  starting PostgreSQL") {
+			if pid := linePID(l); pid != "" {
+				ended[pid] = true
+			}
+		}
+	}
+	chosen, first := -1, -1
+	for i, l := range lines {
+		idx := severityIndex(l)
 		if idx < 0 {
 			continue
 		}
-		msg := strings.TrimSpace(l[idx:])
-		for _, next := range lines[i+1:] {
-			if h := strings.Index(next, "HINT:"); h >= 0 {
-				msg += " (" + strings.Join(strings.Fields(next[h:]), " ")
-				// A HINT may wrap onto tab-indented continuation lines.
-				msg += ")"
-				break
-			}
-			if strings.Contains(next, "DETAIL:") || strings.HasPrefix(next, "\t") {
-				continue
-			}
+		if first < 0 {
+			first = i
+		}
+		if pid := linePID(l[:idx]); pid != "" && ended[pid] {
+			chosen = i
 			break
 		}
-		return msg
+		if chosen < 0 && !clientFatal(l[idx:]) {
+			chosen = i
+		}
+	}
+	if chosen < 0 {
+		chosen = first
+	}
+	if chosen < 0 {
+		return ""
+	}
+	l := lines[chosen]
+	msg := strings.TrimSpace(l[severityIndex(l):])
+	var extra []string
+	for _, next := range lines[chosen+1:] {
+		if strings.HasPrefix(next, "\t") {
+			continue // a message wrapped onto tab-indented lines
+		}
+		if d := strings.Index(next, "DETAIL:"); d >= 0 {
+			extra = append(extra, strings.Join(strings.Fields(next[d:]), " "))
+			continue
+		}
+		if h := strings.Index(next, "HINT:"); h >= 0 {
+			extra = append(extra, strings.Join(strings.Fields(next[h:]), " "))
+		}
+		break
+	}
+	if len(extra) > 0 {
+		msg += " (" + strings.Join(extra, "; ") + ")"
+	}
+	return msg
+}
+
+// childExitRE is the postmaster's line about a child process that ended
+// the server: "startup process (PID 4242) exited with exit code 1".
+var childExitRE = regexp.MustCompile(`(?:startup|checkpointer|background writer) process \(PID ([0-9]+)\) (?:exited|was terminated)`)
+
+// linePIDRE is the PID of log_line_prefix's default '%m [%p] '.
+var linePIDRE = regexp.MustCompile(`\[([0-9]+)\]\s*(?:[A-Z]+:|$)`)
+
+func linePID(prefix string) string {
+	if m := linePIDRE.FindStringSubmatch(prefix); m != nil {
+		return m[1]
 	}
 	return ""
+}
+
+func severityIndex(l string) int {
+	if i := strings.Index(l, "FATAL:"); i >= 0 {
+		return i
+	}
+	return strings.Index(l, "PANIC:")
+}
+
+// clientFatals are FATAL messages of processes other than the one that
+// ends a failed start: clients refused while it starts or stops, a WAL
+// receiver that cannot reach its primary or is stopped.
+var clientFatals = []string{
+	"the database system is starting up",
+	"the database system is shutting down",
+	"the database system is not yet accepting connections",
+	"the database system is not accepting connections",
+	"the database system is in recovery mode",
+	"could not connect to the primary server",
+	"terminating walreceiver",
+	"terminating connection due to administrator command",
+	"no pg_hba.conf entry",
+	"password authentication failed",
+}
+
+func clientFatal(msg string) bool {
+	for _, c := range clientFatals {
+		if strings.Contains(msg, c) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastLines(s string, n int) string {

@@ -122,6 +122,21 @@ func TestFatalLine(t *testing.T) {
 				"2026-11-30 07:39:30.1 UTC [9] FATAL:  configuration file \"/d/conf.d/002-hugepages.conf\" contains errors\n",
 			`FATAL:  configuration file "/d/conf.d/002-hugepages.conf" contains errors`},
 		{"first fatal wins", "FATAL:  one\nFATAL:  two\n", "FATAL:  one"},
+		{"a standby's start: the startup process's FATAL, not a client's or the WAL receiver's before it",
+			"2026-12-02 00:08:01.067 UTC [29497] LOG:  starting PostgreSQL 15.18\n" +
+				"2026-12-02 00:08:01.100 UTC [29510] FATAL:  the database system is starting up\n" +
+				"2026-12-02 00:08:01.300 UTC [29511] FATAL:  could not connect to the primary server: connection to server on socket \"/s/.s.PGSQL.5432\" failed: No such file or directory\n" +
+				"\t\tIs the server running locally and accepting connections on that socket?\n" +
+				"2026-12-02 00:08:01.410 UTC [29503] LOG:  entering standby mode\n" +
+				"2026-12-02 00:08:01.413 UTC [29503] FATAL:  recovery aborted because of insufficient parameter settings\n" +
+				"2026-12-02 00:08:01.413 UTC [29503] DETAIL:  max_connections = 5 is a lower setting than on the primary server, where its value was 20.\n" +
+				"2026-12-02 00:08:01.413 UTC [29503] HINT:  You can restart the server after making the necessary configuration changes.\n" +
+				"2026-12-02 00:08:01.430 UTC [29497] LOG:  startup process (PID 29503) exited with exit code 1\n" +
+				"2026-12-02 00:08:01.434 UTC [29497] LOG:  database system is shut down\n",
+			"FATAL:  recovery aborted because of insufficient parameter settings (DETAIL: max_connections = 5 is a lower setting than on the primary server, where its value was 20.; HINT: You can restart the server after making the necessary configuration changes.)"},
+		{"no PIDs: a client's FATAL is passed over", "FATAL:  the database system is starting up\nFATAL:  data directory has wrong ownership\n",
+			"FATAL:  data directory has wrong ownership"},
+		{"only a client's FATAL", "FATAL:  the database system is starting up\n", "FATAL:  the database system is starting up"},
 		{"panic", "x PANIC:  could not write to file\n", "PANIC:  could not write to file"},
 		{"nothing", "LOG:  all good\n", ""},
 	}

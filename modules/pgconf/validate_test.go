@@ -20,6 +20,15 @@ func TestValidate(t *testing.T) {
 		{"dropin", func(p *Params) { p.Dropin = mustParse("conf.d/x.txt") },
 			`t.yml:1:1: dropin "conf.d/x.txt": the file name must end in .conf and not start with a dot`},
 		{"negative pool", func(p *Params) { p.Pool = mustParse("${-2 * GiB}") }, "t.yml:1:1: pool: -2147483648 is not a positive size"},
+		{"switchover_timeout not a duration", func(p *Params) { p.SwitchoverTimeout = mustParse("soon") },
+			`t.yml:1:1: switchover_timeout: "soon" is not a duration (30s, 2m) or a number of seconds`},
+		{"switchover_timeout too short", func(p *Params) { p.SwitchoverTimeout = mustParse("500ms") },
+			"t.yml:1:1: switchover_timeout: 500ms is not between 1s and 1h0m0s"},
+		{"switchover_timeout too long", func(p *Params) { p.SwitchoverTimeout = mustParse("2h") },
+			"t.yml:1:1: switchover_timeout: 2h0m0s is not between 1s and 1h0m0s"},
+		{"switchover_timeout fraction", func(p *Params) { p.SwitchoverTimeout = mustParse("2.5") },
+			"t.yml:1:1: switchover_timeout: 2.5s is not a whole number of seconds"},
+		{"switchover_timeout in seconds", func(p *Params) { p.SwitchoverTimeout = mustParse("${3 * 60}") }, ""},
 		{"fine, host values left for Check", func(p *Params) { p.Pool = mustParse("${hugepages.pool}") }, ""},
 	}
 	pg := &facts.Postgres{Major: 15, DataDir: "/d", Owner: "postgres", ConfigFile: "/d/postgresql.conf"}

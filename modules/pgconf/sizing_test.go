@@ -295,12 +295,14 @@ func TestParams(t *testing.T) {
 		want    settings
 		wantErr string
 	}{
-		{"defaults: pool from the kernel", nil, settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart"}, ""},
-		{"expression pool", func(p *Params) { p.Pool = mustParse("${2 * GiB}") }, settings{pool: 2 << 30, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart", whole: 64 * 2 << 20}, ""},
+		{"defaults: pool from the kernel", nil, settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart", switchoverTimeout: 60}, ""},
+		{"expression pool", func(p *Params) { p.Pool = mustParse("${2 * GiB}") }, settings{pool: 2 << 30, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "restart", whole: 64 * 2 << 20, switchoverTimeout: 60}, ""},
 		{"fix, no restart", func(p *Params) { p.OnOverride = expr.Literal("fix"); p.Restart = expr.Literal(false) },
-			settings{pool: 64 * 2 << 20, restart: false, onOverride: "fix", dropin: "conf.d/002-hugepages.conf", primary: "restart"}, ""},
+			settings{pool: 64 * 2 << 20, restart: false, onOverride: "fix", dropin: "conf.d/002-hugepages.conf", primary: "restart", switchoverTimeout: 60}, ""},
 		{"primary: skip", func(p *Params) { p.Primary = expr.Literal("skip") },
-			settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "skip"}, ""},
+			settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "skip", switchoverTimeout: 60}, ""},
+		{"switchover_timeout", func(p *Params) { p.Primary = expr.Literal("switchover"); p.SwitchoverTimeout = expr.Literal("2m") },
+			settings{pool: 64 * 2 << 20, restart: true, onOverride: "fail", dropin: "conf.d/002-hugepages.conf", primary: "switchover", switchoverTimeout: 120}, ""},
 		{"bad primary", func(p *Params) { p.Primary = expr.Literal("failover") }, settings{}, `primary: "failover" is not restart, switchover or skip`},
 		{"bad policy", func(p *Params) { p.OnOverride = expr.Literal("ignore") }, settings{}, `on_override: "ignore" is not fail or fix`},
 		{"negative pool", func(p *Params) { p.Pool = expr.Literal(-5) }, settings{}, "pool: -5 is not a positive size"},

@@ -61,7 +61,7 @@ func (m *Module) Apply(ctx context.Context, t *engine.Target, p *plan.ModulePlan
 		return nil
 	}
 	if st.Switchover {
-		return applySwitchover(ctx, t, pg, mark) // switchover.go
+		return applySwitchover(ctx, t, pg, mark, switchoverTimeoutOf(st)) // switchover.go
 	}
 
 	res, rerr := restartPostgres(ctx, t, pg, true)

@@ -26,12 +26,14 @@ import (
 //  1. read every member and refuse, with the reason and nothing touched,
 //     what cannot be done safely;
 //  2. pick a standby streaming from the primary, caught up, already on
-//     the new values (no pending restart, huge pages on);
+//     the new values (no pending restart, huge pages on), not delayed;
+//     wait, the primary still serving, until it has replayed what the
+//     primary had written (switchover_timeout), else refuse;
 //  3. stop the primary with a fast shutdown: its shutdown checkpoint is
 //     streamed to the standbys before the WAL senders exit;
 //  4. wait until the chosen standby has replayed that checkpoint (the old
 //     primary's pg_controldata names it): no acknowledged commit is lost;
-//  5. promote it (pg_promote, waiting);
+//  5. promote it (pg_promote, waiting up to switchover_timeout);
 //  6. make the old primary its standby (standby.signal, primary_conninfo
 //     written where the cluster keeps it) and start it on the new values;
 //  7. repoint the other standbys that streamed from the old primary
@@ -40,7 +42,10 @@ import (
 //     streams on the new timeline.
 //
 // Until step 5 every failure puts the old primary back (started as the
-// primary again). From step 5 on, the new primary is writable and is never
+// primary again). A promotion that fails or does not finish in time is
+// withdrawn first (abandonPromotion): the standby is made sure to stay a
+// standby before the old primary starts, so there are never two
+// primaries. From step 5 on, the new primary is writable and is never
 // undone; a failure names the host and step and the state left. pgtune
 // does not move clients: they must follow the new primary (a multi-host
 // connection string with target_session_attrs=read-write, a proxy).
@@ -57,9 +62,10 @@ const switchoverSuffix = "-switchover"
 // address (ssh_host) and not a unix socket on the same machine.
 const replicationHostVar = "pgtune_replication_host"
 
-// Bounds of the switchover's waits.
+// Bounds of the switchover's waits. The waits on the standby being
+// promoted (catch up, replay the shutdown checkpoint, promote) take the
+// play's switchover_timeout.
 var (
-	switchoverReplayTimeout = 60 * time.Second
 	switchoverStreamTimeout = 90 * time.Second
 	switchoverPoll          = 200 * time.Millisecond
 	switchoverMaxLag        = int64(engine.DefaultMaxLagBytes)
@@ -77,6 +83,9 @@ type swMember struct {
 	// settings read from the server.
 	pending   int
 	hugePages string
+	// delayed: recovery_min_apply_delay is set (a delayed standby is
+	// never promoted: its delay is what it is for).
+	delayed bool
 }
 
 func (m *swMember) name() string { return m.t.Name }
@@ -87,6 +96,8 @@ type switchover struct {
 	// direct stream from the old primary; cascaded from another standby
 	// (they follow the new timeline through their upstream).
 	direct, cascaded []*swMember
+	// timeout bounds each wait on the standby being promoted.
+	timeout time.Duration
 }
 
 // switchoverSQL reads what the switchover needs from a member.
@@ -97,7 +108,8 @@ UNION ALL SELECT 'conninfo=' || encode(convert_to(current_setting('primary_conni
 UNION ALL SELECT 'sync=' || encode(convert_to(current_setting('synchronous_standby_names'), 'UTF8'), 'hex')
 UNION ALL SELECT 'pending=' || count(*) FROM pg_settings WHERE pending_restart
 UNION ALL SELECT 'huge_pages=' || current_setting('huge_pages')
-UNION ALL SELECT 'recovery=' || pg_is_in_recovery()`
+UNION ALL SELECT 'recovery=' || pg_is_in_recovery()
+UNION ALL SELECT 'delay=' || setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'`
 
 // ownerQuery runs sql on the member's server as its owner and reads
 // key=value lines.
@@ -153,6 +165,7 @@ func readMember(ctx context.Context, t *engine.Target) (*swMember, map[string]st
 		m.pending = int(n)
 	}
 	m.hugePages = kv["huge_pages"]
+	m.delayed = kv["delay"] != "" && kv["delay"] != "0"
 	return m, kv, nil
 }
 
@@ -250,6 +263,8 @@ func (sw *switchover) candidate() (*swMember, error) {
 			why = append(why, fmt.Sprintf("%s: WAL receiver %q", m.name(), topo.Receiver))
 		case topo.ReplayLagBytes > switchoverMaxLag:
 			why = append(why, fmt.Sprintf("%s: replay lags %d bytes", m.name(), topo.ReplayLagBytes))
+		case m.delayed:
+			why = append(why, fmt.Sprintf("%s: a delayed standby (recovery_min_apply_delay)", m.name()))
 		case m.pending > 0 || m.hugePages != "on":
 			why = append(why, fmt.Sprintf("%s: not restarted on the new values yet", m.name()))
 		default:
@@ -348,26 +363,30 @@ const controldataScript = `LC_ALL=C "$1/pg_controldata" -D "$2"`
 
 var lsnRE = regexp.MustCompile(`^[0-9A-F]{1,8}/[0-9A-F]{1,8}$`)
 
+// controldata reads a stopped server's pg_control as pg_controldata
+// prints it: "Database cluster state", "Latest checkpoint location", ...
+func controldata(ctx context.Context, t *engine.Target, pg *facts.Postgres) (map[string]string, error) {
+	res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, controldataScript, pg.BinDir, pg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("pg_controldata: %w", err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out, nil
+}
+
 // shutdownCheckpoint reads a stopped server's pg_control: it must say
 // "shut down" (a clean stop), and names the shutdown checkpoint.
 func shutdownCheckpoint(ctx context.Context, t *engine.Target, pg *facts.Postgres) (string, error) {
-	res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, controldataScript, pg.BinDir, pg.DataDir)
+	cd, err := controldata(ctx, t, pg)
 	if err != nil {
-		return "", fmt.Errorf("pg_controldata: %w", err)
+		return "", err
 	}
-	state, lsn := "", ""
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "Database cluster state":
-			state = strings.TrimSpace(v)
-		case "Latest checkpoint location":
-			lsn = strings.TrimSpace(v)
-		}
-	}
+	state, lsn := cd["Database cluster state"], cd["Latest checkpoint location"]
 	if state != "shut down" {
 		return "", fmt.Errorf("pg_controldata says %q, not a clean shut down", state)
 	}
@@ -397,9 +416,9 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)
 
 // awaitReplayed waits until m has replayed past lsn (the old primary's
 // shutdown checkpoint record).
-func awaitReplayed(ctx context.Context, m *swMember, lsn string) error {
+func awaitReplayed(ctx context.Context, m *swMember, lsn string, timeout time.Duration) error {
 	sql := "SELECT 'past=' || (pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '" + lsn + "') > 0)"
-	return poll(ctx, switchoverReplayTimeout, func() (bool, string) {
+	return poll(ctx, timeout, func() (bool, string) {
 		kv, err := ownerQuery(ctx, m.t, m.pg, sql)
 		if err != nil {
 			return false, err.Error()
@@ -408,14 +427,44 @@ func awaitReplayed(ctx context.Context, m *swMember, lsn string) error {
 	})
 }
 
-// promote promotes m and returns its new timeline.
-func promote(ctx context.Context, m *swMember) (int64, error) {
-	kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'promoted=' || pg_promote(true, 60)")
+// awaitCaughtUp waits, before the primary is touched, until m has
+// replayed everything the primary had written when the wait began: a
+// standby whose replay stalls or falls behind (a long query holding it
+// back, a slow disk) is found out while the primary still serves, and
+// the switchover is refused instead of taking the primary down for it.
+func awaitCaughtUp(ctx context.Context, primary, m *swMember, timeout time.Duration) error {
+	kv, err := ownerQuery(ctx, primary.t, primary.pg, "SELECT 'lsn=' || pg_current_wal_lsn()")
+	if err != nil {
+		return fmt.Errorf("%s: read its WAL position: %w", primary.name(), err)
+	}
+	lsn := kv["lsn"]
+	if !lsnRE.MatchString(lsn) {
+		return fmt.Errorf("%s: its WAL position %q is not an LSN", primary.name(), lsn)
+	}
+	sql := "SELECT 'caught=' || (pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '" + lsn + "') >= 0) || ' at ' || pg_last_wal_replay_lsn()"
+	if err := poll(ctx, timeout, func() (bool, string) {
+		kv, err := ownerQuery(ctx, m.t, m.pg, sql)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, at, _ := strings.Cut(kv["caught"], " at ")
+		return st == "true", fmt.Sprintf("it replayed up to %s of the primary's %s", at, lsn)
+	}); err != nil {
+		return fmt.Errorf("%s did not catch up with %s (switchover_timeout): %w", m.name(), primary.name(), err)
+	}
+	return nil
+}
+
+// promote promotes m, waiting at most timeout, and returns its new
+// timeline.
+func promote(ctx context.Context, m *swMember, timeout time.Duration) (int64, error) {
+	secs := int(timeout / time.Second)
+	kv, err := ownerQuery(ctx, m.t, m.pg, fmt.Sprintf("SELECT 'promoted=' || pg_promote(true, %d)", secs))
 	if err != nil || kv["promoted"] != "true" {
 		// pg_promote can fail after the promotion began: ask.
 		if now, qerr := ownerQuery(ctx, m.t, m.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr != nil || now["recovery"] != "false" {
 			if err == nil {
-				err = errors.New("pg_promote did not finish within 60 s")
+				err = fmt.Errorf("pg_promote did not finish within %d s (switchover_timeout)", secs)
 			}
 			return 0, err
 		}
@@ -433,6 +482,73 @@ func promote(ctx context.Context, m *swMember) (int64, error) {
 		return 0, fmt.Errorf("promoted, but its WAL file name %q names no new timeline", w)
 	}
 	return tl, nil
+}
+
+// withdrawal is what became of a promotion pgtune withdrew.
+type withdrawal struct {
+	// promoted: the standby finished its promotion after all (it is a
+	// primary, started again); the old primary must stay stopped.
+	promoted bool
+	// restart: the standby is stopped and never took the request; it
+	// starts again as a standby of the old primary.
+	restart bool
+	// why says the state the standby is left in, for the error.
+	why string
+}
+
+// withdrawPromotionScript removes the promotion request (the "promote"
+// file pg_promote writes; the startup process takes a request only while
+// that file is there), as the owner.
+const withdrawPromotionScript = `rm -f -- "$1/promote"`
+
+// standbySignalScript creates standby.signal if it is missing, as the
+// owner, and says whether it did.
+const standbySignalScript = `if [ -e "$1/standby.signal" ]; then echo had; else : > "$1/standby.signal" && chmod 600 "$1/standby.signal" && echo made; fi`
+
+// withdrawPromotion makes sure a standby whose promotion failed or did not
+// finish within switchover_timeout stays a standby, before the old
+// primary is started again (never two primaries): the request is
+// removed, the standby stopped (a promotion under way cannot be stopped
+// otherwise) and its pg_control read. Stopped in recovery, it is not a
+// primary; standby.signal is made sure of (a promotion that began removed
+// it), so it can only ever start as a standby. If it took the request it
+// has left the old timeline (pg_control's minimum recovery timeline is
+// past its checkpoint's) and cannot follow the old primary again: it is
+// left stopped. Otherwise it starts again as a standby once the old
+// primary is back. A server that stopped as a primary finished its
+// promotion: it is started again, and stays the primary.
+func withdrawPromotion(ctx context.Context, m *swMember) (withdrawal, error) {
+	t, pg := m.t, m.pg
+	if _, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, withdrawPromotionScript, pg.DataDir); err != nil {
+		return withdrawal{}, fmt.Errorf("remove its promote file: %w", err)
+	}
+	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
+		return withdrawal{}, fmt.Errorf("stop it: %v %s", err, lastLines(string(res.Stdout), 3))
+	}
+	cd, err := controldata(ctx, t, pg)
+	if err != nil {
+		return withdrawal{}, err
+	}
+	switch state := cd["Database cluster state"]; state {
+	case "shut down in recovery":
+	case "shut down":
+		res, err := startAgain(ctx, t, pg)
+		if why := restartFailure(res, err); why != "" {
+			return withdrawal{promoted: true, why: fmt.Sprintf("%s finished its promotion after all and stopped as a primary; starting it again FAILED: %s", m.name(), why)}, nil
+		}
+		return withdrawal{promoted: true, why: fmt.Sprintf("%s finished its promotion after all: it is the primary (started again, pid %d)", m.name(), res.NewPID)}, nil
+	default:
+		return withdrawal{}, fmt.Errorf("it stopped in state %q", state)
+	}
+	if _, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, standbySignalScript, pg.DataDir); err != nil {
+		return withdrawal{}, fmt.Errorf("make sure of its standby.signal: %w", err)
+	}
+	ckptTL, _ := strconv.ParseInt(cd["Latest checkpoint's TimeLineID"], 10, 64)
+	minTL, _ := strconv.ParseInt(cd["Min recovery ending loc's timeline"], 10, 64)
+	if minTL > ckptTL && ckptTL > 0 {
+		return withdrawal{why: fmt.Sprintf("%s had begun its promotion (it left for timeline %d) and is stopped with standby.signal: it cannot follow the old timeline again; rebuild it as a standby (pg_basebackup)", m.name(), minTL)}, nil
+	}
+	return withdrawal{restart: true}, nil
 }
 
 // awaitStreamingOn waits until m streams on timeline tl.
@@ -478,7 +594,7 @@ func (m *Module) CheckCluster(ctx context.Context, t *engine.Target, p *plan.Mod
 // applySwitchover moves the primary role to a standby and restarts this
 // server as its standby on the new values. mark is where this apply's
 // files begin: a refusal puts them back (the server never took them).
-func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, mark engine.JournalMark) error {
+func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, mark engine.JournalMark, timeout time.Duration) error {
 	peers, closePeers, err := t.ClusterPeers(ctx, switchoverSuffix)
 	if err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
@@ -488,6 +604,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	if err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
 	}
+	sw.timeout = timeout
 	cand, err := sw.candidate()
 	if err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
@@ -501,6 +618,11 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 			return refuseSwitchover(ctx, t, mark, err)
 		}
 	}
+	// The primary still serves: a standby that cannot catch up is found
+	// out now, not with the primary down.
+	if err := awaitCaughtUp(ctx, sw.old, cand, sw.timeout); err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
 	log := t.Log
 	if log != nil {
 		log.Info("switchover: stopping the primary (fast shutdown)", "new_primary", cand.name())
@@ -511,24 +633,21 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
 			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary", t.Name, err, lastLines(string(res.Stdout), 3)))
 		}
-		return backToPrimary(ctx, t, pg, cand, "stop", err)
+		return backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby")
 	}
 	lsn, err := shutdownCheckpoint(ctx, t, pg)
 	if err != nil {
-		return backToPrimary(ctx, t, pg, cand, "read the shutdown checkpoint", err)
+		return backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby")
 	}
-	if err := awaitReplayed(ctx, cand, lsn); err != nil {
-		return backToPrimary(ctx, t, pg, cand, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err)
+	if err := awaitReplayed(ctx, cand, lsn, sw.timeout); err != nil {
+		return backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby")
 	}
 	if log != nil {
 		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
 	}
-	tl, err := promote(ctx, cand)
+	tl, err := promote(ctx, cand, sw.timeout)
 	if err != nil {
-		if now, qerr := ownerQuery(context.WithoutCancel(ctx), cand.t, cand.pg, "SELECT 'recovery=' || pg_is_in_recovery()"); qerr == nil && now["recovery"] == "true" {
-			return backToPrimary(ctx, t, pg, cand, "promote "+cand.name(), err)
-		}
-		return fmt.Errorf("switchover: step promote %s: %v; it may be a primary now: %s is stopped (cleanly, its files as before); find out which server is the primary before starting %s", cand.name(), err, t.Name, t.Name)
+		return abandonPromotion(ctx, t, pg, cand, err)
 	}
 
 	// From here the new primary takes writes: nothing goes back.
@@ -544,7 +663,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	} else {
 		res, err := restartPostgres(ctx, t, pg, false)
 		if why := restartFailure(res, err); why != "" {
-			problems = append(problems, fmt.Sprintf("%s: step start as standby of %s: %s; it has standby.signal and must not start as a primary", t.Name, cand.name(), failedStart(why)))
+			problems = append(problems, fmt.Sprintf("%s: step start as standby of %s: %s; it is left stopped with standby.signal and must not start as a primary", t.Name, cand.name(), failedStart(why)))
 		} else {
 			oldBack = true
 		}
@@ -569,6 +688,43 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		log.Info("switchover done: the old primary streams from the new one", "new_primary", cand.name(), "timeline", tl)
 	}
 	return nil
+}
+
+// abandonPromotion follows a promotion that failed or did not finish
+// within switchover_timeout: the promotion is withdrawn (the standby
+// stays a standby) and only then is the old primary started again as
+// the primary; a standby that promoted after all stays the primary and
+// the old primary stays stopped. Never two primaries.
+func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	step := "promote " + cand.name()
+	w, err := withdrawPromotion(ctx, cand)
+	switch {
+	case err != nil:
+		return fmt.Errorf("switchover: step %s: %v; withdrawing the promotion failed: %v; %s is stopped (cleanly, its files as before) and is not started again while %s may be a primary: find out which server is the primary before starting %s",
+			step, cause, err, t.Name, cand.name(), t.Name)
+	case w.promoted:
+		return fmt.Errorf("switchover: step %s: %v; %s; %s is stopped (cleanly, its files as before) and must not start as a primary: make it a standby of %s; pgtune does not move clients: they must follow the new primary",
+			step, cause, w.why, t.Name, cand.name())
+	}
+	if cand.t.Log != nil {
+		cand.t.Log.Info("switchover: promotion withdrawn; the old primary starts again", "standby", cand.name())
+	}
+	candState := w.why
+	if w.restart {
+		candState = cand.name() + " is a standby again"
+	}
+	err = backToPrimary(ctx, t, pg, step, cause, candState)
+	if w.restart {
+		rctx, cancel := context.WithTimeout(ctx, 2*restartTimeout*time.Second)
+		defer cancel()
+		res, rerr := restartPostgres(rctx, cand.t, cand.pg, false)
+		if why := restartFailure(res, rerr); why != "" {
+			return fmt.Errorf("%w; starting %s again as its standby FAILED: %s; it has standby.signal: it can only start as a standby", err, cand.name(), failedStart(why))
+		}
+		return fmt.Errorf("%w (started again, pid %d)", err, res.NewPID)
+	}
+	return err
 }
 
 // writeRepoint writes a member's new primary_conninfo (journaled, kept
@@ -603,15 +759,26 @@ func refuseSwitchover(ctx context.Context, t *engine.Target, mark engine.Journal
 
 // backToPrimary starts the old primary again, as the primary (on the new
 // values: its pool was checked), after the switchover stopped before the
-// promotion.
-func backToPrimary(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, step string, cause error) error {
+// promotion; standby says what became of the standby that was to be
+// promoted.
+func backToPrimary(ctx context.Context, t *engine.Target, pg *facts.Postgres, step string, cause error, standby string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*restartTimeout*time.Second)
 	defer cancel()
 	res, err := startAgain(rctx, t, pg)
 	if why := restartFailure(res, err); why != "" {
-		return fmt.Errorf("switchover abandoned at step %s: %v; starting %s again as the primary FAILED: %s; the cluster has no primary: %s is still a standby; start %s by hand",
-			step, cause, t.Name, why, cand.name(), t.Name)
+		return fmt.Errorf("switchover abandoned at step %s: %v; starting %s again as the primary FAILED: %s; the cluster has no primary: %s; start %s by hand",
+			step, cause, t.Name, failedStart(why), standby, t.Name)
 	}
-	return fmt.Errorf("switchover abandoned at step %s: %v; %s is the primary again (pid %d, on the new values): the cluster is writable; %s is still its standby",
-		step, cause, t.Name, res.NewPID, cand.name())
+	return fmt.Errorf("switchover abandoned at step %s: %v; %s is the primary again (pid %d, on the new values): the cluster is writable; %s",
+		step, cause, t.Name, res.NewPID, standby)
+}
+
+// switchoverTimeoutOf is the plan's switchover_timeout (a plan made
+// without one: the default).
+func switchoverTimeoutOf(st *State) time.Duration {
+	if st.SwitchoverTimeout > 0 {
+		return time.Duration(st.SwitchoverTimeout) * time.Second
+	}
+	d, _ := time.ParseDuration(defaultSwitchoverTimeout)
+	return d
 }

@@ -17,6 +17,8 @@ func swStandby(name, machine string, receiver string, lag int64, pending int, hu
 	}
 }
 
+func delayed(m *swMember) *swMember { m.delayed = true; return m }
+
 func TestPlainSwitchoverCandidate(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -29,6 +31,8 @@ func TestPlainSwitchoverCandidate(t *testing.T) {
 		{"not yet on the new values", []*swMember{swStandby("s1", "m", "streaming", 0, 1, "on"), swStandby("s2", "m", "streaming", 0, 0, "try")}, "", "s1: not restarted on the new values yet; s2: not restarted"},
 		{"not streaming", []*swMember{swStandby("s1", "m", "waiting", 0, 0, "on")}, "", `s1: WAL receiver "waiting"`},
 		{"lag over the bound", []*swMember{swStandby("s1", "m", "streaming", 1<<30, 0, "on"), swStandby("s2", "m", "streaming", 5, 0, "on")}, "s2", ""},
+		{"a delayed standby is never promoted", []*swMember{delayed(swStandby("s1", "m", "streaming", 0, 0, "on")), swStandby("s2", "m", "streaming", 900, 0, "on")}, "s2", ""},
+		{"only delayed standbys", []*swMember{delayed(swStandby("s1", "m", "streaming", 0, 0, "on"))}, "", "s1: a delayed standby (recovery_min_apply_delay)"},
 		{"none left", []*swMember{swStandby("s1", "m", "streaming", 1<<30, 0, "on")}, "", "s1: replay lags 1073741824 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,9 @@ type KernelState struct {
 	// Meminfo is /proc/meminfo (kB values, HugePages_* in pages) at lock
 	// time.
 	Meminfo map[string]int64
+	// Pools is every huge page size's pool at lock time, by size in bytes
+	// (see pools.go for what to plan from it).
+	Pools map[int64]Pool
 }
 
 // LockKernel takes the machine-wide kernel lock (blocking until other
@@ -102,12 +105,16 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("snapshot: %v", err)
 	}
+	if st.Pools, err = ReadPools(); err != nil {
+		f.Close()
+		t.Fatalf("snapshot: %v", err)
+	}
 	if err := st.save(); err != nil {
 		f.Close()
 		t.Fatalf("kernel lock: %v", err)
 	}
 	taken := time.Now()
-	t.Logf("kernel lock: waited %s", taken.Sub(asked).Round(time.Millisecond))
+	t.Logf("kernel lock: waited %s; %s", taken.Sub(asked).Round(time.Millisecond), st.Machine())
 	hold(t)
 	t.Cleanup(func() {
 		defer f.Close() // closing releases the flock
@@ -179,8 +186,12 @@ func WatchKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("snapshot: %v", err)
 	}
+	if st.Pools, err = ReadPools(); err != nil {
+		f.Close()
+		t.Fatalf("snapshot: %v", err)
+	}
 	taken := time.Now()
-	t.Logf("kernel lock (shared): waited %s", taken.Sub(asked).Round(time.Millisecond))
+	t.Logf("kernel lock (shared): waited %s; %s", taken.Sub(asked).Round(time.Millisecond), st.Machine())
 	hold(t)
 	t.Cleanup(func() {
 		defer f.Close()

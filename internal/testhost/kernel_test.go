@@ -18,8 +18,8 @@ func TestKernelRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pages, _ := strconv.Atoi(st.Values["vm.nr_hugepages"])
-	set("vm.nr_hugepages", strconv.Itoa(pages+2))
+	grown, _ := st.GrowBy(4 << 20) // two 2 MiB pages, one of a larger default size
+	set("vm.nr_hugepages", strconv.FormatInt(grown, 10))
 	set("vm.overcommit_ratio", "61")
 	if err := st.Restore(); err != nil {
 		t.Fatal(err)
@@ -60,8 +60,8 @@ func TestKernelLeftoverSnapshotRestored(t *testing.T) {
 	if _, err := os.Stat(SnapshotFile); err != nil {
 		t.Fatalf("the lock holder's snapshot is not on disk: %v", err)
 	}
-	pages, _ := strconv.Atoi(st.Values["vm.nr_hugepages"])
-	if err := WriteSysctl("vm.nr_hugepages", strconv.Itoa(pages+2)); err != nil {
+	grown, _ := st.GrowBy(4 << 20)
+	if err := WriteSysctl("vm.nr_hugepages", strconv.FormatInt(grown, 10)); err != nil {
 		t.Fatal(err)
 	}
 	// As the next holder would, after this one died here.
@@ -113,4 +113,70 @@ func TestHoldsKernelFollowsTheHolder(t *testing.T) {
 			t.Fatal("a subtest of the holder is not a holder")
 		}
 	})
+}
+
+// The pool helpers plan from the snapshot, on any machine: growth is whole
+// pages of the default size (at least one, whatever the size), others'
+// pages are the floor, and other sizes' pools count beside the default.
+func TestPoolHelpersOnMadeUpMachines(t *testing.T) {
+	for _, m := range []struct {
+		name                 string
+		st                   KernelState
+		grow                 int64
+		target, added        int64
+		reserved, otherPools int64
+	}{
+		{"2 MiB only, empty", KernelState{
+			Values:  map[string]string{"vm.nr_hugepages": "0"},
+			Meminfo: map[string]int64{"Hugepagesize": 2048},
+			Pools:   map[int64]Pool{2 << 20: {Size: 2 << 20}},
+		}, 64 << 20, 32, 32, 0, 0},
+		{"2 MiB default, 1 GiB pool held by someone", KernelState{
+			Values:  map[string]string{"vm.nr_hugepages": "100"},
+			Meminfo: map[string]int64{"Hugepagesize": 2048, "HugePages_Total": 103, "HugePages_Free": 40, "HugePages_Rsvd": 5},
+			Pools:   map[int64]Pool{2 << 20: {Size: 2 << 20, Nr: 103, Free: 40, Resv: 5, Surplus: 3}, 1 << 30: {Size: 1 << 30, Nr: 2, Free: 1}},
+		}, 128 << 20, 164, 64, 68, 2 << 30},
+		{"1 GiB default", KernelState{
+			Values:  map[string]string{"vm.nr_hugepages": "3"},
+			Meminfo: map[string]int64{"Hugepagesize": 1 << 20, "HugePages_Total": 3, "HugePages_Free": 2},
+			Pools:   map[int64]Pool{2 << 20: {Size: 2 << 20, Nr: 10, Free: 10}, 1 << 30: {Size: 1 << 30, Nr: 3, Free: 2}},
+		}, 64 << 20, 4, 1, 1, 20 << 20},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			target, added := m.st.GrowBy(m.grow)
+			if target != m.target || added != m.added {
+				t.Errorf("GrowBy(%d) = %d, %d; want %d, %d", m.grow, target, added, m.target, m.added)
+			}
+			if got := m.st.ReservedPages(); got != m.reserved || m.st.ShrinkFloor() != got {
+				t.Errorf("ReservedPages %d (floor %d), want %d", got, m.st.ShrinkFloor(), m.reserved)
+			}
+			if got := m.st.OtherPools(); got != m.otherPools {
+				t.Errorf("OtherPools %d, want %d", got, m.otherPools)
+			}
+			if got := m.st.ReservedPagesOf(m.st.PageSize()); got != m.reserved {
+				t.Errorf("ReservedPagesOf(default) %d", got)
+			}
+		})
+	}
+}
+
+// The snapshot's pools agree with /proc/meminfo for the default size.
+func TestSnapshotPools(t *testing.T) {
+	st := WatchKernel(t)
+	if st.PageSize() == 0 {
+		t.Skip("no hugetlb support")
+	}
+	p, ok := st.Pools[st.PageSize()]
+	if !ok {
+		t.Fatalf("no pool of the default size %d in %v", st.PageSize(), st.Pools)
+	}
+	if p.Persistent() != st.Pages() {
+		t.Errorf("sysfs persistent pool %d, vm.nr_hugepages %d", p.Persistent(), st.Pages())
+	}
+	if p.Held() != st.ReservedPages() {
+		t.Errorf("sysfs held %d, meminfo %d", p.Held(), st.ReservedPages())
+	}
+	if n := OOMScoreAdj(t); n < -1000 || n > 1000 {
+		t.Errorf("oom_score_adj %d", n)
+	}
 }

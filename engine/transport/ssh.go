@@ -77,16 +77,16 @@ var (
 // Every Run opens its own session on that connection, so Runs may be
 // concurrent.
 type SSH struct {
-	name   string
-	user   string
-	addr   string
+	name string
+	user string
+	addr string
 	// timeout is the connect timeout; it also bounds each wait on the
 	// host's SSH server itself (see ssh_session.go).
 	timeout time.Duration
 	client  *goph.Client
-	jump   *jumpEntry // shared connection to the last jump host, if any
-	become becomeSecret
-	sem    chan struct{}
+	jump    *jumpEntry // shared connection to the last jump host, if any
+	become  becomeSecret
+	sem     chan struct{}
 
 	privShell bool          // SSHConfig.PrivilegedShell
 	shellBusy chan struct{} // held by the Run using the shell
@@ -136,8 +136,8 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		return nil, err
 	}
 	s := &SSH{
-		name: r.target.name,
-		user: r.target.user,
+		name:    r.target.name,
+		user:    r.target.user,
 		addr:    r.target.hostPort(),
 		timeout: r.timeout,
 		client: &goph.Client{Client: target, Config: &goph.Config{

@@ -210,7 +210,7 @@ type privShell struct {
 	rc     *remoteCmd
 	stdin  io.WriteCloser
 	last   *shellWrite // the latest write to stdin (see send)
-	become bool // started through sudo
+	become bool        // started through sudo
 	pid    int
 	out    *frameWriter
 	errs   *frameWriter

@@ -355,7 +355,7 @@ func (s *SSH) startShell(ctx context.Context, cmd Command) (*privShell, error) {
 	defer cancel()
 	if err := sh.through(sctx, feed, pc); err != nil {
 		sh.teardown()
-		if serr := s.shellStartTimeout(ctx, sctx, cmd, "got through sudo"); serr != nil {
+		if serr := s.shellStartTimeout(ctx, sctx, cmd, "did not get through sudo"); serr != nil {
 			return nil, serr
 		}
 		return nil, s.startError(cmd, sh, feed, pc, err)
@@ -363,7 +363,7 @@ func (s *SSH) startShell(ctx context.Context, cmd Command) (*privShell, error) {
 	sh.pid = pc.PID()
 	sh.send([]byte(marker + "\n"))
 	if _, _, err := sh.result(sctx); err != nil {
-		if serr := s.shellStartTimeout(ctx, sctx, cmd, "was ready"); serr != nil {
+		if serr := s.shellStartTimeout(ctx, sctx, cmd, "was not ready"); serr != nil {
 			return nil, serr
 		}
 		switch {
@@ -386,7 +386,7 @@ func (s *SSH) shellStartTimeout(ctx, sctx context.Context, cmd Command, what str
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", cmd, ctx.Err())
 	case sctx.Err() != nil:
-		return fmt.Errorf("%s: privileged shell on %s: not %s within %s: %w", cmd, s.addr, what, s.timeout, ErrNoResponse)
+		return fmt.Errorf("%s: privileged shell on %s %s within %s: %w", cmd, s.addr, what, s.timeout, ErrNoResponse)
 	}
 	return nil
 }

@@ -77,13 +77,16 @@ var (
 // Every Run opens its own session on that connection, so Runs may be
 // concurrent.
 type SSH struct {
-	name   string
-	user   string
-	addr   string
-	client *goph.Client
-	jump   *jumpEntry // shared connection to the last jump host, if any
-	become becomeSecret
-	sem    chan struct{}
+	name string
+	user string
+	addr string
+	// timeout is the connect timeout; it also bounds each wait on the
+	// host's SSH server itself (see ssh_session.go).
+	timeout time.Duration
+	client  *goph.Client
+	jump    *jumpEntry // shared connection to the last jump host, if any
+	become  becomeSecret
+	sem     chan struct{}
 
 	privShell bool          // SSHConfig.PrivilegedShell
 	shellBusy chan struct{} // held by the Run using the shell
@@ -133,9 +136,10 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		return nil, err
 	}
 	s := &SSH{
-		name: r.target.name,
-		user: r.target.user,
-		addr: r.target.hostPort(),
+		name:    r.target.name,
+		user:    r.target.user,
+		addr:    r.target.hostPort(),
+		timeout: r.timeout,
 		client: &goph.Client{Client: target, Config: &goph.Config{
 			User: r.target.user, Addr: r.target.host, Port: uint(r.target.port), Timeout: r.timeout,
 		}},
@@ -317,53 +321,54 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%s: %w", cmd, errTransportClosed)
 	}
 
-	sess, err := s.openSession(ctx)
+	rc, err := s.newCmd(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", cmd, err)
 	}
-	defer sess.Close()
+	defer rc.Close()
 
 	var stdout bytes.Buffer
 	stderr := newPIDCapture()
 	lim := newOutputLimit(MaxOutput())
 	lim.drain = true
-	sess.Stdout, sess.Stderr = lim.writer("stdout", &stdout), lim.writer("stderr", stderr)
 	if feed != nil {
-		if err := feed.attach(sess, stderr); err != nil {
-			return Result{}, fmt.Errorf("%s: %w", cmd, s.lostErr(err))
-		}
-	} else if cmd.Stdin != nil {
-		sess.Stdin = bytes.NewReader(cmd.Stdin)
+		feed.attachPipe(rc.stdin(), stderr)
 	}
-	if err := sess.Start(line); err != nil {
-		return Result{}, fmt.Errorf("%s: start: %w", cmd, s.lostErr(err))
+	if err := rc.start(ctx, line, lim.writer("stdout", &stdout), lim.writer("stderr", stderr)); err != nil {
+		return Result{}, fmt.Errorf("%s: start: %w", cmd, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sess.Wait() }()
 	if feed != nil {
 		stopFeed := feed.run(cmd.Stdin)
 		defer stopFeed()
+	} else {
+		rc.feed(cmd.Stdin)
 	}
 
 	select {
-	case err = <-done:
+	case <-rc.done:
+		err = rc.err
 	case <-ctx.Done():
-		s.abort(sess, stderr, done, become)
+		s.abort(rc, stderr, become)
 		return Result{}, fmt.Errorf("%s: %w", cmd, ctx.Err())
 	case <-lim.over:
-		s.abort(sess, stderr, done, become)
+		s.abort(rc, stderr, become)
 	}
 	if lim.exceeded() {
 		return Result{}, lim.err(cmd)
 	}
+	var held *heldOpenError
+	if errors.As(err, &held) {
+		// Its streams never ended: their copiers may still be writing.
+		return Result{}, fmt.Errorf("%s: %w", cmd, err)
+	}
 
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
-	var exitErr *ssh.ExitError
+	var exitErr *remoteExit
 	switch {
 	case err == nil:
 		return res, nil
 	case errors.As(err, &exitErr):
-		res.ExitCode = exitErr.ExitStatus()
+		res.ExitCode = exitErr.code
 		xe := &ExitError{Command: cmd.String(), Result: res}
 		if feed != nil && feed.refused(res.ExitCode) {
 			return res, &BecomeError{User: s.user, Reason: "sudo: the become password was refused for user " + s.user +
@@ -377,34 +382,6 @@ func (s *SSH) Run(ctx context.Context, cmd Command) (Result, error) {
 		return res, xe
 	default:
 		return res, fmt.Errorf("%s: %w", cmd, s.lostErr(err))
-	}
-}
-
-// openSession opens a session channel without outliving ctx: NewSession
-// itself cannot be cancelled, so a late session is closed by the helper.
-func (s *SSH) openSession(ctx context.Context) (*ssh.Session, error) {
-	type result struct {
-		sess *ssh.Session
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		sess, err := s.client.NewSession()
-		ch <- result{sess, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("open session: %w", s.lostErr(r.err))
-		}
-		return r.sess, nil
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.sess != nil {
-				r.sess.Close()
-			}
-		}()
-		return nil, ctx.Err()
 	}
 }
 
@@ -422,9 +399,8 @@ func (s *SSH) lostErr(err error) error {
 	// sshd always ends a command's channel with exit-status or
 	// exit-signal; a channel closed without either means the sshd serving
 	// it died or the connection dropped under it.
-	var missing *ssh.ExitMissingError
 	if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &missing) || strings.Contains(err.Error(), "EOF") {
+		errors.Is(err, errExitMissing) || strings.Contains(err.Error(), "EOF") {
 		return fmt.Errorf("%w to %s: %v", ErrConnectionLost, s.addr, err)
 	}
 	return err

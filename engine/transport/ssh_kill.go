@@ -3,9 +3,9 @@ package transport
 import (
 	"bytes"
 	"context"
+	"io"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -150,54 +150,59 @@ var killGrace = 5 * time.Second
 // non-root logins), then a kill from a second session (needed for root),
 // then the channel close. It returns when the command is gone or the
 // grace period ran out; it never waits for the cancelled ctx.
-func (s *SSH) abort(sess *ssh.Session, stderr *pidCapture, done <-chan error, become bool) {
-	_ = sess.Signal(ssh.SIGTERM)
+func (s *SSH) abort(rc *remoteCmd, stderr *pidCapture, become bool) {
+	// The signal is sent from a goroutine: a host that stopped reading
+	// must not hold the abort past its grace.
+	go rc.signal(ssh.SIGTERM)
 	deadline := time.Now().Add(killGrace)
 	select {
-	case <-done:
+	case <-rc.done:
 		return
 	case <-stderr.parsed:
 	case <-time.After(time.Until(deadline)):
 	}
 	if pid := stderr.PID(); pid > 0 {
 		select {
-		case <-done: // the signal was enough
+		case <-rc.done: // the signal was enough
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
 		s.killRemote(pid, become, deadline)
 	}
-	_ = sess.Close()
+	_ = rc.Close()
 	select {
-	case <-done:
+	case <-rc.done:
 	case <-time.After(time.Until(deadline)):
 	}
 }
 
-// killRemote runs killScript for pid in a session of its own.
+// killRemote runs killScript for pid in a session of its own, bounded by
+// deadline.
 func (s *SSH) killRemote(pid int, become bool, deadline time.Time) {
 	kctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ks, err := s.openSession(kctx)
+	ks, err := s.newCmd(kctx)
 	if err != nil {
 		return
 	}
 	defer ks.Close()
 	line := Join([]string{"sh", "-c", killScript, "sh", strconv.Itoa(pid)})
+	var in []byte
 	switch {
 	case become && s.become != "":
 		// killScript reads no stdin: the password is consumed by sudo
 		// if it asks, ignored otherwise.
 		line = "sudo -S -p '' -- " + line
-		ks.Stdin = strings.NewReader(string(s.become) + "\n")
+		in = []byte(string(s.become) + "\n")
 	case become:
 		line = "sudo -n -- " + line
 	}
-	kdone := make(chan error, 1)
-	go func() { kdone <- ks.Run(line) }()
+	if err := ks.start(kctx, line, io.Discard, io.Discard); err != nil {
+		return
+	}
+	ks.feed(in)
 	select {
-	case <-kdone:
+	case <-ks.done:
 	case <-kctx.Done():
-		ks.Close() // unblocks Run; the goroutine ends
 	}
 }

@@ -168,15 +168,28 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 
 // shellStderr hands the shell's stderr to the PID capture (sudo's prompts,
 // the wrapper's PID line) until the PID is known, then to the frames.
+// Before the PID it keeps at most the output cap: a host that prints
+// endlessly there trips the cap instead of filling the controller.
 type shellStderr struct {
 	pc      *pidCapture
 	frames  *frameWriter
 	started bool
+	n       int64 // bytes before the PID line
+	over    bool
 }
 
 func (w *shellStderr) Write(p []byte) (int, error) {
 	if w.started {
 		return w.frames.Write(p)
+	}
+	if w.over {
+		return len(p), nil
+	}
+	w.n += int64(len(p))
+	if w.n > w.frames.limit.Load() {
+		w.over = true
+		w.frames.onOver(w.frames.stream)
+		return len(p), nil
 	}
 	w.pc.Write(p)
 	if w.pc.PID() == 0 {
@@ -194,9 +207,10 @@ func (w *shellStderr) Write(p []byte) (int, error) {
 // privShell is one running shellScript.
 type privShell struct {
 	s      *SSH
-	sess   *ssh.Session
+	rc     *remoteCmd
 	stdin  io.WriteCloser
-	become bool // started through sudo
+	last   *shellWrite // the latest write to stdin (see send)
+	become bool        // started through sudo
 	pid    int
 	out    *frameWriter
 	errs   *frameWriter
@@ -206,8 +220,49 @@ type privShell struct {
 	overOnce sync.Once
 	overCh   chan struct{} // a stream went over the cap
 	overIn   string        // which one; written before overCh closes
-	ended    chan struct{} // the session ended; waitErr is set
-	waitErr  error
+	ended    chan struct{} // the session ended (rc.done); rc.err says how
+}
+
+// shellWrite is one write to the shell's stdin, done from a goroutine of
+// its own so that a host that reads nothing (its window stays full)
+// never holds the controller: the waits on the shell are bounded, the
+// write ends with the channel.
+type shellWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// send writes p to the shell's stdin after the writes sent before it, in
+// order. Only the Run holding the shell (or its start) calls it.
+func (sh *privShell) send(p []byte) *shellWrite {
+	prev := sh.last
+	w := &shellWrite{done: make(chan struct{})}
+	sh.last = w
+	go func() {
+		defer close(w.done)
+		if prev != nil {
+			<-prev.done
+			if prev.err != nil {
+				w.err = prev.err
+				return
+			}
+		}
+		_, w.err = sh.stdin.Write(p)
+	}()
+	return w
+}
+
+// stopped reports whether the shell was stopped or ended: it never runs
+// another command.
+func (sh *privShell) stopped() bool {
+	select {
+	case <-sh.stop:
+		return true
+	case <-sh.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // shellFor returns the connection's privileged shell, starting it when
@@ -221,15 +276,23 @@ func (s *SSH) shellFor(ctx context.Context, cmd Command) (*privShell, error) {
 		return nil, errShellUnavailable
 	}
 	if sh != nil {
-		select {
-		case <-sh.ended:
-			sh = nil // gone (killed, or the host ended it): start another
-		default:
+		if !sh.stopped() {
 			return sh, nil
 		}
+		// Stopped (cancelled, over the cap, killed, or ended by the
+		// host): never reused, whether or not its session is gone yet.
+		_ = sh.rc.Close()
+		s.shellMu.Lock()
+		if s.shell == sh {
+			s.shell = nil
+		}
+		s.shellMu.Unlock()
 	}
 	sh, err := s.startShell(ctx, cmd)
 	if err != nil {
+		// Only a host where the shell cannot run turns it off; a start
+		// that was cancelled, timed out or met a lost connection leaves
+		// the next command to try again.
 		if errors.Is(err, errShellUnavailable) {
 			s.shellMu.Lock()
 			s.shellOff = true
@@ -252,7 +315,10 @@ func (s *SSH) shellFor(ctx context.Context, cmd Command) (*privShell, error) {
 // startShell opens the session, gets through sudo (answering its prompt
 // with the become password when there is one), hands the shell its marker
 // and waits for its first frame. cmd names the Run that needed it, for
-// errors.
+// errors. Opening the session and the exec request are each bounded by
+// the connect timeout, and so is the rest of the start (sudo, the shell's
+// first frame): a healthy host is through in well under a second, and the
+// commands' own timeouts only start once the shell runs.
 func (s *SSH) startShell(ctx context.Context, cmd Command) (*privShell, error) {
 	become := s.user != "root"
 	args := []string{"sh", "-c", shellScript, "sh"}
@@ -268,45 +334,42 @@ func (s *SSH) startShell(ctx context.Context, cmd Command) (*privShell, error) {
 	}
 	marker := "pgtune-end-" + hex.EncodeToString(nonce)
 
-	sess, err := s.openSession(ctx)
+	rc, err := s.newCmd(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: privileged shell: %w", cmd, err)
 	}
-	sh := &privShell{s: s, sess: sess, become: become, stop: make(chan struct{}),
-		overCh: make(chan struct{}), ended: make(chan struct{})}
+	sh := &privShell{s: s, rc: rc, stdin: rc.stdin(), become: become, stop: make(chan struct{}),
+		overCh: make(chan struct{}), ended: rc.done}
 	sh.out = newFrameWriter("stdout", marker, sh.stop, sh.tripOver)
 	sh.errs = newFrameWriter("stderr", marker, sh.stop, sh.tripOver)
 	pc := newPIDCapture()
-	sess.Stdout = sh.out
-	sess.Stderr = &shellStderr{pc: pc, frames: sh.errs}
-	if sh.stdin, err = sess.StdinPipe(); err != nil {
-		sess.Close()
-		return nil, s.lostErr(err)
-	}
 	if feed != nil {
 		feed.attachPipe(sh.stdin, pc)
 	}
-	if err := sess.Start(line); err != nil {
-		sess.Close()
-		return nil, s.lostErr(err)
+	if err := rc.start(ctx, line, sh.out, &shellStderr{pc: pc, frames: sh.errs}); err != nil {
+		sh.stopOnce.Do(func() { close(sh.stop) })
+		_ = rc.Close()
+		return nil, fmt.Errorf("%s: privileged shell: start: %w", cmd, err)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		sh.waitErr = sess.Wait()
-		close(sh.ended)
-	}()
-	if err := sh.through(ctx, feed, pc); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := sh.through(sctx, feed, pc); err != nil {
 		sh.teardown()
+		if serr := s.shellStartTimeout(ctx, sctx, cmd, "did not get through sudo"); serr != nil {
+			return nil, serr
+		}
 		return nil, s.startError(cmd, sh, feed, pc, err)
 	}
 	sh.pid = pc.PID()
-	if _, err := io.WriteString(sh.stdin, marker+"\n"); err != nil {
-		sh.teardown()
-		return nil, fmt.Errorf("privileged shell: %w", s.lostErr(err))
-	}
-	if _, _, err := sh.result(ctx); err != nil {
-		if sh.exited() {
+	sh.send([]byte(marker + "\n"))
+	if _, _, err := sh.result(sctx); err != nil {
+		if serr := s.shellStartTimeout(ctx, sctx, cmd, "was not ready"); serr != nil {
+			return nil, serr
+		}
+		switch {
+		case errors.Is(err, ErrOutputTooLarge):
+			return nil, &OutputTooLargeError{Command: cmd.String(), Stream: sh.overIn, Limit: MaxOutput()}
+		case sh.exited():
 			// The shell itself refused this host (no GNU head, no
 			// mktemp): sessions of their own still work there.
 			return nil, errShellUnavailable
@@ -314,6 +377,18 @@ func (s *SSH) startShell(ctx context.Context, cmd Command) (*privShell, error) {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	return sh, nil
+}
+
+// shellStartTimeout is the error of a start that ended with ctx (the
+// caller's) or with sctx (the start's own bound), nil otherwise.
+func (s *SSH) shellStartTimeout(ctx, sctx context.Context, cmd Command, what string) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", cmd, ctx.Err())
+	case sctx.Err() != nil:
+		return fmt.Errorf("%s: privileged shell on %s %s within %s: %w", cmd, s.addr, what, s.timeout, ErrNoResponse)
+	}
+	return nil
 }
 
 // errShellEnded says the shell's session ended before it was through sudo.
@@ -335,13 +410,16 @@ func (sh *privShell) through(ctx context.Context, feed *becomeFeed, pc *pidCaptu
 			asked++
 			if asked > 1 {
 				feed.wrong.Store(true)
-				sh.stdin.Close()
+				go sh.stdin.Close()
 				continue // sudo gives up on the closed stdin
 			}
-			if _, err := io.WriteString(sh.stdin, feed.password+"\n"); err != nil {
-				continue
-			}
-			feed.answered.Store(true)
+			w := sh.send([]byte(feed.password + "\n"))
+			go func() {
+				<-w.done
+				if w.err == nil {
+					feed.answered.Store(true)
+				}
+			}()
 		case <-sh.overCh:
 			// Output before the shell even started (a sudo or sh that
 			// streams forever): the cap ends the start as it ends a
@@ -365,11 +443,15 @@ func (s *SSH) startError(cmd Command, sh *privShell, feed *becomeFeed, pc *pidCa
 	if !errors.Is(err, errShellEnded) {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	var exitErr *ssh.ExitError
-	if !errors.As(sh.waitErr, &exitErr) {
-		return fmt.Errorf("%s: %w", cmd, s.lostErr(sh.waitErr))
+	code := 0
+	if err := sh.rc.err; err != nil {
+		var exitErr *remoteExit
+		if !errors.As(err, &exitErr) {
+			return fmt.Errorf("%s: %w", cmd, s.lostErr(err))
+		}
+		code = exitErr.code
 	}
-	xe := &ExitError{Command: cmd.String(), Result: Result{Stderr: pc.Bytes(), ExitCode: exitErr.ExitStatus()}}
+	xe := &ExitError{Command: cmd.String(), Result: Result{Stderr: pc.Bytes(), ExitCode: code}}
 	if feed != nil && feed.refused(xe.ExitCode) {
 		return &BecomeError{User: s.user, Reason: "sudo: the become password was refused for user " + s.user +
 			" (check ansible_become_password or what --ask-become-pass was given)", Exit: xe}
@@ -385,8 +467,8 @@ func (s *SSH) startError(cmd Command, sh *privShell, feed *becomeFeed, pc *pidCa
 func (sh *privShell) exited() bool {
 	select {
 	case <-sh.ended:
-		var exitErr *ssh.ExitError
-		return sh.waitErr == nil || errors.As(sh.waitErr, &exitErr)
+		var exitErr *remoteExit
+		return sh.rc.err == nil || errors.As(sh.rc.err, &exitErr)
 	default:
 		return false
 	}
@@ -404,13 +486,9 @@ func (sh *privShell) run(ctx context.Context, cmd Command) (Result, error) {
 	limit := MaxOutput()
 	sh.out.limit.Store(limit)
 	sh.errs.limit.Store(limit)
-	req := shellRequest(cmd)
-	sh.s.wg.Add(1)
-	go func() {
-		defer sh.s.wg.Done()
-		// A failed write shows as the session's end.
-		_, _ = sh.stdin.Write(req)
-	}()
+	// A failed write shows as the session's end; one that never ends
+	// leaves the wait to ctx.
+	sh.send(shellRequest(cmd))
 	out, errOut, err := sh.result(ctx)
 	if errors.Is(err, ErrOutputTooLarge) {
 		return Result{}, &OutputTooLargeError{Command: cmd.String(), Stream: sh.overIn, Limit: limit}
@@ -457,7 +535,7 @@ func (sh *privShell) result(ctx context.Context) (out, errOut *frame, err error)
 				continue
 			default:
 			}
-			err := sh.waitErr
+			err := sh.rc.err
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
@@ -477,7 +555,7 @@ func (sh *privShell) teardown() {
 		return
 	default:
 	}
-	_ = sh.sess.Signal(ssh.SIGTERM)
+	go sh.rc.signal(ssh.SIGTERM)
 	deadline := time.Now().Add(killGrace)
 	select {
 	case <-sh.ended:
@@ -487,7 +565,7 @@ func (sh *privShell) teardown() {
 	if sh.pid > 0 {
 		sh.s.killRemote(sh.pid, sh.become, deadline)
 	}
-	_ = sh.sess.Close()
+	_ = sh.rc.Close()
 	select {
 	case <-sh.ended:
 	case <-time.After(time.Until(deadline)):
@@ -505,7 +583,7 @@ func (s *SSH) closeShell() {
 		return
 	}
 	sh.stopOnce.Do(func() { close(sh.stop) })
-	_ = sh.stdin.Close()
+	go sh.stdin.Close()
 	select {
 	case <-sh.ended:
 	case <-time.After(time.Second):

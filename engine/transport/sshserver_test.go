@@ -331,3 +331,76 @@ func (s *testServer) baseConfig(key, known string) SSHConfig {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// withSessionChannels replaces the server's session handling with h, for
+// servers that misbehave below what a command can do: h gets each session
+// channel before it is accepted, and the connection's context.
+func withSessionChannels(h func(nc gossh.NewChannel, ctx gliderssh.Context)) serverOption {
+	return func(_ testing.TB, s *testServer) {
+		s.srv.ChannelHandlers = map[string]gliderssh.ChannelHandler{
+			"session": func(_ *gliderssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx gliderssh.Context) {
+				h(nc, ctx)
+			},
+		}
+	}
+}
+
+// neverConfirmed leaves every session request unanswered (neither
+// accepted nor refused) until the connection ends.
+func neverConfirmed(_ gossh.NewChannel, ctx gliderssh.Context) { <-ctx.Done() }
+
+// execNeverAnswered accepts the session and never replies to any request
+// on it (the exec request included); it reads nothing.
+func execNeverAnswered(nc gossh.NewChannel, _ gliderssh.Context) {
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	for range reqs {
+	}
+	ch.Close()
+}
+
+// exitNeverClosed answers the exec request, prints "out" and "err",
+// sends exit status 3 and then, if eof, the end of its output; it never
+// closes the channel (the client's close ends it). trickle > 0 prints
+// that many more stdout lines, 300 ms apart, after the exit status.
+func exitNeverClosed(eof bool, trickle int) func(gossh.NewChannel, gliderssh.Context) {
+	return func(nc gossh.NewChannel, _ gliderssh.Context) {
+		ch, reqs, err := nc.Accept()
+		if err != nil {
+			return
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer close(stop)
+		for req := range reqs {
+			if req.Type != "exec" {
+				if req.WantReply {
+					req.Reply(false, nil)
+				}
+				continue
+			}
+			req.Reply(true, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.WriteString(ch, "out\n")
+				io.WriteString(ch.Stderr(), "err\n")
+				ch.SendRequest("exit-status", false, []byte{0, 0, 0, 3})
+				for i := range trickle {
+					select {
+					case <-time.After(300 * time.Millisecond):
+					case <-stop:
+						return
+					}
+					io.WriteString(ch, "late "+itoa(i)+"\n")
+				}
+				if eof {
+					ch.CloseWrite()
+				}
+			}()
+		}
+	}
+}

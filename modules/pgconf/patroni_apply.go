@@ -49,10 +49,13 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	api := patroniAPI{URL: ps.APIURL, Auth: local.Auth, Owner: st.PG.Owner, Member: ps.Member, TLS: ps.TLS}
 	now, err := api.status(ctx, t)
 	if err != nil {
-		return fmt.Errorf("Patroni member %q: %w: nothing was changed", ps.Member, err)
+		return fmt.Errorf("%s: step check before any change: %w: nothing was changed", ps.where(), err)
 	}
-	if now.Pause {
-		return fmt.Errorf("Patroni member %q: the cluster was paused since check: nothing was changed (resume it and run again)", ps.Member)
+	if paused, err := api.paused(ctx, t, now); err != nil || paused {
+		if err == nil {
+			err = errors.New("the cluster was paused (maintenance mode) since check: pgtune refuses to change or restart its members while paused; resume it (patronictl resume) and run again")
+		}
+		return fmt.Errorf("%s: step check before any change: %w: nothing was changed", ps.where(), err)
 	}
 	mark := t.Mark()
 	if !sameParams(local.Params, ps.Set) {
@@ -64,33 +67,24 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 			return fmt.Errorf("write %s: %w", ps.ConfigFile, err)
 		}
 		if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
-			return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+			return m.patroniPutBack(ctx, t, st, api, mark, false, "step reload: "+err.Error())
 		}
 	}
 	if !st.Restart {
 		return nil
 	}
 	if err := api.awaitPending(ctx, t); err != nil {
-		return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+		return m.patroniPutBack(ctx, t, st, api, mark, false, "step reload: "+err.Error())
 	}
 	if err := awaitPatroniWrote(ctx, t, st.PG.ConfigFile, ps.Set["shared_buffers"]); err != nil {
-		return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
+		return m.patroniPutBack(ctx, t, st, api, mark, false, "step reload: "+err.Error())
 	}
 	if err := checkPoolForRestart(ctx, t, st); err != nil {
-		return m.patroniPutBack(ctx, t, st, api, mark, false, "not restarted: "+err.Error())
+		return m.patroniPutBack(ctx, t, st, api, mark, false, "step pool check: not restarted: "+err.Error())
 	}
 	if ps.Switchover {
-		if err := api.switchover(ctx, t, ps); err != nil {
-			return m.patroniPutBack(ctx, t, st, api, mark, false, err.Error())
-		}
-		// Patroni demotes by stopping the server and starting it as a
-		// replica, on the configuration it now writes: that start may
-		// have taken the new values already (Verify checks them).
-		if now, err := api.status(ctx, t); err == nil && !now.PendingRestart {
-			if t.Log != nil {
-				t.Log.Info("the old primary runs as a replica on the new values since the switchover: no restart left", "member", ps.Member)
-			}
-			return nil
+		if done, err := m.patroniSwitchover(ctx, t, st, api, mark); done || err != nil {
+			return err
 		}
 	}
 	answer, err := api.post(ctx, t, "/restart", map[string]any{"restart_pending": true, "timeout": patroniStartTimeout},
@@ -101,12 +95,15 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		err = api.awaitRunning(ctx, t)
 	}
 	if err != nil {
-		return m.patroniPutBack(ctx, t, st, api, mark, true, err.Error())
+		return m.patroniPutBack(ctx, t, st, api, mark, true, "step restart: "+err.Error())
 	}
 	if t.Log != nil {
 		t.Log.Info("postgres restarted through Patroni", "member", ps.Member, "answer", answer, "switchover", ps.Switchover)
 	}
-	return api.awaitRunning(ctx, t)
+	if err := api.awaitRunning(ctx, t); err != nil {
+		return fmt.Errorf("%s: step restart: %w", ps.where(), err)
+	}
+	return nil
 }
 
 // awaitPending waits until Patroni has taken the new parameters and marks
@@ -169,33 +166,6 @@ func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, do
 		case <-time.After(patroniPoll):
 		}
 	}
-}
-
-// switchover hands the leader role to the streaming replica with the
-// least lag that Patroni reports without a pending restart (so already on
-// the new values), and waits until this member runs as a replica.
-func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *PatroniState) error {
-	code, b, err := a.call(ctx, t, "GET", "/cluster", nil, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	if code != 200 {
-		return fmt.Errorf("GET %s/cluster: HTTP %d", a.URL, code)
-	}
-	candidate, err := switchoverCandidate(b, ps.Member)
-	if err != nil {
-		return err
-	}
-	answer, err := a.post(ctx, t, "/switchover", map[string]string{"leader": ps.Member, "candidate": candidate}, patroniSettle)
-	if err != nil {
-		return fmt.Errorf("switchover to %q: %w", candidate, err)
-	}
-	if t.Log != nil {
-		t.Log.Info("switched over through Patroni", "from", ps.Member, "to", candidate, "answer", answer)
-	}
-	return a.await(ctx, t, "the old primary to run as a replica of "+candidate, func(st *patroniStatus) bool {
-		return st.Role == "replica" && st.State == "running"
-	})
 }
 
 // checkPoolForRestart asks postgres -C, on the configuration Patroni has
@@ -346,22 +316,22 @@ func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State
 		t.Log.Error("Patroni member not taken to the new settings; putting the previous patroni.yml back", "member", ps.Member, "cause", cause)
 	}
 	if err := t.UndoSince(rctx, mark); err != nil {
-		return fmt.Errorf("Patroni member %q: %s; putting the previous %s back FAILED: %v", ps.Member, cause, ps.ConfigFile, err)
+		return fmt.Errorf("%s: %s; putting the previous %s back FAILED: %v", ps.where(), cause, ps.ConfigFile, err)
 	}
 	if _, err := api.post(rctx, t, "/reload", nil, 30*time.Second); err != nil {
-		return fmt.Errorf("Patroni member %q: %s; previous %s put back, but Patroni's reload failed: %v", ps.Member, cause, ps.ConfigFile, err)
+		return fmt.Errorf("%s: %s; previous %s put back, but Patroni's reload failed: %v", ps.where(), cause, ps.ConfigFile, err)
 	}
 	if !restarted {
-		return fmt.Errorf("Patroni member %q: %s; previous %s put back and reloaded, member not restarted", ps.Member, cause, ps.ConfigFile)
+		return fmt.Errorf("%s: %s; previous %s put back and reloaded, member not restarted", ps.where(), cause, ps.ConfigFile)
 	}
 	// Patroni's restart_pending filter may not hold any more (the old
 	// values may equal what runs): an unconditional restart.
 	if _, err := api.post(rctx, t, "/restart", map[string]any{"timeout": patroniStartTimeout}, (patroniStartTimeout+restartTimeout)*time.Second); err != nil {
 		if werr := api.awaitRunning(rctx, t); werr != nil {
-			return fmt.Errorf("Patroni member %q: %s; previous %s put back, but the member did NOT come back: %v; see Patroni's log", ps.Member, cause, ps.ConfigFile, err)
+			return fmt.Errorf("%s: %s; previous %s put back, but the member did NOT come back: %v; see Patroni's log", ps.where(), cause, ps.ConfigFile, err)
 		}
 	}
-	return fmt.Errorf("Patroni member %q: %s; previous %s put back, member running again on it", ps.Member, cause, ps.ConfigFile)
+	return fmt.Errorf("%s: %s; previous %s put back, member running again on it", ps.where(), cause, ps.ConfigFile)
 }
 
 // verifyPatroniParams reads back the member's patroni.yml parameters.

@@ -25,7 +25,7 @@ e2e: build testbed-deps
 experiment: build testbed-deps
 	testbed/experiment.sh
 
-# Focused runs on one box each (oom: 3072 MiB, gigpages: 4096 MiB by default): the oom module's
+# Focused runs on one box each (oom: 3072 MiB, gigpages: 6144 MiB by default): the oom module's
 # systemd drop-in, and 1 GiB huge pages (TCG's -cpu max offers them).
 e2e-oom: build testbed-deps
 	testbed/oom-unit.sh

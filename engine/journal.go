@@ -37,11 +37,23 @@ type Journal struct {
 
 // JournalRecord is a journal as saved on the host.
 type JournalRecord struct {
-	RunID   string         `json:"run_id"`
-	Host    string         `json:"host"`
-	Started time.Time      `json:"started"`
+	RunID   string    `json:"run_id"`
+	Host    string    `json:"host"`
+	Started time.Time `json:"started"`
+	// Kept, when set, says why rollback never undoes this run: its
+	// changes stay as they are whatever is rolled back, and --run naming
+	// it is refused. A replication cluster's role changes are such a run
+	// (KeptRoleChanges): rolling a run's settings back must not move the
+	// primary role back, nor leave a member that is a standby now without
+	// its standby.signal.
+	Kept    string         `json:"kept,omitempty"`
 	Entries []JournalEntry `json:"entries"`
 }
+
+// KeptRoleChanges is why a run of cluster role changes (Target.
+// ClusterPeers with a suffix: a switchover's standby.signal and
+// primary_conninfo) is kept.
+const KeptRoleChanges = "it holds replication role changes (a switchover): rolling back never moves the primary role back"
 
 // JournalEntry is one recorded change. Its Kind says which fields it
 // uses and how it is undone (see kindOf).
@@ -80,6 +92,14 @@ type JournalMark int
 // NewJournal starts the journal of run id on a host, under stateDir.
 func NewJournal(id, host, stateDir string, t transport.Transport, become bool) *Journal {
 	return &Journal{JournalRecord: JournalRecord{RunID: id, Host: host, Started: time.Now().UTC()}, dir: stateDir, transport: t, become: become}
+}
+
+// NewKeptJournal starts the journal of run id, a run rollback never
+// undoes, for the reason why (JournalRecord.Kept).
+func NewKeptJournal(id, host, stateDir string, t transport.Transport, become bool, why string) *Journal {
+	j := NewJournal(id, host, stateDir, t, become)
+	j.Kept = why
+	return j
 }
 
 // Dir is the run's directory on the host.

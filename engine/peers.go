@@ -25,7 +25,7 @@ type peersFunc func(ctx context.Context, suffix string, journaled bool) ([]*Targ
 // in apply (the Target has a journal), each peer's host lock is taken,
 // and what is changed on it goes into the journal of run RunID+suffix
 // there: a run of its own, kept apart from the peer's own changes of this
-// run. Without one the peers are only read (check). close
+// run, and kept from rollback (KeptRoleChanges). Without one the peers are only read (check). close
 // releases the locks and connections. A member the run does not include
 // (not in the inventory, or left out by --limit) or cannot reach is an
 // error naming it: nothing was opened then. A host in no replicated
@@ -98,7 +98,7 @@ func (s *Session) openPeer(ctx context.Context, name, suffix string, journaled b
 			return nil, nil, err
 		}
 		closePeer = func() { unlock(); _ = tr.Close() }
-		j = NewJournal(s.runner.RunID+suffix, h.Name, stateDir(h), tr, h.Conn.Become)
+		j = NewKeptJournal(s.runner.RunID+suffix, h.Name, stateDir(h), tr, h.Conn.Become, KeptRoleChanges)
 	}
 	return s.target(pr, j), closePeer, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/termsafe"
 )
 
 // RollbackHook is implemented by modules that must act after their files
@@ -101,7 +102,13 @@ func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) err
 		if err := json.Unmarshal([]byte(body), &j); err != nil {
 			return nil, fmt.Errorf("journal %s: not a pgtune journal (%v): refusing to roll back from it", printable(name), err)
 		}
-		if err := validateJournal(j, path.Base(path.Dir(name)), t.StateDir, manages); err != nil {
+		check := manages
+		if j.Kept != "" {
+			// Never acted on (Check leaves kept runs alone): only its
+			// shape is checked.
+			check = func(JournalEntry) error { return nil }
+		}
+		if err := validateJournal(j, path.Base(path.Dir(name)), t.StateDir, check); err != nil {
 			return nil, fmt.Errorf("journal %s: %w: refusing to roll back; nothing was changed", printable(name), err)
 		}
 		out = append(out, j)
@@ -112,16 +119,25 @@ func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) err
 
 // restorePoint picks, for every file and key, the first record at or after
 // run `to` (every run when empty): the state just before pgtune touched it.
+// Kept runs (JournalRecord.Kept) are never undone: naming one is an
+// error, and their changes are not picked.
 func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
+	for _, j := range journals {
+		if j.Kept != "" && j.RunID == to {
+			return nil, fmt.Errorf("run %s is kept: %s; pgtune rollback never undoes it (rolling back the run it was made beside undoes that run's own changes only)", to, termsafe.Line(j.Kept))
+		}
+	}
 	if to != "" {
 		found := false
 		for _, j := range journals {
 			found = found || j.RunID == to
 		}
 		if !found {
-			ids := make([]string, len(journals))
-			for i, j := range journals {
-				ids[i] = j.RunID
+			var ids []string
+			for _, j := range journals {
+				if j.Kept == "" {
+					ids = append(ids, j.RunID)
+				}
 			}
 			return nil, fmt.Errorf("no run %q on this host (runs: %s)", to, strings.Join(ids, ", "))
 		}
@@ -139,7 +155,7 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 	seen := map[string]bool{}
 	var entries []JournalEntry
 	for _, j := range journals {
-		if j.RunID < to {
+		if j.RunID < to || j.Kept != "" {
 			continue
 		}
 		for _, e := range j.Entries {
@@ -184,6 +200,18 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 		p.Note("pgtune has never changed this host: nothing to roll back")
 		return p, nil
 	}
+	undoable := 0
+	for _, j := range journals {
+		if j.Kept != "" {
+			p.Note(fmt.Sprintf("run %s is kept, not undone: %s", j.RunID, termsafe.Line(j.Kept)))
+		} else {
+			undoable++
+		}
+	}
+	if undoable == 0 && to == "" {
+		p.Note("every run pgtune made here is kept: nothing to roll back")
+		return p, nil
+	}
 	entries, err := restorePoint(journals, to)
 	if err != nil {
 		return nil, err
@@ -207,7 +235,7 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 	p.State = st
 	ids := make([]string, 0, len(journals))
 	for _, j := range journals {
-		if j.RunID >= to {
+		if j.RunID >= to && j.Kept == "" {
 			ids = append(ids, j.RunID)
 		}
 	}

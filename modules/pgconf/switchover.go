@@ -350,7 +350,7 @@ func checkReachable(ctx context.Context, r repointing, port int) error {
 func sideTarget(t *engine.Target) *engine.Target {
 	st := *t
 	if t.Journal != nil && !strings.HasSuffix(t.RunID(), switchoverSuffix) {
-		st.Journal = engine.NewJournal(t.RunID()+switchoverSuffix, t.Name, t.StateDir, t.Transport, t.Become)
+		st.Journal = engine.NewKeptJournal(t.RunID()+switchoverSuffix, t.Name, t.StateDir, t.Transport, t.Become, engine.KeptRoleChanges)
 	}
 	return &st
 }

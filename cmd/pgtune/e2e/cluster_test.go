@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,19 +185,10 @@ func TestRestartOrderStreaming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers and the kernel")
 	}
-	kernel := testhost.LockKernel(t)
 	// All three share this machine's pool: reserve room for three small
 	// segments beside whatever the pool holds now, and give each member a
 	// third.
-	hpKB := kernel.Meminfo["Hugepagesize"]
-	perMember := int64(48<<10) / hpKB // pages for 48 MiB
-	total := kernel.Meminfo["HugePages_Total"] + 3*perMember + 2
-	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
-		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
-	}
+	pool, perMember := reserveMemberPools(t, 3)
 	set := testhost.StreamingReplication(t, 2)
 	work := t.TempDir()
 	members := map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}
@@ -213,7 +203,7 @@ func TestRestartOrderStreaming(t *testing.T) {
     pgconf:
       pool: %d
       primary: restart
-`, total*hpKB*1024, perMember*hpKB*1024))
+`, pool, perMember))
 
 	// facts: one cluster, the primary and both standbys.
 	var out, errOut bytes.Buffer

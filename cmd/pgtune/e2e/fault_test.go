@@ -289,6 +289,7 @@ func TestBecomeWithoutSudo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd")
 	}
+	testhost.WatchKernel(t) // check gathers this machine's facts
 	testhost.EnsureUser(t, "pgtune-nosudo", false)
 	sshd := testhost.SSHD(t)
 	work := t.TempDir()

@@ -33,6 +33,7 @@ func TestUnprotectiveRefusedUpFront(t *testing.T) {
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
     overcommit:
       headroom: "${facts.mem_total}"
+      max_committed: 1 # the preflight's verdict would be this machine's load
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
 `)
 

@@ -80,18 +80,23 @@ func TestHostileClusterOverSSH(t *testing.T) {
     sysctl_dir: %s
     pgtune_state_dir: %s
 `, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, pg.BinDir, filepath.Join(work, "sysctl.d"), filepath.Join(work, "state")))
-	pool := (kernel.Meminfo["HugePages_Total"] + 64) * kernel.Meminfo["Hugepagesize"] * 1024
+	// Room for 128 MiB beside what the pool holds (one page of a larger
+	// default size), the cluster sized to that share, never to pages
+	// others hold; the preflight's verdict is not this machine's.
+	pool, share := kernel.RoomFor(128 << 20)
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: hostile cluster
   hosts: ungrouped
   policy:
     hugepages:
       pool: %d
+      min_available: 0
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
     pgconf:
       restart: false
       on_override: fix
-`, pool))
+      pool: %d
+`, pool, share))
 
 	run := func(args ...string) (int, string, string) {
 		t.Helper()

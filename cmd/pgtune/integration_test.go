@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgtune/pgtune/internal/clitest"
 	"github.com/pgtune/pgtune/internal/testhost"
+	"github.com/pgtune/pgtune/modules/overcommit"
 )
 
 // The JSON report, snapshots and inventory entries are internal/clitest's,
@@ -79,10 +80,13 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
         pgtune_state_dir: %s
 `, sshd.Port, sshd.KeyFile, sshd.KnownHostsFile, pg.DataDir, pg.BinDir, sysctlDir, filepath.Join(work, "state")))
 
-	// A pool of 128 huge pages more than the machine has now keeps the test
-	// small; the overcommit limit follows the formula with a headroom far
-	// above what the machine commits, so strict mode breaks nothing here.
-	pool := (kernel.Meminfo["HugePages_Total"] + 128) * kernel.Meminfo["Hugepagesize"] * 1024
+	// A pool with room for a 256 MiB segment (one page of a larger default
+	// size) beside what the machine holds now keeps the test small, and
+	// the cluster sized to that share, never to pages others hold; the
+	// overcommit limit follows the formula with a headroom far above what
+	// the machine commits, so strict mode breaks nothing here. Neither
+	// preflight's verdict is left to this machine's free memory.
+	pool, share := kernel.RoomFor(256 << 20)
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: memory policy under test
   hosts: postgres
@@ -92,13 +96,16 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
       headroom: "${8 * GiB}"
       # far above what this shared machine commits, hence not protective
       accept_unprotective: true
+      max_committed: 1
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
     pgconf:
       restart: true
+      pool: %d
     hugepages:
       pool: %d
+      min_available: 0
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
-`, pool))
+`, share, pool))
 
 	before := snapshot(t, pg, pg.DataDir, sysctlDir)
 
@@ -158,7 +165,7 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 	}
 
 	// The kernel, the files and the running postmaster are on the policy.
-	pages := pool / (kernel.Meminfo["Hugepagesize"] * 1024)
+	pages := pool / kernel.PageSize()
 	if v, _ := testhost.ReadSysctl("vm.nr_hugepages"); v != strconv.FormatInt(pages, 10) {
 		t.Errorf("vm.nr_hugepages = %s, want %d", v, pages)
 	}
@@ -166,9 +173,10 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 		t.Errorf("vm.overcommit_memory = %s, want 2", v)
 	}
 	mem, _ := testhost.Meminfo()
-	wantKB := int64(0.8*float64(mem["MemTotal"]-pool/1024)) + 8*1024*1024
+	// Pools of other page sizes are outside the commit budget too.
+	wantKB := overcommit.Limit(mem["MemTotal"]<<10, pool+kernel.OtherPools(), 0.8, 8<<30)
 	if v, _ := testhost.ReadSysctl("vm.overcommit_kbytes"); v != strconv.FormatInt(wantKB, 10) {
-		t.Errorf("vm.overcommit_kbytes = %s, want %d (0.8 × (MemTotal − pool) + 8 GiB)", v, wantKB)
+		t.Errorf("vm.overcommit_kbytes = %s, want %d (0.8 × (MemTotal − pool − other pools %d) + 8 GiB)", v, wantKB, kernel.OtherPools())
 	}
 	if b, err := os.ReadFile(filepath.Join(sysctlDir, "10-hugepages.conf")); err != nil || !strings.Contains(string(b), fmt.Sprintf("vm.nr_hugepages = %d", pages)) {
 		t.Errorf("10-hugepages.conf: %q, %v", b, err)

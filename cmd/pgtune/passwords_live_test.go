@@ -19,6 +19,7 @@ func TestPasswordLoginAndSudoLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sshd, sudo and a password user")
 	}
+	testhost.WatchKernel(t) // facts over sudo read this machine's kernel
 	srv := testhost.SSHD(t, "PasswordAuthentication yes")
 	const login = "pgtune-pw"
 	password := testhost.PasswordUser(t, login)

@@ -492,17 +492,22 @@ func TestRollbackRefusesForgedKernelKey(t *testing.T) {
 	writeFile(t, inv, "all:\n  children:\n    postgres:\n      hosts:\n"+sshdHost("db1", sshd,
 		"pg_data: "+pg.DataDir, "pg_bin: "+pg.BinDir)+
 		fmt.Sprintf("      vars:\n        sysctl_dir: %s\n        pgtune_state_dir: %s\n", sysctlDir, stateDir))
-	pool := (kernel.Meminfo["HugePages_Total"] + 64) * kernel.Meminfo["Hugepagesize"] * 1024
+	// Room for 128 MiB (one page of a larger default size) beside what
+	// the pool holds; neither preflight's verdict is left to this
+	// machine's free memory.
+	pool, _ := kernel.RoomFor(128 << 20)
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: kernel side
   hosts: postgres
   policy:
     hugepages:
       pool: %d
+      min_available: 0
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
     overcommit:
       ratio: 0.8
       headroom: "${8 * GiB}"
+      max_committed: 1
       # A loose limit on purpose (it must not bite the test machine).
       accept_unprotective: true
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"

@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // GatherHost reads the facts and looks for the cluster in one round trip;
 // a cluster it cannot find is the facts' PostgresError, not a failed
 // gather. Gather runs the same script without asking for discovery.
 func TestGatherHostLocal(t *testing.T) {
+	testhost.Steady(t) // machine-wide facts: held still where they could change
 	ctx := context.Background()
 	tests := []struct {
 		name    string

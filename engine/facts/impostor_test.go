@@ -66,7 +66,10 @@ func noteFor(notes []string, pid int) string {
 }
 
 func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
-	srv := testhost.SSHD(t) // skips under -short
+	// Discovery reads every process of this machine: other packages'
+	// clusters must not come and go mid-read.
+	testhost.WatchKernel(t) // skips under -short, as SSHD does
+	srv := testhost.SSHD(t)
 	c := testhost.Postgres(t)
 	tr := dialTestSSHD(t, srv)
 	ctx := context.Background()
@@ -185,7 +188,8 @@ func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
 // A cluster an unprivileged user runs from a bin directory of its own is a
 // genuine cluster; its binaries run as that user, never as root.
 func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
-	srv := testhost.SSHD(t) // skips under -short
+	testhost.WatchKernel(t) // discovery reads every process; skips under -short
+	srv := testhost.SSHD(t)
 	tr := dialTestSSHD(t, srv)
 	ctx := context.Background()
 

@@ -18,7 +18,8 @@ import (
 // directory found on the host is not the inventory's pg_bin, and a
 // directory root owns is no cluster's.
 func TestRefreshNeverRunsOwnersBinaryAsRoot(t *testing.T) {
-	srv := testhost.SSHD(t) // skips under -short
+	testhost.WatchKernel(t) // discovery reads every process; skips under -short
+	srv := testhost.SSHD(t)
 	tr := dialTestSSHD(t, srv)
 	ctx := context.Background()
 

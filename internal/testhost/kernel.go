@@ -391,3 +391,16 @@ func Meminfo() (map[string]int64, error) {
 	}
 	return m, nil
 }
+
+// Steady is for a test that reads machine-wide state (this machine's
+// facts, its processes) and runs as a unit test too: where tests that
+// change the kernel can run beside it (as root, without -short) it holds
+// the kernel lock shared (WatchKernel) and returns the snapshot; elsewhere
+// no test changes the kernel, and it returns nil without skipping.
+func Steady(t testing.TB) *KernelState {
+	t.Helper()
+	if testing.Short() || os.Geteuid() != 0 {
+		return nil
+	}
+	return WatchKernel(t)
+}

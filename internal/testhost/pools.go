@@ -158,3 +158,34 @@ func OOMScoreAdj(t testing.TB) int {
 	}
 	return n
 }
+
+// PagesFor is bytes in whole pages of the default size, at least one.
+func (s *KernelState) PagesFor(bytes int64) int64 { return max(1, bytes/max(s.PageSize(), 1)) }
+
+// MakeRoom grows the default pool so that pages more pages are free beside
+// what it held when the lock was taken (other processes' pages in use or
+// reserved, surplus included), sets it and returns the new vm.nr_hugepages.
+// The caller holds LockKernel, whose cleanup puts the pool back. A kernel
+// that gives fewer pages fails the test.
+func (s *KernelState) MakeRoom(t testing.TB, pages int64) int64 {
+	t.Helper()
+	total := max(s.Pages(), s.ReservedPages()) + pages
+	v := strconv.FormatInt(total, 10)
+	if err := WriteSysctl("vm.nr_hugepages", v); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ReadSysctl("vm.nr_hugepages"); got != v {
+		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
+	}
+	return total
+}
+
+// RoomFor plans the default pool for a test's cluster of about bytes: the
+// pool (bytes) a hugepages policy asks for, room for the cluster beside the
+// pages others hold and the pool as it is, and the cluster's share (bytes,
+// whole pages, at least one) for pgconf's pool, which then sizes the
+// segment to the share, never to pages others hold.
+func (s *KernelState) RoomFor(bytes int64) (pool, share int64) {
+	n := s.PagesFor(bytes)
+	return (max(s.Pages(), s.ReservedPages()) + n) * s.PageSize(), n * s.PageSize()
+}

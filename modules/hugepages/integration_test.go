@@ -19,9 +19,13 @@ import (
 // local transport, under the machine-wide kernel lock, with the sysctl
 // file in a temporary directory; the lock's cleanup puts the pool back.
 
+// integrationParams grows no more than a few pages of the default size:
+// min_available is off, as the preflight's verdict depends on this
+// machine's MemAvailable (the preflight has its unit tests).
 func integrationParams(t *testing.T, pool string) (*Params, string) {
 	prm := DefaultParams()
 	prm.Pool = val(t, pool)
+	prm.MinAvailable = val(t, "0")
 	file := filepath.Join(t.TempDir(), "10-hugepages.conf")
 	prm.SysctlFile = val(t, file)
 	return prm, file
@@ -40,12 +44,12 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 	st := testhost.LockKernel(t)
 	ctx := ctxT(t)
 	tr := transport.NewLocal()
-	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
-	// Grow by 256 MiB: small enough never to squeeze the machine, a real
-	// allocation all the same.
+	before := st.Pages()
+	// Grow by 256 MiB (one page where the default size is larger): small
+	// enough never to squeeze the machine, a real allocation all the same.
 	m := New()
 	tg := moduletest.LocalTarget(t, tr, New())
-	want := before + 256*MiB/tg.Facts.HugePageSize
+	want, _ := st.GrowBy(256 * MiB)
 	prm, file := integrationParams(t, strconv.FormatInt(want*tg.Facts.HugePageSize, 10))
 
 	p, err := m.Check(ctx, tg, prm)
@@ -84,8 +88,9 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 		t.Errorf("re-check after apply: %q", moduletest.Changes(again))
 	}
 
-	// And back down through the module: shrinking free pages works.
-	prm.Pool = val(t, strconv.FormatInt(before*tg.Facts.HugePageSize, 10))
+	// And back down through the module: shrinking free pages works (never
+	// below the pages others hold, which the module refuses).
+	prm.Pool = val(t, strconv.FormatInt(max(before, st.ShrinkFloor())*tg.Facts.HugePageSize, 10))
 	tg = moduletest.LocalTarget(t, tr, New())
 	p, err = m.Check(ctx, tg, prm)
 	if err != nil {
@@ -100,21 +105,22 @@ func TestIntegrationGrowVerifyRecheck(t *testing.T) {
 }
 
 // shortKernel injects a fault between the module and the real kernel: it
-// passes a smaller vm.nr_hugepages than asked, so the kernel really holds
-// fewer pages than planned, as on a fragmented host. (Really exhausting
-// memory to provoke a shortfall would squeeze everything else running on
-// this shared machine toward the OOM killer.)
+// passes a smaller vm.nr_hugepages than asked whenever the pool is to grow
+// above from, so the kernel really holds fewer pages than planned, as on a
+// fragmented host; a write back to from or below passes as it is. (Really
+// exhausting memory to provoke a shortfall would squeeze everything else
+// running on this shared machine toward the OOM killer.)
 type shortKernel struct {
 	transport.Transport
-	by     int64
-	writes []string
+	from, by int64
+	writes   []string
 }
 
 func (s *shortKernel) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
 	a := cmd.Args
 	if cmd.Op == engine.OpSetSysctl && len(a) == 6 && a[4] == "vm.nr_hugepages" {
 		s.writes = append(s.writes, a[5])
-		if n, err := strconv.ParseInt(a[5], 10, 64); err == nil && s.by > 0 && len(s.writes) <= 2 {
+		if n, err := strconv.ParseInt(a[5], 10, 64); err == nil && s.by > 0 && n > s.from {
 			cmd.Args = append(append([]string(nil), a[:5]...), strconv.FormatInt(n-s.by, 10))
 		}
 	}
@@ -127,8 +133,19 @@ func TestIntegrationShortfallBacksOut(t *testing.T) {
 	}
 	st := testhost.LockKernel(t)
 	ctx := ctxT(t)
-	tr := &shortKernel{Transport: transport.NewLocal(), by: 7}
-	prm, file := integrationParams(t, "${facts.hugepages_total * facts.hugepage_size + 128 * MiB}")
+	// Grow by 128 MiB (one page of a larger default size); the kernel is
+	// given up to 7 pages fewer, never fewer than it had.
+	want, added := st.GrowBy(128 * MiB)
+	by := min(7, added)
+	tr := &shortKernel{Transport: transport.NewLocal(), from: st.Pages(), by: by}
+	size := st.PageSize()
+	prm, file := integrationParams(t, strconv.FormatInt(want*size, 10))
+	// The retries' pauses (gigantic default pages back off for 30 s)
+	// change nothing here: every retry falls short the same way.
+	retries := len((&State{PageSize: size}).retryWaits())
+	pauseWas := pause
+	pause = func(context.Context, time.Duration) error { return nil }
+	t.Cleanup(func() { pause = pauseWas })
 	// An older file of ours must come back as it was.
 	old := "vm.nr_hugepages = " + st.Values["vm.nr_hugepages"] + "\n"
 	if err := os.WriteFile(file, []byte(old), 0o644); err != nil {
@@ -140,14 +157,13 @@ func TestIntegrationShortfallBacksOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := tg.Facts.HugePagesTotal - tg.Facts.HugePagesSurp + 128*MiB/tg.Facts.HugePageSize
 	err = m.Apply(ctx, tg, p)
-	wantErr := "allocated " + strconv.FormatInt(want-7, 10) + " of " + strconv.FormatInt(want, 10) + " huge pages"
+	wantErr := "allocated " + strconv.FormatInt(want-by, 10) + " of " + strconv.FormatInt(want, 10) + " huge pages"
 	if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "the pool is back at "+st.Values["vm.nr_hugepages"]+" pages") {
 		t.Fatalf("apply: %v, want %q", err, wantErr)
 	}
-	if len(tr.writes) != 3 {
-		t.Errorf("writes %v: want ask, retry, back out", tr.writes)
+	if len(tr.writes) != 1+retries+1 {
+		t.Errorf("writes %v: want ask, %d retries, back out", tr.writes, retries)
 	}
 	if n, _ := testhost.ReadSysctl("vm.nr_hugepages"); n != st.Values["vm.nr_hugepages"] {
 		t.Errorf("pool left at %s, was %s", n, st.Values["vm.nr_hugepages"])
@@ -182,8 +198,8 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	m := New()
 	tr := transport.NewLocal()
 	tg := moduletest.LocalTarget(t, tr, New())
-	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
-	prm, _ := integrationParams(t, strconv.FormatInt((before*tg.Facts.HugePageSize)+64*MiB, 10))
+	grown, _ := st.GrowBy(64 * MiB)
+	prm, _ := integrationParams(t, strconv.FormatInt(grown*tg.Facts.HugePageSize, 10))
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)

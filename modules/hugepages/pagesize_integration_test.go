@@ -15,24 +15,6 @@ import (
 
 // The page_size key on this machine's real kernel, under the kernel lock.
 
-// kernelSizes lists the huge page sizes this kernel offers, from sysfs.
-func kernelSizes(t *testing.T) []int64 {
-	dirs, err := filepath.Glob("/sys/kernel/mm/hugepages/hugepages-*kB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int64
-	for _, d := range dirs {
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(d), "hugepages-"), "kB"), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, kb<<10)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func tmpfilesParam(t *testing.T, prm *Params) string {
 	dir := filepath.Join(t.TempDir(), "tmpfiles.d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -51,20 +33,32 @@ func readNr(t *testing.T, p string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// TestIntegrationGigPages runs page_size: 1GiB against this kernel. Where
-// the kernel offers no 1 GiB pages (a CPU without pdpe1gb, as on the test
-// machine this was written on) check refuses with the sizes it does
-// offer, and nothing changes. Where it offers them, a 1 GiB pool is grown,
-// verified, persisted in the tmpfiles file, and shrunk back.
+// TestIntegrationGigPages runs page_size: 1GiB against this kernel, on
+// whatever machine runs it; its log says which path it took:
+//   - the kernel offers no 1 GiB pages (a CPU without pdpe1gb): check
+//     refuses with the sizes it does offer, and nothing changes;
+//   - too little MemAvailable for another gigabyte: the preflight refuses;
+//   - 1 GiB pages beside a smaller default size: the 1 GiB pool is grown
+//     by one page through sysfs, verified, persisted in the tmpfiles file,
+//     and shrunk back;
+//   - 1 GiB is the default size: the same through vm.nr_hugepages and the
+//     sysctl file;
+//   - no free gigabyte (fragmented memory): the shortfall is reported with
+//     its numbers and the pool put back.
 func TestIntegrationGigPages(t *testing.T) {
 	st := testhost.LockKernel(t)
 	ctx := ctxT(t)
 	tr := transport.NewLocal()
-	sizes := kernelSizes(t)
+	sizes := testhost.PageSizes(st.Pools)
 	gigDir := "/sys/kernel/mm/hugepages/hugepages-1048576kB"
 	prm := DefaultParams()
 	prm.PageSize = val(t, "1GiB")
 	file := tmpfilesParam(t, prm)
+	sysctlFile := filepath.Join(t.TempDir(), "10-hugepages.conf")
+	prm.SysctlFile = val(t, sysctlFile)
+	// The preflight's floor, so that its verdict is computed from facts.
+	const floor = 512 * MiB
+	prm.MinAvailable = val(t, strconv.FormatInt(floor, 10))
 	m := New()
 	tg := moduletest.LocalTarget(t, tr, New())
 
@@ -75,6 +69,9 @@ func TestIntegrationGigPages(t *testing.T) {
 			names[i] = sizeName(s)
 		}
 		want := "page_size 1 GiB: the host offers " + strings.Join(names, " and ") + " huge pages only (no " + gigDir + "; on x86, 1 GiB pages need a CPU with the pdpe1gb flag)"
+		if len(sizes) == 0 {
+			want = "page_size 1 GiB: the host offers no huge pages at all (no " + gigDir + "; on x86, 1 GiB pages need a CPU with the pdpe1gb flag)"
+		}
 		p, err := m.Check(ctx, tg, prm)
 		if err == nil || err.Error() != want {
 			t.Fatalf("check = %v, %v\nwant error %q", p, err, want)
@@ -92,24 +89,44 @@ func TestIntegrationGigPages(t *testing.T) {
 		return
 	}
 
-	// The kernel offers 1 GiB pages: grow the pool by one, for real.
-	nr := gigDir + "/nr_hugepages"
-	before, err := strconv.ParseInt(readNr(t, nr), 10, 64)
-	if err != nil {
-		t.Fatal(err)
+	// The kernel offers 1 GiB pages: grow the pool by one, for real,
+	// through vm.nr_hugepages where 1 GiB is the default size, else
+	// through its own sysfs file.
+	dflt := st.PageSize() == GiB
+	nr, target, how := gigDir+"/nr_hugepages", gigDir+"/nr_hugepages", "beside the default size "+sizeName(st.PageSize())
+	before := st.Pools[GiB].Nr
+	if dflt {
+		nr, target, how = "/proc/sys/vm/nr_hugepages", key, "as the default size"
+		before = st.Pages() // the lock puts it back
+	} else {
+		t.Cleanup(func() {
+			if err := os.WriteFile(nr, []byte(strconv.FormatInt(before, 10)), 0); err != nil {
+				t.Errorf("put the 1 GiB pool back: %v", err)
+			}
+		})
 	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(nr, []byte(strconv.FormatInt(before, 10)), 0); err != nil {
-			t.Errorf("put the 1 GiB pool back: %v", err)
-		}
-	})
 	prm.Pool = val(t, strconv.FormatInt((before+1)*GiB, 10))
 	p, err := m.Check(ctx, tg, prm)
+	if left := tg.Facts.MemAvailable - GiB; left < floor {
+		if err == nil || !strings.Contains(err.Error(), "preflight: growing the pool by 1 pages (1.0 GiB) leaves MemAvailable at") {
+			t.Fatalf("check with MemAvailable %d: %v, want the preflight's refusal", tg.Facts.MemAvailable, err)
+		}
+		t.Logf("1 GiB pages %s, but MemAvailable is too low for another: the preflight refused (%v)", how, err)
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := moduletest.Changes(p); len(got) != 2 || got[0] != nr+" "+strconv.FormatInt(before, 10)+"→"+strconv.FormatInt(before+1, 10) {
+	got := moduletest.Changes(p)
+	if len(got) < 2 || got[0] != target+" "+strconv.FormatInt(before, 10)+"→"+strconv.FormatInt(before+1, 10) {
 		t.Fatalf("plan: %q", got)
+	}
+	persisted := file
+	if dflt {
+		persisted = sysctlFile
+	}
+	if !slices.Contains(got, "file "+persisted) {
+		t.Fatalf("plan %q does not write %s", got, persisted)
 	}
 	if err := m.Apply(ctx, tg, p); err != nil {
 		// A fragmented machine may not find a free gigabyte: that must
@@ -120,18 +137,24 @@ func TestIntegrationGigPages(t *testing.T) {
 		if got := readNr(t, nr); got != strconv.FormatInt(before, 10) {
 			t.Fatalf("after a shortfall the pool is %s, was %d", got, before)
 		}
-		t.Logf("no free gigabyte on this machine: the shortfall was reported and backed out (%v)", err)
+		t.Logf("1 GiB pages %s, but no free gigabyte on this machine: the shortfall was reported and backed out (%v)", how, err)
 		return
 	}
-	t.Logf("1 GiB pool grown from %d to %d pages", before, before+1)
+	t.Logf("1 GiB pages %s: pool grown from %d to %d pages", how, before, before+1)
 	if err := m.Verify(ctx, tg, p); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(file)
-	if err != nil || !strings.Contains(string(data), "\nw "+nr+" - - - - "+strconv.FormatInt(before+1, 10)+"\n") {
-		t.Errorf("tmpfiles file: %q %v", data, err)
+	data, err := os.ReadFile(persisted)
+	line := "\nw " + nr + " - - - - " + strconv.FormatInt(before+1, 10) + "\n"
+	if dflt {
+		line = "vm.nr_hugepages = " + strconv.FormatInt(before+1, 10) + "\n"
 	}
-	prm.Pool = val(t, strconv.FormatInt(before*GiB, 10))
+	if err != nil || !strings.Contains(string(data), line) {
+		t.Errorf("%s: %q %v, want a line %q", persisted, data, err, line)
+	}
+	// Back down, never below the pages others hold.
+	down := max(before, st.ReservedPagesOf(GiB))
+	prm.Pool = val(t, strconv.FormatInt(down*GiB, 10))
 	tg = moduletest.LocalTarget(t, tr, New())
 	if p, err = m.Check(ctx, tg, prm); err != nil {
 		t.Fatal(err)
@@ -139,13 +162,13 @@ func TestIntegrationGigPages(t *testing.T) {
 	if err := m.Apply(ctx, tg, p); err != nil {
 		t.Fatal(err)
 	}
-	if got := readNr(t, nr); got != strconv.FormatInt(before, 10) {
-		t.Errorf("pool %s after shrinking, want %d", got, before)
+	if got := readNr(t, nr); got != strconv.FormatInt(down, 10) {
+		t.Errorf("pool %s after shrinking, want %d", got, down)
 	}
 }
 
 // TestIntegrationExplicitDefaultSize: naming the kernel's default size
-// (2 MiB here) plans exactly what leaving page_size unset plans, and
+// (2 MiB on most machines, whatever it is here) plans exactly what leaving page_size unset plans, and
 // applies, verifies and re-checks clean the same way.
 func TestIntegrationExplicitDefaultSize(t *testing.T) {
 	st := testhost.LockKernel(t)
@@ -153,9 +176,9 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 	tr := transport.NewLocal()
 	m := New()
 	tg := moduletest.LocalTarget(t, tr, New())
-	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
 	size := tg.Facts.HugePageSize
-	pool := strconv.FormatInt((before*size)+64*MiB, 10)
+	want, _ := st.GrowBy(64 * MiB)
+	pool := strconv.FormatInt(want*size, 10)
 
 	implicit, file := integrationParams(t, pool)
 	explicit, _ := integrationParams(t, pool)
@@ -183,7 +206,6 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 	if err := m.Verify(ctx, tg, pe); err != nil {
 		t.Fatal(err)
 	}
-	want := before + 64*MiB/size
 	if n := readNr(t, "/proc/sys/vm/nr_hugepages"); n != strconv.FormatInt(want, 10) {
 		t.Errorf("vm.nr_hugepages %s, want %d", n, want)
 	}
@@ -197,7 +219,7 @@ func TestIntegrationExplicitDefaultSize(t *testing.T) {
 }
 
 // TestIntegrationNUMASpread grows the pool through each NUMA node's own
-// nr_hugepages on this machine (one node here: node0's file), reads every
+// nr_hugepages on this machine (one node on most: node0's file), reads every
 // node back, and shrinks it back the same way.
 func TestIntegrationNUMASpread(t *testing.T) {
 	st := testhost.LockKernel(t)
@@ -205,13 +227,13 @@ func TestIntegrationNUMASpread(t *testing.T) {
 	tr := transport.NewLocal()
 	m := New()
 	tg := moduletest.LocalTarget(t, tr, New())
-	before, _ := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
+	before := st.Pages()
 	size := tg.Facts.HugePageSize
 	nodes := tg.Facts.NodesOf(size)
 	if len(nodes) == 0 {
 		t.Fatalf("no per-node pools in the facts of this machine: %+v", tg.Facts.NodePools)
 	}
-	want := before + 64*MiB/size
+	want, _ := st.GrowBy(64 * MiB)
 	prm, _ := integrationParams(t, strconv.FormatInt(want*size, 10))
 	prm.NUMA = val(t, NUMASpread)
 	p, err := m.Check(ctx, tg, prm)
@@ -246,7 +268,8 @@ func TestIntegrationNUMASpread(t *testing.T) {
 		t.Errorf("vm.nr_hugepages %s, want %d", got, want)
 	}
 
-	prm.Pool = val(t, strconv.FormatInt(before*size, 10))
+	// Back down, never below the pages others hold.
+	prm.Pool = val(t, strconv.FormatInt(max(before, st.ShrinkFloor())*size, 10))
 	tg = moduletest.LocalTarget(t, tr, New())
 	if p, err = m.Check(ctx, tg, prm); err != nil {
 		t.Fatal(err)

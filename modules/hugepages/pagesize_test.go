@@ -108,6 +108,16 @@ func TestCheckPageSize(t *testing.T) {
 			notes: []string{"100 huge pages of the default size (2 MiB) stay reserved: page_size 1 GiB manages only its own pool"},
 		},
 		{
+			// A machine whose default huge page size is 1 GiB (as
+			// TestIntegrationGigPages may meet): page_size 1GiB is the
+			// default path, vm.nr_hugepages and the sysctl file.
+			name:    "1 GiB where it is the kernel's default size",
+			host:    func(h *fakehost.Host) { h.HugePageKB = 1 << 20; h.ExtraSizesKB = []int64{2048} },
+			params:  func(t *testing.T, p *Params) { p.PageSize = val(t, "1GiB") },
+			changes: []string{"vm.nr_hugepages 0→4", "file /etc/sysctl.d/10-hugepages.conf"},
+			pages:   4, size: GiB,
+		},
+		{
 			name:   "1 GiB preflight counts gigabytes",
 			host:   func(h *fakehost.Host) { withGig(h); h.MemAvailableKB = 5 << 20 },
 			params: func(t *testing.T, p *Params) { p.PageSize = val(t, "1GiB"); p.MinAvailable = val(t, "${2 * GiB}") },

@@ -15,7 +15,7 @@ import (
 // restart-order tests (TestPoolsAroundRestart) rely on, to this machine's
 // real kernel, under the kernel lock, in the default page size (the only
 // one some machines have): a pool shrunk below the pages a process maps
-// keeps them as surplus, counted in nr_hugepages, with none free; they
+// (ours; never below the pages other processes hold) keeps them as surplus, counted in nr_hugepages, with none free; they
 // leave the pool when the mapping goes, as a restarted postmaster's
 // segment does. Every count is compared with what the fake shows after the
 // same steps.
@@ -33,7 +33,15 @@ func TestKernelSurplusAsFaked(t *testing.T) {
 	// Pages other processes map stay mapped throughout; ours come on top.
 	base := count("nr_hugepages") - count("surplus_hugepages")
 	others := count("nr_hugepages") - count("free_hugepages")
-	const ours = 2
+	ours := int64(2)
+	if sizeKB<<10 >= GiB {
+		ours = 1 // a gigabyte of a 1 GiB default size is enough
+	}
+	if r := count("resv_hugepages"); r > 0 {
+		// The fake models pages in use, not reservations a mapping made
+		// and has not touched yet: the counts would differ by them.
+		t.Skipf("%d huge pages are reserved by other processes and not yet faulted in: the fake host does not model reservations", r)
+	}
 
 	h := fakehost.New()
 	h.HugePageKB = sizeKB
@@ -68,10 +76,13 @@ func TestKernelSurplusAsFaked(t *testing.T) {
 
 	setPool(base + ours)
 	if got := count("nr_hugepages") - count("surplus_hugepages"); got != base+ours {
+		if sizeKB<<10 >= GiB {
+			t.Skipf("no free gigabyte on this machine: the kernel gave %d of %d pages", got, base+ours)
+		}
 		t.Fatalf("the kernel gave %d of %d pages", got, base+ours)
 	}
 	size := int(sizeKB << 10)
-	seg, err := syscall.Mmap(-1, 0, ours*size, syscall.PROT_READ|syscall.PROT_WRITE,
+	seg, err := syscall.Mmap(-1, 0, int(ours)*size, syscall.PROT_READ|syscall.PROT_WRITE,
 		syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_HUGETLB)
 	if err != nil {
 		t.Fatalf("map %d huge pages: %v", ours, err)
@@ -82,14 +93,14 @@ func TestKernelSurplusAsFaked(t *testing.T) {
 			_ = syscall.Munmap(seg)
 		}
 	}()
-	for i := 0; i < ours; i++ {
+	for i := 0; i < int(ours); i++ {
 		seg[i*size] = 1 // fault the page in
 	}
 	h.InUsePages = others + ours
 	same("mapped")
 
-	setPool(0) // below every mapped page
-	same("pool shrunk to 0 under the mapping")
+	setPool(others) // below our mapped pages, never below others'
+	same("pool shrunk under our mapping to the pages others hold")
 	if n := count("surplus_hugepages"); n < ours {
 		t.Errorf("surplus %d: our %d mapped pages should be surplus", n, ours)
 	}

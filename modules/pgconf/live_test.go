@@ -140,12 +140,15 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 		t.Skip("starts PostgreSQL")
 	}
 	// Check reads the huge page pool: another test's pool in use would
-	// change its answer.
-	testhost.WatchKernel(t)
+	// change its answer. Other processes may hold pages of it: the pool is
+	// grown to make the test's share free beside them (check would refuse
+	// a segment that does not fit), so the lock is taken to change it.
+	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
-	tg := liveTarget(t, c)
 	hp := hugePageSize(t)
-	pool := 64 * hp
+	pool := testPages(hp) * hp
+	reserve(t, kernel, pool/hp)
+	tg := liveTarget(t, c)
 
 	before := takeSnapshot(t, c)
 	scratchBefore := map[string]bool{}
@@ -240,19 +243,27 @@ func short(s string) string {
 	return s
 }
 
-// reserve sets vm.nr_hugepages to n under the kernel lock the caller holds
-// and checks the kernel gave them all.
-func reserve(t *testing.T, n int64) {
+// testPages is the pool a test cluster is sized to: 128 MiB in pages of
+// the default size hp, at least one (a 1 GiB default size gets one page).
+func testPages(hp int64) int64 { return max(1, 128<<20/hp) }
+
+// reserve makes room for n pages for the test's cluster in the default
+// pool, beside the pages other processes hold when the lock was taken
+// (st.ReservedPages): vm.nr_hugepages = those + n, under the kernel lock
+// the caller holds. It checks the kernel gave them all: n pages free and
+// promised to no one. n 0 leaves no room at all.
+func reserve(t *testing.T, st *testhost.KernelState, n int64) {
 	t.Helper()
-	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(n, 10)); err != nil {
+	want := st.ReservedPages() + n
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(want, 10)); err != nil {
 		t.Fatal(err)
 	}
 	m, err := testhost.Meminfo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m["HugePages_Total"] != n {
-		t.Fatalf("kernel gave %d of %d huge pages", m["HugePages_Total"], n)
+	if free := m["HugePages_Free"] - m["HugePages_Rsvd"]; free != n {
+		t.Fatalf("kernel gave %d of %d huge pages (%d free for the test of %d asked)", m["HugePages_Total"], want, free, n)
 	}
 }
 
@@ -266,11 +277,11 @@ func TestApplyPutsPostgresOnHugePages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, reserves huge pages")
 	}
-	testhost.LockKernel(t) // first: its restore runs after postgres stopped
+	kernel := testhost.LockKernel(t) // first: its restore runs after postgres stopped
 	c := testhost.Postgres(t)
 	hp := hugePageSize(t)
-	const pages = 64
-	reserve(t, pages)
+	pages := testPages(hp)
+	reserve(t, kernel, pages)
 	origConf, err := os.ReadFile(c.ConfigFile())
 	if err != nil {
 		t.Fatal(err)
@@ -308,8 +319,8 @@ func TestApplyPutsPostgresOnHugePages(t *testing.T) {
 		t.Errorf("shared_buffers = %s bytes; planned %d", got, st.SharedBuffers)
 	}
 	mi, _ := testhost.Meminfo()
-	if used := mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"]; used != st.SegmentPages {
-		t.Errorf("huge pages in use or reserved: %d; planned segment %d pages", used, st.SegmentPages)
+	if used := mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"] - kernel.ReservedPages(); used != st.SegmentPages {
+		t.Errorf("huge pages in use or reserved beside the %d others held: %d; planned segment %d pages", kernel.ReservedPages(), used, st.SegmentPages)
 	}
 
 	// The files: the drop-in owned by postgres, the include line added
@@ -367,9 +378,9 @@ func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	testhost.LockKernel(t)
+	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
-	reserve(t, 0) // no huge pages at all: the drop-in cannot work
+	reserve(t, kernel, 0) // no huge pages free at all: the drop-in cannot work
 	hp := hugePageSize(t)
 	origConf, _ := os.ReadFile(c.ConfigFile())
 	oldPID := c.PID(t)
@@ -378,7 +389,7 @@ func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
 	tg := liveTarget(t, c)
 	journal(t, tg)
 	m := New()
-	p, err := m.Check(ctx, tg, params(64*hp, nil))
+	p, err := m.Check(ctx, tg, params(testPages(hp)*hp, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,8 +412,12 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
+	// The check must find room for the segment beside whatever other
+	// processes hold: the pool is grown for it, under the lock.
+	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
 	hp := hugePageSize(t)
+	reserve(t, kernel, testPages(hp))
 	origConf, _ := os.ReadFile(c.ConfigFile())
 	oldPID := c.PID(t)
 
@@ -412,7 +427,7 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 	tg.Vars = map[string]any{restartVar: "runuser -u postgres -- " + filepath.Join(c.BinDir, "pg_ctl") + " -D " + c.DataDir +
 		" -w -m fast stop; echo 'restart script broke' >&2; exit 3"}
 	m := New()
-	p, err := m.Check(ctx, tg, params(64*hp, nil))
+	p, err := m.Check(ctx, tg, params(testPages(hp)*hp, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,12 +477,15 @@ func TestOverrideInAutoConf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, reserves huge pages")
 	}
-	testhost.LockKernel(t)
+	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
 	c.Query(t, "ALTER SYSTEM SET shared_buffers = '256MB'")
 	c.Query(t, "ALTER SYSTEM SET work_mem = '8MB'")
 	hp := hugePageSize(t)
-	const pages = 64
+	pages := testPages(hp)
+	// Room beside what others hold, before the first check: its verdict
+	// must not depend on them.
+	reserve(t, kernel, pages)
 	ctx := context.Background()
 	m := New()
 	auto := filepath.Join(c.DataDir, "postgresql.auto.conf")
@@ -499,7 +517,6 @@ func TestOverrideInAutoConf(t *testing.T) {
 		t.Errorf("postmaster restarted although apply refused")
 	}
 
-	reserve(t, pages)
 	fix := func(p *Params) { p.OnOverride = expr.Literal("fix") }
 	p, err = m.Check(ctx, tg, params(pages*hp, fix))
 	if err != nil {
@@ -555,7 +572,7 @@ func TestStoppedCluster(t *testing.T) {
 		t.Fatal("cluster should be stopped")
 	}
 	journal(t, tg)
-	p, err := m.Check(ctx, tg, params(64*hp, func(p *Params) { p.Restart = expr.Literal(false) }))
+	p, err := m.Check(ctx, tg, params(testPages(hp)*hp, func(p *Params) { p.Restart = expr.Literal(false) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +612,7 @@ func TestDebianCluster(t *testing.T) {
 	if _, err := exec.LookPath("pg_createcluster"); err != nil {
 		t.Fatalf("postgresql-common is not installed: %v", err)
 	}
-	testhost.LockKernel(t)
+	kernel := testhost.LockKernel(t)
 	name := "pgtune" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	port := strconv.Itoa(freePort(t))
 	if out, err := exec.Command("pg_createcluster", "15", name, "-p", port, "--start").CombinedOutput(); err != nil {
@@ -610,8 +627,8 @@ func TestDebianCluster(t *testing.T) {
 		os.Remove("/var/log/postgresql/postgresql-15-" + name + ".log")
 	})
 	hp := hugePageSize(t)
-	const pages = 64
-	reserve(t, pages)
+	pages := testPages(hp)
+	reserve(t, kernel, pages)
 
 	ctx := context.Background()
 	tr := transport.NewLocal()

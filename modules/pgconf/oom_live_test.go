@@ -77,6 +77,10 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 		t.Skip("starts PostgreSQL")
 	}
 	c := testhost.Postgres(t) // started by pg_ctl without PG_OOM_ADJUST_FILE
+	// Every postmaster this test starts inherits the test process's
+	// oom_score_adj (a shell, a unit or a CI runner may have set one):
+	// unshielded values are compared with it, not with 0.
+	inherited := testhost.OOMScoreAdj(t)
 	ctx := context.Background()
 	tg := liveTarget(t, c)
 	journal(t, tg)
@@ -100,7 +104,7 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if err := oom.VerifyStarted(ctx, tg, pg); err == nil || !strings.Contains(err.Error(), "without its children's reset") {
 		t.Errorf("verify of an inherited score: %v", err)
 	}
-	setProcAdj(t, pg.PID, 0)
+	setProcAdj(t, pg.PID, inherited)
 	if !oom.NeedsRestart(tg) {
 		t.Fatalf("a postmaster started without the environment needs a restart; plan %+v notes %q", p.Changes, p.Notes)
 	}
@@ -158,8 +162,8 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 			key, before = e.Key, e.Before
 		}
 	}
-	if want := "oom_score_adj:postmaster:" + strconv.Itoa(now.PID) + ":" + strconv.FormatInt(now.StartTime, 10); key != want || before != "0" {
-		t.Fatalf("journal: live entry %q before %q, want %q before 0 (entries %+v)", key, before, want, tg.Journal.Entries)
+	if want := "oom_score_adj:postmaster:" + strconv.Itoa(now.PID) + ":" + strconv.FormatInt(now.StartTime, 10); key != want || before != strconv.Itoa(inherited) {
+		t.Fatalf("journal: live entry %q before %q, want %q before %d, the inherited value (entries %+v)", key, before, want, inherited, tg.Journal.Entries)
 	}
 	tg.Facts.Postgres = now
 	if got, ok, err := m.ReadLive(ctx, tg, key); err != nil || !ok || got != "300" {
@@ -168,8 +172,8 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if err := m.WriteLive(ctx, tg, key, before); err != nil {
 		t.Fatal(err)
 	}
-	if got := procAdj(t, now.PID); got != 0 {
-		t.Errorf("after rollback the postmaster runs at %d, want 0", got)
+	if got := procAdj(t, now.PID); got != inherited {
+		t.Errorf("after rollback the postmaster runs at %d, want %d, the inherited value", got, inherited)
 	}
 
 	// The default policy (-1000): the environment is in place now, so a
@@ -201,5 +205,5 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if got := backendAdj(t, c); got != "0" {
 		t.Errorf("a client backend under a shielded postmaster runs at %s, want 0", got)
 	}
-	setProcAdj(t, now.PID, 0)
+	setProcAdj(t, now.PID, inherited)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -12,22 +11,16 @@ import (
 )
 
 // reserveMemberPools grows this machine's huge page pool by room for n
-// small segments beside what it holds now (other tests' clusters may
-// hold some), under the kernel lock, which puts the value back when the
-// test ends. It returns the pool in bytes and one member's share.
+// small segments (48 MiB, or one page of a larger default size) beside
+// what it holds now (other tests' clusters may hold some), under the
+// kernel lock, which puts the value back when the test ends. It returns
+// the pool in bytes and one member's share.
 func reserveMemberPools(t *testing.T, n int64) (pool, perMember int64) {
 	t.Helper()
 	kernel := testhost.LockKernel(t)
-	hpKB := kernel.Meminfo["Hugepagesize"]
-	pages := int64(48<<10) / hpKB // pages for 48 MiB
-	total := kernel.Meminfo["HugePages_Total"] + n*pages + 2
-	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
-		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
-	}
-	return total * hpKB * 1024, pages * hpKB * 1024
+	pages := kernel.PagesFor(48 << 20)
+	total := kernel.MakeRoom(t, n*pages+2)
+	return total * kernel.PageSize(), pages * kernel.PageSize()
 }
 
 // TestRestartOrderCascade: primary → s1 → s2 (s2 made with pg_basebackup

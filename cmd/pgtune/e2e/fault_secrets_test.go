@@ -38,7 +38,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	// The pool is the machine's own: nothing changes in the kernel, only
 	// the file (whose name holds the token) is written.
 	hp := `    hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp) * facts.hugepage_size}"
       sysctl_file: "${vars.sysctl_dir}/10-${vars.api_token}.conf"
 `
 	withPG := filepath.Join(work, "with-pg.yml")

@@ -41,23 +41,29 @@ func TestKilledMidApply(t *testing.T) {
 	writeFile(t, inv, "all:\n  children:\n    postgres:\n      hosts:\n"+sshdHost("db1", sshd,
 		"pg_data: "+pg.DataDir, "pg_bin: "+pg.BinDir, "pg_restart: sh "+hook)+
 		fmt.Sprintf("      vars:\n        sysctl_dir: %s\n        pgtune_state_dir: %s\n", sysctlDir, stateDir))
-	pool := (kernel.Meminfo["HugePages_Total"] + 64) * kernel.Meminfo["Hugepagesize"] * 1024
+	// Room for 128 MiB beside what the pool holds (one page of a larger
+	// default size), the cluster sized to that share; neither preflight's
+	// verdict is left to this machine's free memory.
+	pool, share := kernel.RoomFor(128 << 20)
 	book := filepath.Join(work, "memory.yml")
 	writeFile(t, book, fmt.Sprintf(`- name: memory policy under test
   hosts: postgres
   policy:
     hugepages:
       pool: %d
+      min_available: 0
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
     pgconf:
       restart: true
+      pool: %d
     overcommit:
       ratio: 0.8
       headroom: "${8 * GiB}"
+      max_committed: 1
       # far above what this shared machine commits, hence not protective
       accept_unprotective: true
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
-`, pool))
+`, pool, share))
 
 	code, planned, stderr := pgtune(t, "check", "-i", inv, book)
 	if code != 2 {
@@ -159,14 +165,11 @@ func TestHostsLostMidRun(t *testing.T) {
 	}
 	kernel := testhost.LockKernel(t)
 	// A pool for pgconf to size against, held still for the whole run so
-	// the hosts (all this machine) plan no kernel change.
-	pages := kernel.Meminfo["HugePages_Total"] + 64
-	if err := testhost.WriteSysctl("vm.nr_hugepages", fmt.Sprint(pages)); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := testhost.ReadSysctl("vm.nr_hugepages"); v != fmt.Sprint(pages) {
-		t.Skipf("the kernel gave %s of %d huge pages", v, pages)
-	}
+	// the hosts (all this machine) plan no kernel change: room for 128 MiB
+	// (one page of a larger default size) beside what others hold, the
+	// cluster sized to that share.
+	share := kernel.PagesFor(128<<20) * kernel.PageSize()
+	pages := kernel.MakeRoom(t, share/kernel.PageSize())
 	dropSSHD, okSSHD := testhost.SSHD(t), testhost.SSHD(t)
 	pg := testhost.Postgres(t)
 	work := t.TempDir()
@@ -192,11 +195,11 @@ func TestHostsLostMidRun(t *testing.T) {
 		fmt.Sprintf("        db-hang:\n          ssh_host: 127.0.0.1\n          ssh_port: %d\n          ssh_user: root\n          ssh_private_key_file: %s\n          ssh_known_hosts_file: %s\n          %s\n",
 			hang, okSSHD.KeyFile, okSSHD.KnownHostsFile, dir("db-hang")))
 	hp := `    hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp) * facts.hugepage_size}"
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
 `
 	book := filepath.Join(work, "book.yml")
-	writeFile(t, book, "- name: restart\n  hosts: restart\n  policy:\n"+hp+"    pgconf:\n      restart: true\n"+
+	writeFile(t, book, "- name: restart\n  hosts: restart\n  policy:\n"+hp+"    pgconf:\n      restart: true\n      pool: "+fmt.Sprint(share)+"\n"+
 		"- name: kernel\n  hosts: kernel\n  policy:\n"+hp)
 
 	type result struct {
@@ -286,6 +289,7 @@ func TestBecomeWithoutSudo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd")
 	}
+	testhost.WatchKernel(t) // check gathers this machine's facts
 	testhost.EnsureUser(t, "pgtune-nosudo", false)
 	sshd := testhost.SSHD(t)
 	work := t.TempDir()
@@ -298,7 +302,8 @@ func TestBecomeWithoutSudo(t *testing.T) {
   hosts: postgres
   policy:
     hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size + 2 * MiB}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp + 1) * facts.hugepage_size}"
+      min_available: 0 # grows the pool by a page: the preflight verdict would be the machine's
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
 `)
 	for _, cmd := range []string{"check", "apply"} {
@@ -344,7 +349,8 @@ func TestReadOnlyProcSys(t *testing.T) {
   hosts: all
   policy:
     hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size + 2 * MiB}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp + 1) * facts.hugepage_size}"
+      min_available: 0 # grows the pool by a page: the preflight verdict would be the machine's
       sysctl_file: `+sysctlFile+`
 `)
 	// A private bind of /proc/sys over itself, remounted read-only: only

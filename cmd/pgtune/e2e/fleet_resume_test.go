@@ -57,7 +57,7 @@ func newFleetHosts(t *testing.T) fleetHosts {
   serial: [1, "100%"]
   policy:
     hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp) * facts.hugepage_size}"
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
 `)
 	return f

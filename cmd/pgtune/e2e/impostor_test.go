@@ -20,6 +20,9 @@ func TestImpostorNotedOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd, PostgreSQL and processes")
 	}
+	// facts and check read this machine's kernel and every process: other
+	// packages' tests must not change them mid-read.
+	testhost.WatchKernel(t)
 	sshd := testhost.SSHD(t)
 	pg := testhost.Postgres(t)
 	work := t.TempDir()
@@ -57,6 +60,8 @@ func TestImpostorNotedOverSSH(t *testing.T) {
   hosts: ungrouped
   policy:
     overcommit:
+      # The preflight's verdict would be what this machine commits.
+      max_committed: 1
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
 `)
 

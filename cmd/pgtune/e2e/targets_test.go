@@ -48,7 +48,7 @@ func TestDefaultTargetsSkipHostsWithoutPostgres(t *testing.T) {
 	etcdDir, pgDir := filepath.Join(work, "etcd-sysctl.d"), filepath.Join(work, "pg-sysctl.d")
 	inv := filepath.Join(work, "hosts.yml")
 	writeFile(t, inv, "all:\n  children:\n    etcd:\n      hosts:\n"+sshdHost("etcd1", sshd,
-		"sysctl_dir: "+etcdDir, "extra: 2097152", "pgtune_state_dir: "+filepath.Join(work, "etcd-state"))+
+		"sysctl_dir: "+etcdDir, "extra: 1", "pgtune_state_dir: "+filepath.Join(work, "etcd-state"))+
 		"    postgres:\n      hosts:\n        pg1:\n          connection: local\n          pg_data: "+pg.DataDir+
 		"\n          sysctl_dir: "+pgDir+"\n          extra: 0\n          pgtune_state_dir: "+filepath.Join(work, "pg-state")+"\n")
 	play := func(hosts string) string {
@@ -56,7 +56,8 @@ func TestDefaultTargetsSkipHostsWithoutPostgres(t *testing.T) {
 		writeFile(t, book, "- name: pool\n  hosts: "+hosts+`
   policy:
     hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size + vars.extra}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp + vars.extra) * facts.hugepage_size}"
+      min_available: 0 # grows the pool by a page: the preflight verdict would be the machine's
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
 `)
 		return book

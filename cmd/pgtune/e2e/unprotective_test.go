@@ -29,10 +29,11 @@ func TestUnprotectiveRefusedUpFront(t *testing.T) {
   hosts: ungrouped
   policy:
     hugepages:
-      pool: "${facts.hugepages_total * facts.hugepage_size}"
+      pool: "${(facts.hugepages_total - facts.hugepages_surp) * facts.hugepage_size}"
       sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
     overcommit:
       headroom: "${facts.mem_total}"
+      max_committed: 1 # the preflight's verdict would be this machine's load
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
 `)
 

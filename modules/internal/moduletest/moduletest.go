@@ -13,14 +13,20 @@ import (
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // LocalTarget gathers this machine's facts through tr, with the facts mods
 // declare, and binds them for expressions (file "policy.yml"), as the
 // runner does for a host. Its journal (and the backups of what it
-// changes) is in a directory the test removes.
+// changes) is in a directory the test removes. The facts are machine-wide
+// state: the test must hold the kernel lock (testhost.LockKernel or
+// WatchKernel), so that no test package changes them mid-read.
 func LocalTarget(t *testing.T, tr transport.Transport, mods ...engine.Module) *engine.Target {
 	t.Helper()
+	if !testhost.HoldsKernel(t) {
+		t.Fatal("moduletest.LocalTarget reads this machine's facts: take the kernel lock first (testhost.LockKernel or WatchKernel)")
+	}
 	byName, _ := engine.Registry(mods...)
 	f, err := facts.Gather(context.Background(), tr, facts.Options{Sets: engine.FactSets(byName)})
 	if err != nil {

@@ -31,6 +31,9 @@ type rig struct {
 	work    string
 	byName  map[string]*testhost.PatroniMember
 	hpBytes int64
+	// step is the pages a test moves a share or the pool by: 8 MiB (4
+	// pages of 2 MiB), one page of a larger default size.
+	step    int64
 	runs    int
 	lastRun string       // the last run's ID
 	log     bytes.Buffer // the last run's log
@@ -144,16 +147,12 @@ func TestPatroniRollout(t *testing.T) {
 	}
 	kernel := testhost.LockKernel(t)
 	// The three members share this machine's pool: room for three small
-	// segments beside whatever the pool holds now, each member a third.
+	// segments beside the pages others hold, each member a third (48 MiB,
+	// or one page of a larger default size).
 	hpKB := kernel.Meminfo["Hugepagesize"]
-	perMember := int64(48<<10) / hpKB
-	total := kernel.Meminfo["HugePages_Total"] + 3*perMember + 2
-	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := testhost.ReadSysctl("vm.nr_hugepages"); got != strconv.FormatInt(total, 10) {
-		t.Fatalf("the kernel gave %s of %d huge pages", got, total)
-	}
+	step := kernel.PagesFor(8 << 20)
+	perMember := max(kernel.PagesFor(48<<20), 3*step)
+	total := kernel.MakeRoom(t, 3*perMember+2)
 	// Over HTTPS, as a certificate-checked member's API: its certificate
 	// names localhost only and a client certificate is required.
 	pc := testhost.PatroniWith(t, 3, testhost.PatroniOptions{TLS: true})
@@ -161,6 +160,7 @@ func TestPatroniRollout(t *testing.T) {
 	// patroni.yml overrides: check must report it.
 	pc.PatchConfig(t, `{"postgresql": {"parameters": {"shared_buffers": "24MB"}}}`)
 	r := newRig(t, pc, hpKB*1024)
+	r.step = step
 	share := perMember * hpKB * 1024
 
 	leader := pc.Leader()
@@ -240,7 +240,7 @@ func TestPatroniRollout(t *testing.T) {
 		// the pool shrinks back: the first replica's restart would be
 		// refused (huge_pages = on), which on a primary Patroni would
 		// turn into a failover. pgtune must see it before restarting.
-		const more = 8
+		more := 2 * r.step
 		before := strconv.FormatInt(total, 10)
 		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+more, 10)); err != nil {
 			t.Fatal(err)
@@ -278,7 +278,7 @@ func TestPatroniRollout(t *testing.T) {
 
 	t.Run("member unreachable", func(t *testing.T) {
 		// A smaller share: every member plans a new shared_buffers.
-		s := r.plan(t, share-4*r.hpBytes, "restart")
+		s := r.plan(t, share-r.step*r.hpBytes, "restart")
 		for _, h := range s.Report("check").Hosts {
 			if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
 				t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
@@ -323,7 +323,7 @@ func TestPatroniRollout(t *testing.T) {
 		return
 	}
 
-	t.Run("primary restart in place", func(t *testing.T) { restartInPlace(t, r, share-4*r.hpBytes) })
+	t.Run("primary restart in place", func(t *testing.T) { restartInPlace(t, r, share-r.step*r.hpBytes) })
 	if t.Failed() {
 		return
 	}
@@ -339,7 +339,7 @@ func TestPatroniRollout(t *testing.T) {
 // naming the member; the others are not touched, the cluster takes
 // writes, and Patroni's history shows no failover.
 func bootFailsAfterCheck(t *testing.T, r *rig, share, total int64) {
-	const more = 8
+	more := 2 * r.step
 	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+more, 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +363,9 @@ func bootFailsAfterCheck(t *testing.T, r *rig, share, total int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two pages to spare for the old segment; the new one needs `more`.
-	holder := holdPoolWhenStopped(t, first, oldPages+2, r.hpBytes)
+	// A quarter of `more` to spare for the old segment (two 2 MiB pages,
+	// none of a larger size); the new one needs `more`.
+	holder := holdPoolWhenStopped(t, first, oldPages+more/4, r.hpBytes)
 	s.Apply(context.Background())
 	held, err := holder.release()
 	if err != nil {

@@ -63,8 +63,12 @@ type pidCapture struct {
 	mu      sync.Mutex
 	buf     bytes.Buffer
 	scanned int // bytes of buf already known not to hold the PID line
-	pid     int
-	parsed  chan struct{} // closed once the PID is known
+	// Where the next searches start, so that a host printing without
+	// newlines (or prompts) costs each byte one look, not one per write.
+	nlFrom     int // no newline in buf[scanned:nlFrom]
+	promptFrom int // no prompt starts in buf[scanned:promptFrom]
+	pid        int
+	parsed     chan struct{} // closed once the PID is known
 
 	// prompt, when set, is sudo's password prompt: each one seen before
 	// the PID line is taken out and signalled on prompts.
@@ -80,23 +84,39 @@ func (w *pidCapture) watchPrompt(prompt string) {
 	w.prompts = make(chan struct{}, 8)
 }
 
-// takePrompts removes complete prompts from the unscanned part of buf.
+// takePrompts removes complete prompts from the unscanned part of buf,
+// in one pass over what no search has seen yet.
 func (w *pidCapture) takePrompts() {
-	for len(w.prompt) > 0 {
-		b := w.buf.Bytes()
-		i := bytes.Index(b[w.scanned:], w.prompt)
+	if len(w.prompt) == 0 {
+		return
+	}
+	b := w.buf.Bytes()
+	from := max(w.scanned, w.promptFrom)
+	dst, src, first := from, from, -1
+	for {
+		i := bytes.Index(b[src:], w.prompt)
 		if i < 0 {
-			return
+			break
 		}
-		start := w.scanned + i
-		rest := append([]byte(nil), b[start+len(w.prompt):]...)
-		w.buf.Truncate(start)
-		w.buf.Write(rest)
+		if first < 0 {
+			first = src + i
+		}
+		dst += copy(b[dst:], b[src:src+i])
+		src += i + len(w.prompt)
 		select {
 		case w.prompts <- struct{}{}:
 		default:
 		}
 	}
+	if first < 0 {
+		w.promptFrom = max(from, len(b)-len(w.prompt)+1)
+		return
+	}
+	dst += copy(b[dst:], b[src:])
+	w.buf.Truncate(dst)
+	// A prompt split by a removed one is found by the next write's search.
+	w.promptFrom = first
+	w.nlFrom = min(w.nlFrom, first)
 }
 
 func newPIDCapture() *pidCapture { return &pidCapture{parsed: make(chan struct{})} }
@@ -110,11 +130,13 @@ func (w *pidCapture) Write(p []byte) (int, error) {
 	}
 	for w.pid == 0 {
 		b := w.buf.Bytes()
-		i := bytes.IndexByte(b[w.scanned:], '\n')
+		from := max(w.scanned, w.nlFrom)
+		i := bytes.IndexByte(b[from:], '\n')
 		if i < 0 {
+			w.nlFrom = len(b)
 			break
 		}
-		end := w.scanned + i
+		end := from + i
 		if m := pidLine.FindSubmatch(b[w.scanned:end]); m != nil {
 			if pid, err := strconv.Atoi(string(m[1])); err == nil && pid > 0 {
 				rest := append([]byte(nil), b[end+1:]...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFrameWriter splits a stream at the marker however the bytes come
@@ -73,4 +74,55 @@ func TestShellRequest(t *testing.T) {
 	if want := "19 3\n" + args + "a\x00b.\n"; len(args) != 19 || got != want {
 		t.Fatalf("request %q, want %q", got, want)
 	}
+}
+
+// TestPIDCapturePrompts: sudo's prompts are taken out of stderr and
+// counted however the bytes come in (several in one write, one split
+// across writes, one that ends a line before the PID line), and output
+// without newlines or prompts is looked at once, not once per write.
+func TestPIDCapturePrompts(t *testing.T) {
+	const p = "[pgtune-sudo-00] password:"
+	for _, tc := range []struct {
+		name        string
+		chunks      []string
+		wantPrompts int
+		wantPID     int
+		wantErr     string
+	}{
+		{"one", []string{p}, 1, 0, ""},
+		{"two in one write, text around", []string{"a" + p + "b" + p + "c"}, 2, 0, "abc"},
+		{"split", []string{"x[pgtune-su", "do-00] pass", "word:y"}, 1, 0, "xy"},
+		{"split byte by byte", strings.Split("w"+p+"z", ""), 1, 0, "wz"},
+		{"prompt, newline, PID", []string{p + "\n", "pgtune-pid:7\nout"}, 1, 7, "\nout"},
+		{"no prompt", []string{"[pgtune-sudo-00] pass", "phrase:"}, 0, 0, "[pgtune-sudo-00] passphrase:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newPIDCapture()
+			w.watchPrompt(p)
+			for _, c := range tc.chunks {
+				w.Write([]byte(c))
+			}
+			if len(w.prompts) != tc.wantPrompts || w.PID() != tc.wantPID || string(w.Bytes()) != tc.wantErr {
+				t.Errorf("%d prompts, pid %d, stderr %q; want %d, %d, %q", len(w.prompts), w.PID(), w.Bytes(), tc.wantPrompts, tc.wantPID, tc.wantErr)
+			}
+		})
+	}
+	t.Run("linear", func(t *testing.T) {
+		// 8 MiB in 4 KiB writes, no newline: 2048 writes, each of which
+		// rescanned everything before (8 GiB of searching) before the
+		// search kept its place.
+		w := newPIDCapture()
+		w.watchPrompt(p)
+		chunk := bytes.Repeat([]byte("x"), 4<<10)
+		start := time.Now()
+		for range 2048 {
+			w.Write(chunk)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("8 MiB without a newline took %v", d)
+		}
+		if w.nlFrom != 8<<20 || w.promptFrom != 8<<20-len(p)+1 {
+			t.Errorf("searches resume at %d and %d, want the end", w.nlFrom, w.promptFrom)
+		}
+	})
 }

@@ -147,6 +147,12 @@ func (a patroniAPI) awaitRunning(ctx context.Context, t *engine.Target) error {
 }
 
 func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, done func(*patroniStatus) bool) error {
+	return a.awaitUnless(ctx, t, what, done, nil)
+}
+
+// awaitUnless is await that gives up at once when failed (if not nil)
+// says why the wait is vain.
+func (a patroniAPI) awaitUnless(ctx context.Context, t *engine.Target, what string, done func(*patroniStatus) bool, failed func(*patroniStatus) string) error {
 	ctx, cancel := context.WithTimeout(ctx, patroniSettle)
 	defer cancel()
 	last := errors.New("not asked yet")
@@ -154,6 +160,11 @@ func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, do
 		st, err := a.status(ctx, t)
 		if err == nil && done(st) {
 			return nil
+		}
+		if err == nil && failed != nil {
+			if why := failed(st); why != "" {
+				return fmt.Errorf("while waiting for %s: %s", what, why)
+			}
 		}
 		if err != nil {
 			last = err

@@ -229,8 +229,16 @@ func (m *Module) patroniSwitchover(ctx context.Context, t *engine.Target, st *St
 		}
 		t.Log.Info("switched over through Patroni", "from", ps.Member, "to", res.NewLeader)
 	}
-	if err := api.await(ctx, t, "the old primary to run as a replica of "+res.NewLeader, func(s *patroniStatus) bool {
+	// Patroni starts the demoted member as a replica on the configuration
+	// it now writes (the new values, checked against the pool): a start
+	// that fails there (the pool taken meanwhile) is not waited out.
+	if err := api.awaitUnless(ctx, t, "the old primary to run as a replica of "+res.NewLeader, func(s *patroniStatus) bool {
 		return s.Role == "replica" && s.State == "running"
+	}, func(s *patroniStatus) string {
+		if s.State == "start failed" {
+			return "Patroni's start of it as a replica failed (state \"start failed\"; see the server's log)"
+		}
+		return ""
 	}); err != nil {
 		return true, m.patroniPutBack(ctx, t, st, api, mark, true,
 			fmt.Sprintf("step start as a replica after the switchover to %q (the leader now): %v", res.NewLeader, err))

@@ -344,6 +344,10 @@ func TestPatroniRollout(t *testing.T) {
 		return
 	}
 	t.Run("paused at the switchover", func(t *testing.T) { pausedAtSwitchover(t, r, share-8*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("old primary refused as a replica", func(t *testing.T) { demotedStartRefused(t, r, share, total) })
 }
 
 // bootFailsAfterCheck: the pool fits the first replica's bigger segment

@@ -305,3 +305,102 @@ func pausedAtSwitchover(t *testing.T, r *rig, share int64) {
 	t.Logf("longest write gap %v", probe.Finish(t))
 	f.check(t, r, s, 0, "paused")
 }
+
+// demotedStartRefused: the switchover is carried out, and the old
+// primary's start as a replica on the new values is refused: another
+// process takes the pool the moment its server stops for the demotion,
+// leaving room for its old segment only. pgtune must see the failed start
+// (not wait it out), put the previous patroni.yml back and have Patroni
+// start it on it, as a replica of the new leader; the new leader (the
+// one switchover in Patroni's history) is writable and no acknowledged
+// row is lost.
+func demotedStartRefused(t *testing.T, r *rig, share, total int64) {
+	const more = 8
+	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total+3*more, 10)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(total, 10)); err != nil {
+			t.Error(err)
+		}
+	}()
+	s := r.plan(t, share+more*r.hpBytes, "switchover")
+	for _, h := range s.Report("check").Hosts {
+		if h.Error != nil || changeAfter(h, "Patroni local parameters") == "" {
+			t.Fatalf("%s: check error %v, changes %v", h.Name, deref(h.Error), h.Changes)
+		}
+	}
+	f := beforeSwitchover(t, r)
+	old := f.leader
+	oldSB, oldHP := old.PG.Query(t, "SHOW shared_buffers"), old.PG.HugetlbPages(t) > 0
+	oldPages, err := strconv.ParseInt(old.PG.Query(t, "SHOW shared_memory_size_in_huge_pages"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := startProber(t, r.pc)
+	var holder *poolHolder
+	// The holder waits for the leader's stop from pgtune's step on it
+	// on: the replicas' restarts come first.
+	finish := atLeaderStep(t, old, plannedKB(t, s, old.Name), func() {
+		holder = holdPoolWhenStopped(t, old, oldPages+2, r.hpBytes)
+	})
+	s.Apply(context.Background())
+	if !finish() {
+		t.Fatal("pgtune's step on the leader never began")
+	}
+	held, err := holder.release()
+	if err != nil {
+		t.Fatalf("the holder could not take the pool: %v", err)
+	}
+	if held <= 0 {
+		t.Fatalf("the holder took no huge pages when %s stopped: the start was not provoked to fail", old.Name)
+	}
+	t.Logf("the holder took %d huge pages when %s stopped", held, old.Name)
+	r.pc.WaitHealthy(t)
+	t.Logf("longest write gap %v (one switchover)", probe.Finish(t))
+
+	nl := r.pc.Leader()
+	if nl == nil || nl.Name == old.Name {
+		t.Fatalf("no switchover: leader %v", nl)
+	}
+	oneLeader(t, r.pc)
+	for _, h := range s.Report("apply").Hosts {
+		if h.Name != old.Name {
+			if h.Status != report.Changed || h.Error != nil {
+				t.Errorf("replica %s: apply status %s, error %v; want changed", h.Name, h.Status, deref(h.Error))
+			}
+			continue
+		}
+		if h.Status != report.Failed || h.Error == nil {
+			t.Errorf("old primary %s: apply status %s, error %v; want failed", h.Name, h.Status, deref(h.Error))
+			continue
+		}
+		t.Logf("%s: %s", h.Name, *h.Error)
+		for _, w := range []string{fmt.Sprintf("Patroni cluster %q, member %q", r.pc.Scope, old.Name),
+			fmt.Sprintf("step start as a replica after the switchover to %q", nl.Name), "start failed",
+			"previous " + old.ConfigFile + " put back, member running again on it"} {
+			if !strings.Contains(*h.Error, w) {
+				t.Errorf("old primary %s: error does not say %q: %s", h.Name, w, *h.Error)
+			}
+		}
+	}
+	if now := r.configs(t); now[old.Name] != f.configs[old.Name] {
+		t.Errorf("old primary %s: patroni.yml was not put back", old.Name)
+	}
+	if sb := old.PG.Query(t, "SHOW shared_buffers"); sb != oldSB {
+		t.Errorf("old primary %s runs with shared_buffers %s, not the previous %s", old.Name, sb, oldSB)
+	}
+	if rec := old.PG.Query(t, "SELECT pg_is_in_recovery()"); rec != "t" {
+		t.Errorf("old primary %s: in recovery %s, want a replica", old.Name, rec)
+	}
+	if hp := old.PG.HugetlbPages(t); hp <= 0 && oldHP {
+		t.Errorf("old primary %s: not on huge pages after the put-back", old.Name)
+	}
+	h := r.pc.History(t)
+	if len(h) != f.history+1 || !strings.Contains(string(h[len(h)-1]), nl.Name) {
+		t.Errorf("Patroni history went from %d to %d entries, want the one switchover to %s: %s", f.history, len(h), nl.Name, h)
+	}
+	if n := switchoverRequests(t, old) - f.requests; n != 1 {
+		t.Errorf("%s's Patroni received %d switchover requests, want 1", old.Name, n)
+	}
+}

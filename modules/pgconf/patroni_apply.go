@@ -385,9 +385,9 @@ func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Pos
 }
 
 // switchoverCandidate picks, from GET /cluster's answer, the member to
-// hand the leader role to: a streaming (or running) replica without a
-// pending restart (so on the new values) nor the nofailover tag, with the
-// least lag.
+// hand the leader role to: a streaming (or running) replica (a
+// synchronous standby when the cluster has one) without a pending restart
+// (so on the new values) nor the nofailover tag, with the least lag.
 func switchoverCandidate(cluster []byte, self string) (string, error) {
 	var c struct {
 		Members []struct {
@@ -402,6 +402,12 @@ func switchoverCandidate(cluster []byte, self string) (string, error) {
 	if err := json.Unmarshal(cluster, &c); err != nil {
 		return "", fmt.Errorf("GET /cluster: not Patroni's JSON")
 	}
+	// In synchronous mode Patroni switches over to a synchronous standby
+	// only (HTTP 412 "candidate name does not match with sync_standby").
+	sync := false
+	for _, m := range c.Members {
+		sync = sync || m.Name != self && m.Role == "sync_standby"
+	}
 	candidate, best := "", int64(-1)
 	var passed []string
 	for _, m := range c.Members {
@@ -411,6 +417,8 @@ func switchoverCandidate(cluster []byte, self string) (string, error) {
 			continue
 		case m.Role != "replica" && m.Role != "sync_standby":
 			passed = append(passed, m.Name+" (role "+m.Role+")")
+		case sync && m.Role != "sync_standby":
+			passed = append(passed, m.Name+" (not a synchronous standby)")
 		case m.State != "streaming" && m.State != "running":
 			passed = append(passed, m.Name+" (state "+m.State+")")
 		case m.PendingRestart:

@@ -265,6 +265,40 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// switchoverImpossible says, from GET /cluster at check, why no member
+// could ever take the leader role from self ("" when one could once the
+// replicas are restarted): no other member, or every other one tagged
+// nofailover (Patroni refuses to promote those). Their state and pending
+// restarts are not held against them: the rollout restarts them first.
+func switchoverImpossible(cluster []byte, self string) string {
+	var c struct {
+		Members []struct {
+			Name string         `json:"name"`
+			Tags map[string]any `json:"tags"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(cluster, &c); err != nil {
+		return ""
+	}
+	var others, nofailover []string
+	for _, m := range c.Members {
+		if m.Name == self {
+			continue
+		}
+		others = append(others, m.Name)
+		if fmt.Sprint(m.Tags["nofailover"]) == "true" {
+			nofailover = append(nofailover, m.Name)
+		}
+	}
+	switch {
+	case len(others) == 0:
+		return "Patroni lists no other member to switch over to"
+	case len(nofailover) == len(others):
+		return "every other member is tagged nofailover (" + strings.Join(nofailover, ", ") + "): Patroni would refuse to switch over to any"
+	}
+	return ""
+}
+
 // where names the member in errors: its Patroni cluster and name.
 func (ps *PatroniState) where() string {
 	return fmt.Sprintf("Patroni cluster %q, member %q", ps.Scope, ps.Member)

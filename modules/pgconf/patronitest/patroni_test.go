@@ -347,6 +347,10 @@ func TestPatroniRollout(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("replicas tagged nofailover", func(t *testing.T) { replicasNofailover(t, r, share-4*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
 	t.Run("old primary refused as a replica", func(t *testing.T) { demotedStartRefused(t, r, share, total) })
 }
 

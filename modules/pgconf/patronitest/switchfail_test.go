@@ -404,3 +404,83 @@ func demotedStartRefused(t *testing.T, r *rig, share, total int64) {
 		t.Errorf("%s's Patroni received %d switchover requests, want 1", old.Name, n)
 	}
 }
+
+// replicasNofailover: with every replica tagged nofailover (Patroni
+// promotes none of them), check refuses the leader's switchover, naming
+// the tags, and apply touches no member. With the tags set only after
+// check, the replicas are restarted and pgtune, reading GET /cluster right
+// before asking, finds no candidate and asks nothing: the leader stays,
+// not restarted, its patroni.yml put back.
+func replicasNofailover(t *testing.T, r *rig, share int64) {
+	leader := r.pc.Leader()
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	var replicas []*testhost.PatroniMember
+	for _, m := range r.pc.Members {
+		if m != leader {
+			replicas = append(replicas, m)
+		}
+	}
+	tagged := false
+	tag := func(on bool) {
+		for _, m := range replicas {
+			r.pc.SetNofailover(t, m, on)
+		}
+		tagged = on
+	}
+	defer func() {
+		if tagged {
+			tag(false)
+		}
+	}()
+
+	// Tagged at check: refused before any member moves.
+	tag(true)
+	s := r.plan(t, share, "switchover")
+	f := beforeSwitchover(t, r)
+	for _, h := range s.Report("check").Hosts {
+		if h.Name == leader.Name && !strings.Contains(strings.Join(h.Notes, "\n"), "primary: switchover refused: every other member is tagged nofailover") {
+			t.Errorf("leader %s: check does not say the switchover is refused: %v", h.Name, h.Notes)
+		}
+	}
+	s.Apply(context.Background())
+	for _, h := range s.Report("apply").Hosts {
+		switch {
+		case h.Status != report.Failed || h.Error == nil:
+			t.Errorf("%s: apply status %s, error %v; want failed", h.Name, h.Status, deref(h.Error))
+		case h.Name == leader.Name:
+			t.Logf("%s: %s", h.Name, *h.Error)
+			for _, w := range []string{fmt.Sprintf("Patroni cluster %q, member %q", r.pc.Scope, leader.Name),
+				"switchover refused before any member of the cluster is touched", "nofailover"} {
+				if !strings.Contains(*h.Error, w) {
+					t.Errorf("leader %s: error does not say %q: %s", h.Name, w, *h.Error)
+				}
+			}
+		case !strings.Contains(*h.Error, leader.Name+" of the same cluster failed before apply"):
+			t.Errorf("%s: error does not say the rollout stopped at %s: %s", h.Name, leader.Name, *h.Error)
+		}
+	}
+	if now := r.configs(t); fmt.Sprint(now) != fmt.Sprint(f.configs) {
+		t.Error("a patroni.yml changed")
+	}
+	if now := r.startTimes(t); fmt.Sprint(now) != fmt.Sprint(f.started) {
+		t.Errorf("a member restarted: %v → %v", f.started, now)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Tagged after check: the replicas go first, the leader's step finds
+	// no candidate.
+	tag(false)
+	s = r.plan(t, share, "switchover")
+	f = beforeSwitchover(t, r)
+	tag(true)
+	probe := startProber(t, r.pc)
+	s.Apply(context.Background())
+	tag(false)
+	r.pc.WaitHealthy(t)
+	t.Logf("longest write gap %v", probe.Finish(t))
+	f.check(t, r, s, 0, "no replica to switch over to", "nofailover")
+}

@@ -178,6 +178,19 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 			break
 		}
 	}
+	if leader == "" {
+		// The wait ended on a read cut short or failed: one last look,
+		// so that the verdict rests on an answer.
+		if now, _, cerr := a.cluster(context.WithoutCancel(ctx), t); cerr == nil {
+			var state string
+			leader, state = now.leader()
+			last = fmt.Sprintf("leader %s, state %q", orNone(leader), state)
+			if leader != "" && leader != ps.Member && state == "running" {
+				res.Moved, res.NewLeader = true, leader
+				return res, nil
+			}
+		}
+	}
 	if leader != ps.Member {
 		// No running leader, or an unreadable cluster: Patroni's leader
 		// race is its own; pgtune asks nothing more.

@@ -127,7 +127,20 @@ func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.M
 	if pat.PendingRestart {
 		p.Note("Patroni reports a restart pending on this member (GET /patroni pending_restart)")
 	}
-	return c.planPatroni(ctx, t, p, fit, ps)
+	if err := c.planPatroni(ctx, t, p, fit, ps); err != nil {
+		return err
+	}
+	if st, _ := p.State.(*State); st != nil && st.Restart && ps.Switchover {
+		// What makes the switchover impossible whatever the replicas'
+		// restarts do is refused now, before any member is touched.
+		if _, raw, err := api.cluster(ctx, t); err != nil {
+			p.Note("primary: switchover: Patroni's members not read (GET /cluster): " + err.Error())
+		} else if why := switchoverImpossible(raw, pat.Name); why != "" {
+			p.Note("primary: switchover refused: " + why)
+			p.Refuse = fmt.Errorf("%s: primary: switchover refused before any member of the cluster is touched: %s", ps.where(), why)
+		}
+	}
+	return nil
 }
 
 // insecureNote is the plan's finding when patroni.yml turns the REST

@@ -147,6 +147,12 @@ func (a patroniAPI) awaitRunning(ctx context.Context, t *engine.Target) error {
 }
 
 func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, done func(*patroniStatus) bool) error {
+	return a.awaitUnless(ctx, t, what, done, nil)
+}
+
+// awaitUnless is await that gives up at once when failed (if not nil)
+// says why the wait is vain.
+func (a patroniAPI) awaitUnless(ctx context.Context, t *engine.Target, what string, done func(*patroniStatus) bool, failed func(*patroniStatus) string) error {
 	ctx, cancel := context.WithTimeout(ctx, patroniSettle)
 	defer cancel()
 	last := errors.New("not asked yet")
@@ -154,6 +160,11 @@ func (a patroniAPI) await(ctx context.Context, t *engine.Target, what string, do
 		st, err := a.status(ctx, t)
 		if err == nil && done(st) {
 			return nil
+		}
+		if err == nil && failed != nil {
+			if why := failed(st); why != "" {
+				return fmt.Errorf("while waiting for %s: %s", what, why)
+			}
 		}
 		if err != nil {
 			last = err
@@ -374,9 +385,9 @@ func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Pos
 }
 
 // switchoverCandidate picks, from GET /cluster's answer, the member to
-// hand the leader role to: a streaming (or running) replica without a
-// pending restart (so on the new values) nor the nofailover tag, with the
-// least lag.
+// hand the leader role to: a streaming (or running) replica (a
+// synchronous standby when the cluster has one) without a pending restart
+// (so on the new values) nor the nofailover tag, with the least lag.
 func switchoverCandidate(cluster []byte, self string) (string, error) {
 	var c struct {
 		Members []struct {
@@ -391,6 +402,12 @@ func switchoverCandidate(cluster []byte, self string) (string, error) {
 	if err := json.Unmarshal(cluster, &c); err != nil {
 		return "", fmt.Errorf("GET /cluster: not Patroni's JSON")
 	}
+	// In synchronous mode Patroni switches over to a synchronous standby
+	// only (HTTP 412 "candidate name does not match with sync_standby").
+	sync := false
+	for _, m := range c.Members {
+		sync = sync || m.Name != self && m.Role == "sync_standby"
+	}
 	candidate, best := "", int64(-1)
 	var passed []string
 	for _, m := range c.Members {
@@ -400,6 +417,8 @@ func switchoverCandidate(cluster []byte, self string) (string, error) {
 			continue
 		case m.Role != "replica" && m.Role != "sync_standby":
 			passed = append(passed, m.Name+" (role "+m.Role+")")
+		case sync && m.Role != "sync_standby":
+			passed = append(passed, m.Name+" (not a synchronous standby)")
 		case m.State != "streaming" && m.State != "running":
 			passed = append(passed, m.Name+" (state "+m.State+")")
 		case m.PendingRestart:

@@ -48,6 +48,18 @@ func TestSwitchoverCandidate(t *testing.T) {
 				{"name": "b", "role": "replica", "state": "starting", "lag": 0},
 				{"name": "c", "role": "replica", "state": "running", "lag": 0, "pending_restart": true}]}`,
 			err: "no replica to switch over to (b (state starting), c (restart pending: not on the new values))"},
+		{name: "synchronous mode: the synchronous standby, though lagging more",
+			cluster: `{"members": [
+				{"name": "a", "role": "leader", "state": "running"},
+				{"name": "b", "role": "replica", "state": "streaming", "lag": 0},
+				{"name": "c", "role": "sync_standby", "state": "streaming", "lag": 100}]}`,
+			want: "c"},
+		{name: "synchronous mode: the synchronous standby not on the new values",
+			cluster: `{"members": [
+				{"name": "a", "role": "leader", "state": "running"},
+				{"name": "b", "role": "replica", "state": "streaming", "lag": 0},
+				{"name": "c", "role": "sync_standby", "state": "streaming", "lag": 0, "pending_restart": true}]}`,
+			err: "no replica to switch over to (b (not a synchronous standby), c (restart pending: not on the new values))"},
 		{name: "not JSON", cluster: `<html>`, err: "not Patroni's JSON"},
 	}
 	for _, tt := range tests {
@@ -93,5 +105,22 @@ func TestFreedInTargetSize(t *testing.T) {
 	}
 	if got := hugePageBytes("0", mb2); got != mb2 {
 		t.Errorf("hugePageBytes(0) = %d", got)
+	}
+}
+
+// Check refuses a switchover no member could ever take: no other member,
+// or every other one tagged nofailover; state and pending restarts are
+// not held against them (the rollout restarts them first).
+func TestSwitchoverImpossible(t *testing.T) {
+	for _, tc := range []struct{ cluster, want string }{
+		{`{"members": [{"name": "a", "role": "leader"}, {"name": "b", "role": "replica", "state": "stopped", "pending_restart": true}]}`, ""},
+		{`{"members": [{"name": "a", "role": "leader"}, {"name": "b", "tags": {"nofailover": true}}, {"name": "c"}]}`, ""},
+		{`{"members": [{"name": "a", "role": "leader"}]}`, "no other member"},
+		{`{"members": [{"name": "a", "role": "leader"}, {"name": "b", "tags": {"nofailover": true}}, {"name": "c", "tags": {"nofailover": true}}]}`,
+			"every other member is tagged nofailover (b, c)"},
+	} {
+		if got := switchoverImpossible([]byte(tc.cluster), "a"); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.cluster, got, tc.want)
+		}
 	}
 }

@@ -178,6 +178,19 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 			break
 		}
 	}
+	if leader == "" {
+		// The wait ended on a read cut short or failed: one last look,
+		// so that the verdict rests on an answer.
+		if now, _, cerr := a.cluster(context.WithoutCancel(ctx), t); cerr == nil {
+			var state string
+			leader, state = now.leader()
+			last = fmt.Sprintf("leader %s, state %q", orNone(leader), state)
+			if leader != "" && leader != ps.Member && state == "running" {
+				res.Moved, res.NewLeader = true, leader
+				return res, nil
+			}
+		}
+	}
 	if leader != ps.Member {
 		// No running leader, or an unreadable cluster: Patroni's leader
 		// race is its own; pgtune asks nothing more.
@@ -229,8 +242,16 @@ func (m *Module) patroniSwitchover(ctx context.Context, t *engine.Target, st *St
 		}
 		t.Log.Info("switched over through Patroni", "from", ps.Member, "to", res.NewLeader)
 	}
-	if err := api.await(ctx, t, "the old primary to run as a replica of "+res.NewLeader, func(s *patroniStatus) bool {
+	// Patroni starts the demoted member as a replica on the configuration
+	// it now writes (the new values, checked against the pool): a start
+	// that fails there (the pool taken meanwhile) is not waited out.
+	if err := api.awaitUnless(ctx, t, "the old primary to run as a replica of "+res.NewLeader, func(s *patroniStatus) bool {
 		return s.Role == "replica" && s.State == "running"
+	}, func(s *patroniStatus) string {
+		if s.State == "start failed" {
+			return "Patroni's start of it as a replica failed (state \"start failed\"; see the server's log)"
+		}
+		return ""
 	}); err != nil {
 		return true, m.patroniPutBack(ctx, t, st, api, mark, true,
 			fmt.Sprintf("step start as a replica after the switchover to %q (the leader now): %v", res.NewLeader, err))
@@ -255,6 +276,40 @@ func pause(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+// switchoverImpossible says, from GET /cluster at check, why no member
+// could ever take the leader role from self ("" when one could once the
+// replicas are restarted): no other member, or every other one tagged
+// nofailover (Patroni refuses to promote those). Their state and pending
+// restarts are not held against them: the rollout restarts them first.
+func switchoverImpossible(cluster []byte, self string) string {
+	var c struct {
+		Members []struct {
+			Name string         `json:"name"`
+			Tags map[string]any `json:"tags"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(cluster, &c); err != nil {
+		return ""
+	}
+	var others, nofailover []string
+	for _, m := range c.Members {
+		if m.Name == self {
+			continue
+		}
+		others = append(others, m.Name)
+		if fmt.Sprint(m.Tags["nofailover"]) == "true" {
+			nofailover = append(nofailover, m.Name)
+		}
+	}
+	switch {
+	case len(others) == 0:
+		return "Patroni lists no other member to switch over to"
+	case len(nofailover) == len(others):
+		return "every other member is tagged nofailover (" + strings.Join(nofailover, ", ") + "): Patroni would refuse to switch over to any"
+	}
+	return ""
 }
 
 // where names the member in errors: its Patroni cluster and name.

@@ -138,8 +138,10 @@ var plannedSB = regexp.MustCompile(`shared_buffers=([0-9]+)kB`)
 // lost and Patroni's history has the one switchover. Then a member whose
 // Patroni stops answering stops the cluster's rollout, naming it, with
 // nothing restarted and the cluster writable; a start refused after the
-// pool check is put back; the leader is restarted in place; and rollback
-// goes back through Patroni. Every REST call is over HTTPS with the
+// pool check is put back; the leader is restarted in place; rollback
+// goes back through Patroni; and a switchover that fails (paused after
+// check, refused by Patroni, paused at the switchover step) leaves the
+// leader as it was, not restarted and writable. Every REST call is over HTTPS with the
 // certificate checked (and a client certificate shown).
 func TestPatroniRollout(t *testing.T) {
 	if testing.Short() {
@@ -328,6 +330,28 @@ func TestPatroniRollout(t *testing.T) {
 		return
 	}
 	t.Run("rollback through Patroni", func(t *testing.T) { rollbackThroughPatroni(t, r) })
+	if t.Failed() {
+		return
+	}
+
+	// The switchover failing (switchfail_test.go).
+	t.Run("paused after check", func(t *testing.T) { pausedAfterCheck(t, r, share-4*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("switchover refused by Patroni", func(t *testing.T) { switchoverRefusedByPatroni(t, r, share-4*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("paused at the switchover", func(t *testing.T) { pausedAtSwitchover(t, r, share-8*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("replicas tagged nofailover", func(t *testing.T) { replicasNofailover(t, r, share-4*r.hpBytes) })
+	if t.Failed() {
+		return
+	}
+	t.Run("old primary refused as a replica", func(t *testing.T) { demotedStartRefused(t, r, share, total) })
 }
 
 // bootFailsAfterCheck: the pool fits the first replica's bigger segment

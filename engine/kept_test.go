@@ -82,3 +82,70 @@ func TestRollbackKeptRuns(t *testing.T) {
 		t.Fatalf("only kept: %v %+v", err, p)
 	}
 }
+
+func TestCarryEdit(t *testing.T) {
+	for _, tc := range []struct {
+		name, base, before, after, want string
+		ok                              bool
+	}{
+		{"a line replaced between the same neighbours",
+			"a\nconninfo=old\nb\n", "a\nconninfo=old\nb\ninclude\n", "a\nconninfo=new\nb\ninclude\n", "a\nconninfo=new\nb\n", true},
+		{"a line appended at the end",
+			"a\n", "a\ninclude\n", "a\ninclude\nconninfo=new\n", "", false},
+		{"appended after a last line the base ends with too",
+			"a\ninclude\n", "a\ninclude\n", "a\ninclude\nconninfo=new\n", "a\ninclude\nconninfo=new\n", true},
+		{"no change", "x\n", "y\n", "y\n", "x\n", true},
+		{"the old line is not in the base", "a\nconninfo=other\nb\n", "a\nconninfo=old\nb\n", "a\nconninfo=new\nb\n", "", false},
+		{"twice in the base", "a\nc=1\nb\na\nc=1\nb\n", "a\nc=1\nb\n", "a\nc=2\nb\n", "", false},
+		{"first line", "c=1\nb\n", "c=1\nb\nx\n", "c=2\nb\nx\n", "c=2\nb\n", true},
+	} {
+		got, ok := carryEdit(tc.base, tc.before, tc.after)
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestRollbackCarriesKeptEdit: a standby's postgresql.conf, changed by
+// the settings run (an include line) and then by the switchover (kept:
+// primary_conninfo repointed), is put back without the include line but
+// with the new primary_conninfo; a kept edit that does not fit makes the
+// rollback refuse, nothing done.
+func TestRollbackCarriesKeptEdit(t *testing.T) {
+	const run, side = "20261101T000000Z-aaaaaa", "20261101T000000Z-aaaaaa-switchover"
+	const conf = "/data/postgresql.conf"
+	backup := func(run, p string) string { return testState + "/" + run + "/files" + p }
+	h := newFakeHost()
+	writeJournal(t, h, JournalRecord{RunID: run, Entries: []JournalEntry{
+		{Kind: "file", Module: "pgconf", Path: conf, Backup: backup(run, conf), Existed: true}}})
+	writeJournal(t, h, JournalRecord{RunID: side, Kept: KeptRoleChanges, Entries: []JournalEntry{
+		{Kind: "file", Module: "pgconf", Path: conf, Backup: backup(side, conf), Existed: true, Sensitive: true}}})
+	h.Files[backup(run, conf)] = "port = 5433\nprimary_conninfo = 'host=old'\ncluster_name = 's2'\n"
+	h.Files[backup(side, conf)] = "port = 5433\nprimary_conninfo = 'host=old'\ncluster_name = 's2'\ninclude_dir = 'conf.d'\n"
+	h.Files[conf] = "port = 5433\nprimary_conninfo = 'host=new'\ncluster_name = 's2'\ninclude_dir = 'conf.d'\n"
+	m := rollback{managers: map[string]TargetManager{"pgconf": confOnly{}}}
+	tg := fakeTarget(h, "20261103T000000Z-cccccc")
+	p, err := m.Check(context.Background(), tg, &rollbackParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Changes) != 1 || !p.Changes[0].Sensitive {
+		t.Fatalf("plan %+v: want the one file, sensitive", p.Changes)
+	}
+	if err := m.Apply(context.Background(), tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Verify(context.Background(), tg, p); err != nil {
+		t.Fatal(err)
+	}
+	if want := "port = 5433\nprimary_conninfo = 'host=new'\ncluster_name = 's2'\n"; h.Files[conf] != want {
+		t.Errorf("after rollback:\n%s\nwant\n%s", h.Files[conf], want)
+	}
+
+	h.Files[conf] = "port = 5433\nprimary_conninfo = 'host=new'\ncluster_name = 's2'\ninclude_dir = 'conf.d'\n"
+	h.Files[backup(run, conf)] = "port = 5433\nprimary_conninfo = 'host=elsewhere'\ncluster_name = 's2'\n"
+	_, err = m.Check(context.Background(), fakeTarget(h, "r-check"), &rollbackParams{})
+	if err == nil || !strings.Contains(err.Error(), "/data/postgresql.conf: kept run "+side+" changed it since, and its change does not fit") {
+		t.Fatalf("an edit that does not fit: %v", err)
+	}
+}

@@ -217,7 +217,7 @@ func (m rollback) Check(ctx context.Context, t *Target, params any) (*plan.Modul
 		return nil, err
 	}
 	entries = undoEarlyFirst(entries, m.early)
-	u := &undoSet{entries: entries, links: t.linkedSysctls}
+	u := &undoSet{entries: entries, links: t.linkedSysctls, kept: keptEdits(journals, to)}
 	steps, err := u.plan(ctx, t)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,8 @@ type undoStep struct {
 type undoSet struct {
 	entries []JournalEntry
 	links   func(module, key string) []string
+	// kept: the kept runs' later edits of the files put back (carry.go).
+	kept map[string][]keptEdit
 }
 
 // LinkedSysctls is implemented by modules whose kernel keys move together:

@@ -80,7 +80,7 @@ func (fileKind) check(e JournalEntry, runDir string) error {
 func (fileKind) target(e JournalEntry) string   { return e.Path }
 func (fileKind) describe(e JournalEntry) string { return printable(e.Path) }
 
-func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet) (undoStep, error) {
+func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, u *undoSet) (undoStep, error) {
 	s := undoStep{entry: e}
 	current, exists, err := t.ReadFile(ctx, e.Path)
 	if err != nil {
@@ -90,6 +90,9 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	// hidden all the same (journal_secrets.go).
 	e.Sensitive = e.Sensitive || fileHoldsSecrets(t, e.Path, current)
 	s.entry = e
+	if !e.Existed && len(u.kept[e.Path]) > 0 {
+		return s, fmt.Errorf("%s: kept run %s changed it since, and removing it would undo that change: remove it by hand if you mean to", printable(e.Path), u.kept[e.Path][0].run)
+	}
 	if !e.Existed {
 		if exists {
 			s.change = &plan.Change{Kind: plan.KindFile, Target: e.Path, Before: string(current), After: "(removed)",
@@ -106,6 +109,13 @@ func (fileKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoSet)
 	res, err := t.Transport.Run(ctx, transport.Command{Op: OpStat, Args: []string{"stat", "-c", "%a %U:%G", e.Backup}, Become: t.Become})
 	if err != nil {
 		return s, err
+	}
+	if len(u.kept[e.Path]) > 0 {
+		carried, err := u.carryKept(ctx, t, e.Path, string(prev), string(current))
+		if err != nil {
+			return s, err
+		}
+		prev = []byte(carried)
 	}
 	e.Sensitive = e.Sensitive || fileHoldsSecrets(t, e.Path, prev)
 	s.entry = e

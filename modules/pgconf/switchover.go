@@ -522,10 +522,15 @@ func withdrawPromotion(ctx context.Context, m *swMember) (withdrawal, error) {
 	if _, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, withdrawPromotionScript, pg.DataDir); err != nil {
 		return withdrawal{}, fmt.Errorf("remove its promote file: %w", err)
 	}
-	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
-		return withdrawal{}, fmt.Errorf("stop it: %v %s", err, lastLines(string(res.Stdout), 3))
-	}
+	res, stopErr := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout))
 	cd, err := controldata(ctx, t, pg)
+	if stopErr != nil {
+		// A server that was down already (it failed) says in pg_control
+		// how it stopped; a server still running must not be guessed at.
+		if now, serr := postgresStatus(ctx, t, pg); serr != nil || now.Ready || err != nil || !strings.HasPrefix(cd["Database cluster state"], "shut down") {
+			return withdrawal{}, fmt.Errorf("stop it: %v %s", stopErr, lastLines(string(res.Stdout), 3))
+		}
+	}
 	if err != nil {
 		return withdrawal{}, err
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,34 +12,26 @@ import (
 )
 
 // TestSwitchoverStreaming: a real primary and two standbys (pg_basebackup,
-// primary_conninfo in postgresql.conf with a password) taken to the policy
+// primary_conninfo in postgresql.conf with a password), each behind a
+// real sshd, taken to the policy
 // with primary: switchover, while a prober writes a row every 100 ms
 // through target_session_attrs=read-write: both standbys are restarted
 // before the primary goes down; one of them is promoted; the old primary
 // and the other standby stream from it on the new timeline; no
 // acknowledged row is lost; every member runs the new shared_buffers on
-// huge pages. The longest write gap is logged.
+// huge pages. The longest write gap is logged. Then rollback: --run on
+// the switchover's run is refused (it is kept); a rollback of the
+// settings puts every member back on its old shared_buffers and keeps
+// the roles: the promoted standby stays the one primary, the old primary
+// keeps its standby.signal, and both others stream from the new primary
+// (the other standby's postgresql.conf, changed by both runs, keeps its
+// repointed primary_conninfo); no acknowledged row is lost.
 func TestSwitchoverStreaming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers and the kernel")
 	}
-	pool, perMember := reserveMemberPools(t, 3)
-	set := testhost.StreamingReplication(t, 2)
-	work := t.TempDir()
-	members := map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}
-	inv := localMembers(t, work, members, "")
-	book := filepath.Join(work, "book.yml")
-	writeFile(t, book, fmt.Sprintf(`- name: switchover under test
-  hosts: all
-  policy:
-    hugepages:
-      pool: %d
-      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
-    pgconf:
-      pool: %d
-      primary: switchover
-`, pool, perMember))
-
+	f := newStreamingFixture(t, "60s", nil)
+	set, members, inv, book := f.set, f.members, f.inv, f.book
 	code, planned, stderr := pgtune(t, "check", "-i", inv, book)
 	if code != 2 {
 		t.Fatalf("check: exit %d: %s\n%s", code, hostErrors(planned), stderr)
@@ -103,6 +96,7 @@ func TestSwitchoverStreaming(t *testing.T) {
 		}
 	}
 	want := np.Query(t, "SHOW shared_buffers")
+	defer rollbackAfterSwitchover(t, f, newPrimary)
 	for name, c := range members {
 		if c.Query(t, "SELECT pg_postmaster_start_time()") == started[name] {
 			t.Errorf("%s was not restarted", name)
@@ -160,4 +154,51 @@ func firstShutdown(t *testing.T, c *testhost.Cluster) time.Time {
 	}
 	t.Fatalf("%s: no shutdown request in its log", c.DataDir)
 	return time.Time{}
+}
+
+// rollbackAfterSwitchover is TestSwitchoverStreaming's rollback part.
+func rollbackAfterSwitchover(t *testing.T, f *streamingFixture, newPrimary string) {
+	if t.Failed() {
+		return
+	}
+	kept, _ := filepath.Glob(filepath.Join(f.work, "primary", "state", "*-switchover"))
+	if len(kept) != 1 {
+		t.Fatalf("the old primary's switchover runs: %q", kept)
+	}
+	id := filepath.Base(kept[0])
+	code, r, stderr := pgtune(t, "rollback", "--yes", "-i", f.inv, "--run", id)
+	if msg := hostError(r, "primary"); code != 1 || !strings.Contains(msg, "run "+id+" is kept: ") || !strings.Contains(msg, "pgtune rollback never undoes it") {
+		t.Errorf("rollback --run %s: exit %d, primary: %s\n%s", id, code, msg, stderr)
+	}
+
+	np := f.members[newPrimary]
+	probe := testhost.StartProber(t, f.set.Members()...)
+	code, r, stderr = pgtune(t, "rollback", "--yes", "-i", f.inv)
+	gap := probe.Finish(t)
+	t.Logf("rollback: longest write gap %v", gap.Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("rollback: exit %d: %s\n%s", code, hostErrors(r), stderr)
+	}
+	if got := f.onePrimary(t); got != newPrimary {
+		t.Errorf("after rollback the primary is %s, not %s", got, newPrimary)
+	}
+	if !exists(filepath.Join(f.members["primary"].DataDir, "standby.signal")) {
+		t.Error("rollback took the old primary's standby.signal")
+	}
+	tl := np.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
+	for name, c := range f.members {
+		if got := c.Query(t, "SHOW shared_buffers"); got != "16MB" {
+			t.Errorf("%s: shared_buffers %s after rollback, want 16MB", name, got)
+		}
+		if name == newPrimary {
+			continue
+		}
+		testhost.AwaitFiles(t, name+" to stream from "+newPrimary+" after rollback", []string{c.Root}, nil, func() bool {
+			out, err := c.TryQuery("SELECT status || ' ' || received_tli || ' ' || sender_port FROM pg_stat_wal_receiver")
+			return err == nil && out == fmt.Sprintf("streaming %s %d", tl, np.Port)
+		})
+	}
+	if _, err := os.Stat(filepath.Join(f.members["primary"].DataDir, "conf.d", "002-hugepages.conf")); err == nil {
+		t.Error("the drop-in is still there after rollback")
+	}
 }

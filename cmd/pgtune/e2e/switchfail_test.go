@@ -1,0 +1,354 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// streamingFixture is a real primary and two pg_basebackup standbys on
+// loopback, each member behind a real sshd of its own (so one member's
+// sshd can die alone), with an inventory and a playbook of the policy.
+type streamingFixture struct {
+	set       *testhost.ReplicaSet
+	members   map[string]*testhost.Cluster
+	sshd      map[string]*testhost.SSHServer
+	work      string
+	inv, book string
+}
+
+// newStreamingFixture builds the cluster and writes the play: every
+// member's segment fits this machine's pool (reserveMemberPools, which
+// holds the kernel lock), primary: switchover with the given
+// switchover_timeout. before runs on the set before the members are
+// read (a test's sabotage).
+func newStreamingFixture(t *testing.T, timeout string, before func(set *testhost.ReplicaSet)) *streamingFixture {
+	t.Helper()
+	pool, perMember := reserveMemberPools(t, 3)
+	set := testhost.StreamingReplication(t, 2)
+	if before != nil {
+		before(set)
+	}
+	f := &streamingFixture{set: set, work: t.TempDir(), sshd: map[string]*testhost.SSHServer{},
+		members: map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}}
+	var b strings.Builder
+	b.WriteString("all:\n  children:\n    postgres:\n      hosts:\n")
+	for _, name := range []string{"primary", "standby1", "standby2"} {
+		c := f.members[name]
+		f.sshd[name] = testhost.SSHD(t)
+		b.WriteString(sshdHost(name, f.sshd[name], "pg_data: "+c.DataDir, "pg_bin: "+c.BinDir,
+			"pgtune_state_dir: "+filepath.Join(f.work, name, "state"), "sysctl_dir: "+filepath.Join(f.work, name, "sysctl.d")))
+	}
+	f.inv = filepath.Join(f.work, "inventory.yml")
+	writeFile(t, f.inv, b.String())
+	f.book = filepath.Join(f.work, "book.yml")
+	writeFile(t, f.book, fmt.Sprintf(`- name: switchover under test
+  hosts: postgres
+  policy:
+    hugepages:
+      pool: %d
+      sysctl_file: "${vars.sysctl_dir}/10-hugepages.conf"
+    pgconf:
+      pool: %d
+      primary: switchover
+      switchover_timeout: %s
+`, pool, perMember, timeout))
+	return f
+}
+
+// pids are the members' postmaster PIDs now.
+func (f *streamingFixture) pids(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for name, c := range f.members {
+		out[name] = c.PID(t)
+	}
+	return out
+}
+
+// primaries lists the running members that take writes.
+func (f *streamingFixture) primaries(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for name, c := range f.members {
+		if !c.Running() {
+			continue
+		}
+		if got, err := c.TryQuery("SELECT pg_is_in_recovery()"); err == nil && got == "f" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// onePrimary fails the test unless exactly one member takes writes, and
+// returns it.
+func (f *streamingFixture) onePrimary(t *testing.T) string {
+	t.Helper()
+	p := f.primaries(t)
+	if len(p) != 1 {
+		t.Fatalf("%d primaries at the end: %q", len(p), p)
+	}
+	return p[0]
+}
+
+// hostError is the named host's error in a report ("" when none).
+func hostError(r jsonReport, name string) string {
+	for _, h := range r.Hosts {
+		if h.Name == name && h.Error != nil {
+			return *h.Error
+		}
+	}
+	return ""
+}
+
+// restarted waits until member c runs a postmaster other than old and
+// accepts connections (pgtune restarted it), while p runs.
+func restarted(t *testing.T, p *proc, name string, c *testhost.Cluster, old int) {
+	t.Helper()
+	waitFor(t, name+" to be restarted", p, c.DataDir, func() bool {
+		pid, err := os.ReadFile(filepath.Join(c.DataDir, "postmaster.pid"))
+		if err != nil {
+			return false
+		}
+		first, _, _ := strings.Cut(string(pid), "\n")
+		return first != strconv.Itoa(old) && c.Ready()
+	})
+}
+
+// freezeStartup stops (SIGSTOP) the startup process of the standby named
+// cluster_name: it receives WAL but replays none. The test thaws it at
+// the end.
+func freezeStartup(t *testing.T, clusterName string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmd), "postgres: "+clusterName+": startup") {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+		t.Logf("froze %s's startup process (pid %d)", clusterName, pid)
+		return
+	}
+	t.Fatalf("no startup process of %s", clusterName)
+}
+
+// TestSwitchoverNoCatchUp: the standbys are restarted on the new values
+// and then stop replaying (their startup processes frozen): no standby
+// can catch up with the primary within switchover_timeout, so the
+// switchover is refused before the primary is touched; the primary keeps
+// serving (same postmaster), no acknowledged row is lost.
+func TestSwitchoverNoCatchUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	f := newStreamingFixture(t, "3s", nil)
+	before := f.pids(t)
+	probe := testhost.StartProber(t, f.set.Members()...)
+	p := startPgtune(t, buildPgtune(t), "apply", "--yes", "--format", "json", "-i", f.inv, f.book)
+	restarted(t, p, "standby1", f.members["standby1"], before["standby1"])
+	freezeStartup(t, "standby1")
+	restarted(t, p, "standby2", f.members["standby2"], before["standby2"])
+	freezeStartup(t, "standby2")
+	<-p.done
+	out := p.out.String()
+	if p.code != 1 {
+		t.Fatalf("apply: exit %d, want 1\n%s", p.code, out)
+	}
+	if !strings.Contains(out, "primary: switchover refused, nothing restarted") || !strings.Contains(out, "did not catch up with primary (switchover_timeout)") {
+		t.Errorf("apply does not refuse for want of a caught-up standby:\n%s", out)
+	}
+	if pid := f.members["primary"].PID(t); pid != before["primary"] {
+		t.Errorf("the primary was restarted (pid %d → %d)", before["primary"], pid)
+	}
+	if strings.Contains(f.members["primary"].Log(t), "shutdown request") {
+		t.Errorf("the primary was stopped:\n%s", f.members["primary"].Log(t))
+	}
+	gap := probe.Finish(t)
+	t.Logf("longest write gap %v", gap.Round(time.Millisecond))
+	if got := f.onePrimary(t); got != "primary" {
+		t.Errorf("the primary is %s", got)
+	}
+}
+
+// TestSwitchoverPromoteTimesOut: the standby pgtune promotes takes longer
+// than switchover_timeout to finish its promotion (a recovery_end_command
+// that sleeps, as a slow archive clean-up would): pgtune withdraws the
+// promotion, stopping that standby, which had begun it and is left
+// stopped with standby.signal (it cannot follow the old timeline), and
+// only then starts the old primary again as the primary. Exactly one
+// primary, the old one; no acknowledged row lost; the gap is logged.
+func TestSwitchoverPromoteTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	f := newStreamingFixture(t, "2s", func(set *testhost.ReplicaSet) {
+		for _, s := range set.Standbys {
+			s.AppendConf(t, "recovery_end_command = 'sleep 60'")
+		}
+	})
+	before := f.pids(t)
+	probe := testhost.StartProber(t, f.set.Members()...)
+	code, r, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
+	gap := probe.Finish(t)
+	t.Logf("longest write gap %v", gap.Round(time.Millisecond))
+	if code != 1 {
+		t.Fatalf("apply: exit %d, want 1: %s\n%s", code, hostErrors(r), stderr)
+	}
+	msg := hostError(r, "primary")
+	for _, want := range []string{"switchover abandoned at step promote standby", "pg_promote did not finish within 2 s (switchover_timeout)",
+		"primary is the primary again", "had begun its promotion", "is stopped with standby.signal"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the primary's error does not say %q:\n%s", want, msg)
+		}
+	}
+	if got := f.onePrimary(t); got != "primary" {
+		t.Errorf("the primary is %s", got)
+	}
+	if f.members["primary"].PID(t) == before["primary"] {
+		t.Error("the primary was never stopped: no switchover was tried")
+	}
+	for _, name := range []string{"standby1", "standby2"} {
+		c := f.members[name]
+		if !exists(filepath.Join(c.DataDir, "standby.signal")) {
+			t.Errorf("%s has no standby.signal", name)
+		}
+		if c.Running() {
+			if got := c.Query(t, "SELECT pg_is_in_recovery()"); got != "t" {
+				t.Errorf("%s: in recovery %s", name, got)
+			}
+		}
+	}
+}
+
+// TestSwitchoverOldPrimaryStartFails: after the promotion the old primary,
+// made a standby, refuses to start (its max_connections, edited in its
+// postgresql.conf beforehand, is below the new primary's, which a hot
+// standby refuses). The new primary keeps serving, the old one is left
+// stopped with standby.signal, and the error quotes the startup
+// process's FATAL line from its log, not a client's refused while it
+// started. Exactly one primary, no acknowledged row lost.
+func TestSwitchoverOldPrimaryStartFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	f := newStreamingFixture(t, "10s", func(set *testhost.ReplicaSet) {
+		set.Primary.AppendConf(t, "max_connections = 5") // read at its next start only
+	})
+	probe := testhost.StartProber(t, f.set.Members()...)
+	code, r, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
+	gap := probe.Finish(t)
+	t.Logf("longest write gap %v", gap.Round(time.Millisecond))
+	if code != 1 {
+		t.Fatalf("apply: exit %d, want 1: %s\n%s", code, hostErrors(r), stderr)
+	}
+	msg := hostError(r, "primary")
+	for _, want := range []string{"is the primary now (writable", "step start as standby of",
+		"FATAL:  recovery aborted because of insufficient parameter settings", "max_connections = 5 is a lower setting",
+		"left stopped with standby.signal"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the primary's error does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "the database system is starting up") {
+		t.Errorf("the error quotes a client's FATAL: %s", msg)
+	}
+	got := f.onePrimary(t)
+	if got == "primary" {
+		t.Errorf("the old primary takes writes")
+	}
+	old := f.members["primary"]
+	if old.Running() || !exists(filepath.Join(old.DataDir, "standby.signal")) {
+		t.Errorf("the old primary: running %v, standby.signal %v", old.Running(), exists(filepath.Join(old.DataDir, "standby.signal")))
+	}
+}
+
+// TestStreamingRolloutStops: a rollout that cannot go on stops before the
+// primary is touched: a standby that does not come back (its start
+// refused), a member whose sshd dies mid-rollout, a standby that is down.
+// The primary keeps its postmaster, stays the one primary and writable,
+// and no acknowledged row is lost.
+func TestStreamingRolloutStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, set *testhost.ReplicaSet)
+		during func(t *testing.T, f *streamingFixture, p *proc, pids map[string]int)
+		member string // named in the errors
+	}{
+		{name: "a standby does not come back", member: "standby1",
+			before: func(t *testing.T, set *testhost.ReplicaSet) {
+				set.Standbys[0].AppendConf(t, "max_connections = 5") // below the primary's: refused at start
+			}},
+		{name: "sshd of a member killed mid-rollout", member: "standby2",
+			during: func(t *testing.T, f *streamingFixture, p *proc, pids map[string]int) {
+				restarted(t, p, "standby1", f.members["standby1"], pids["standby1"])
+				killSSHD(t, f.sshd["standby2"])
+			}},
+		{name: "a standby is down", member: "standby2",
+			before: func(t *testing.T, set *testhost.ReplicaSet) { set.Standbys[1].Stop(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newStreamingFixture(t, "5s", func(set *testhost.ReplicaSet) {
+				if tc.before != nil {
+					tc.before(t, set)
+				}
+			})
+			pids := map[string]int{}
+			for name, c := range f.members {
+				if c.Running() {
+					pids[name] = c.PID(t)
+				}
+			}
+			probe := testhost.StartProber(t, f.set.Members()...)
+			p := startPgtune(t, buildPgtune(t), "apply", "--yes", "-i", f.inv, f.book)
+			if tc.during != nil {
+				tc.during(t, f, p, pids)
+			}
+			<-p.done
+			gap := probe.Finish(t)
+			t.Logf("longest write gap %v", gap.Round(time.Millisecond))
+			out := p.out.String()
+			if p.code != 1 {
+				t.Fatalf("apply: exit %d, want 1\n%s", p.code, out)
+			}
+			if !strings.Contains(out, tc.member) {
+				t.Errorf("apply does not name %s:\n%s", tc.member, out)
+			}
+			if pid := f.members["primary"].PID(t); pid != pids["primary"] {
+				t.Errorf("the primary was touched (pid %d → %d):\n%s", pids["primary"], pid, out)
+			}
+			if got := f.onePrimary(t); got != "primary" {
+				t.Errorf("the primary is %s", got)
+			}
+			t.Logf("apply said:\n%s", lastN(out, 15))
+		})
+	}
+}
+
+func lastN(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}

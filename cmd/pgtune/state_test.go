@@ -617,6 +617,7 @@ func TestLockFreedWhenConnectionDrops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd and sudo")
 	}
+	testhost.WatchKernel(t) // every run gathers this machine's facts
 	for _, user := range []string{"root", "pgtune-sudo"} {
 		t.Run(user, func(t *testing.T) {
 			if user != "root" {

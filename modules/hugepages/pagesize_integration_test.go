@@ -231,7 +231,7 @@ func TestIntegrationNUMASpread(t *testing.T) {
 	size := tg.Facts.HugePageSize
 	nodes := tg.Facts.NodesOf(size)
 	if len(nodes) == 0 {
-		t.Fatalf("no per-node pools in the facts of this machine: %+v", tg.Facts.NodePools)
+		t.Skipf("no per-node pools on this machine (a kernel without NUMA): %+v", tg.Facts.NodePools)
 	}
 	want, _ := st.GrowBy(64 * MiB)
 	prm, _ := integrationParams(t, strconv.FormatInt(want*size, 10))

@@ -404,3 +404,32 @@ func TestSSHShellCancelledStart(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHShellStoppedNeverReused: a shell whose teardown could not end its
+// session (a host that ignores the signal, the kill and the close; here
+// simulated by stopping it without ending it) is never given another
+// command: the next command starts a new shell.
+func TestSSHShellStoppedNeverReused(t *testing.T) {
+	leakCheck(t)
+	key, pub := clientKey(t)
+	srv := newTestServer(t, []gossh.PublicKey{pub})
+	fakeSudo(t, srv, passThrough)
+	c := dial(t, shellCfg(t, srv, key))
+	if _, err := runBounded(t, c, Command{Args: []string{"true"}, Become: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.shellMu.Lock()
+	old := c.shell
+	c.shellMu.Unlock()
+	old.stopOnce.Do(func() { close(old.stop) }) // as a teardown that ran out of time
+	res, err := runBounded(t, c, Command{Args: []string{"echo", "next"}, Become: true})
+	if err != nil || string(res.Stdout) != "next\n" {
+		t.Fatalf("next: %q, %v", res.Stdout, err)
+	}
+	c.shellMu.Lock()
+	now := c.shell
+	c.shellMu.Unlock()
+	if now == old || shellStarts(srv) != 2 {
+		t.Fatalf("the stopped shell was reused (%d shell starts)", shellStarts(srv))
+	}
+}

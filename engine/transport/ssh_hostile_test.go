@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -403,4 +404,151 @@ func TestSSHShellCancelledStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSSHShellStoppedNeverReused: a shell whose teardown could not end its
+// session (a host that ignores the signal, the kill and the close; here
+// simulated by stopping it without ending it) is never given another
+// command: the next command starts a new shell.
+func TestSSHShellStoppedNeverReused(t *testing.T) {
+	leakCheck(t)
+	key, pub := clientKey(t)
+	srv := newTestServer(t, []gossh.PublicKey{pub})
+	fakeSudo(t, srv, passThrough)
+	c := dial(t, shellCfg(t, srv, key))
+	if _, err := runBounded(t, c, Command{Args: []string{"true"}, Become: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.shellMu.Lock()
+	old := c.shell
+	c.shellMu.Unlock()
+	old.stopOnce.Do(func() { close(old.stop) }) // as a teardown that ran out of time
+	res, err := runBounded(t, c, Command{Args: []string{"echo", "next"}, Become: true})
+	if err != nil || string(res.Stdout) != "next\n" {
+		t.Fatalf("next: %q, %v", res.Stdout, err)
+	}
+	c.shellMu.Lock()
+	now := c.shell
+	c.shellMu.Unlock()
+	if now == old || shellStarts(srv) != 2 {
+		t.Fatalf("the stopped shell was reused (%d shell starts)", shellStarts(srv))
+	}
+}
+
+// stallProxy forwards TCP to backend until the client has sent after
+// bytes, then stops reading from the client (the connection stays open):
+// a host whose kernel stopped taking data, so that the client's writes
+// block once the socket buffers are full.
+type stallProxy struct {
+	port int
+}
+
+func newStallProxy(t *testing.T, backend string, after int64) *stallProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{port: ln.Addr().(*net.TCPAddr).Port}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// A small receive buffer: the stall shows at once.
+			c.(*net.TCPConn).SetReadBuffer(4096)
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, b)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { // client → backend, until after bytes
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				var n int64
+				for n < after {
+					m, err := c.Read(buf[:min(int64(len(buf)), after-n)])
+					if m > 0 {
+						b.Write(buf[:m])
+						n += int64(m)
+					}
+					if err != nil {
+						b.Close()
+						return
+					}
+				}
+				<-release
+			}()
+			go func() { // backend → client
+				defer wg.Done()
+				io.Copy(c, b)
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		close(release)
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+// TestSSHStalledConnection: once the host stops reading (its TCP window
+// shut while commands still send their stdin), cancelled Runs return
+// within the kill grace and the connect timeout, not when the keepalive
+// gives the connection up (three 30 s probes).
+func TestSSHStalledConnection(t *testing.T) {
+	leakCheck(t)
+	old := killGrace
+	killGrace = time.Second
+	t.Cleanup(func() { killGrace = old })
+	key, pub := clientKey(t)
+	srv := newTestServer(t, []gossh.PublicKey{pub})
+	px := newStallProxy(t, srv.Addr, 4<<20)
+	cfg := hostileConfig(t, srv, key)
+	cfg.KnownHostsFile = writeKnownHosts(t, strings.Replace(srv.knownHostsLine(keyEd25519), itoa(srv.Port), itoa(px.port), 1))
+	cfg.Port = px.port
+	c := dial(t, cfg)
+
+	// Five sessions, each with up to 2 MiB in flight (its window): more
+	// than the socket buffers hold once the proxy stops reading.
+	in := make([]byte, 32<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, maxSessions)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Run(ctx, Command{Args: []string{"sh", "-c", "cat >/dev/null"}, Stdin: in})
+		}()
+	}
+	returns(t, "Runs over a stalled connection", wg.Wait)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("Runs returned after %v: they waited for the keepalive", d)
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("run %d: succeeded over a stalled connection", i)
+		}
+	}
+	returns(t, "Close", func() { c.Close() })
 }

@@ -236,14 +236,14 @@ func (c *remoteCmd) start(ctx context.Context, line string, stdout, stderr io.Wr
 		close(replied)
 	}()
 	if werr := c.s.boundedWait(ctx, replied, "exec request"); werr != nil {
-		c.ch.Close()
+		c.Close()
 		return werr
 	}
 	if err == nil && !ok {
 		err = errors.New("the server refused the exec request")
 	}
 	if err != nil {
-		c.ch.Close()
+		c.Close()
 		return c.s.lostErr(err)
 	}
 	go c.wait()
@@ -312,5 +312,11 @@ func (c *remoteCmd) signal(sig ssh.Signal) {
 	_, _ = c.ch.SendRequest("signal", false, ssh.Marshal(&struct{ Signal string }{string(sig)}))
 }
 
-// Close closes the channel. Safe to call more than once.
-func (c *remoteCmd) Close() error { return c.ch.Close() }
+// Close closes the channel, from a goroutine of its own: the close is a
+// write on the connection like any other, and a host that stopped reading
+// (its TCP window shut) must not hold the caller; the keepalive ends such a
+// connection, and the goroutine with it. Safe to call more than once.
+func (c *remoteCmd) Close() error {
+	go c.ch.Close()
+	return nil
+}

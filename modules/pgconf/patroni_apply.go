@@ -57,7 +57,13 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		}
 		return fmt.Errorf("%s: step check before any change: %w: nothing was changed", ps.where(), err)
 	}
-	mark := t.Mark()
+	// Patroni's postgresql.conf as it is before any change: a put-back
+	// without a restart may have to give it back (restorePatroniConf).
+	conf, _, err := t.ReadFile(ctx, st.PG.ConfigFile)
+	if err != nil {
+		return fmt.Errorf("%s: step check before any change: read %s: %w: nothing was changed", ps.where(), st.PG.ConfigFile, err)
+	}
+	mark := patroniUndo{mark: t.Mark(), conf: conf, pending: now.PendingRestart}
 	if !sameParams(local.Params, ps.Set) {
 		edited, err := setPatroniParams(doc, ps.Set)
 		if err != nil {
@@ -319,21 +325,34 @@ func freeHugePages(ctx context.Context, t *engine.Target, st *State) (int64, err
 // patroniPutBack puts the previous patroni.yml back, has Patroni reload
 // and, when a restart was attempted, restart the member on it; the error
 // says why and what state the member is in.
-func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State, api patroniAPI, mark engine.JournalMark, restarted bool, cause string) error {
+func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State, api patroniAPI, undo patroniUndo, restarted bool, cause string) error {
 	ps := st.Patroni
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*patroniSettle+restartTimeout*time.Second)
 	defer cancel()
 	if t.Log != nil {
 		t.Log.Error("Patroni member not taken to the new settings; putting the previous patroni.yml back", "member", ps.Member, "cause", cause)
 	}
-	if err := t.UndoSince(rctx, mark); err != nil {
+	if err := t.UndoSince(rctx, undo.mark); err != nil {
 		return fmt.Errorf("%s: %s; putting the previous %s back FAILED: %v", ps.where(), cause, ps.ConfigFile, err)
 	}
+	var left string
+	if !restarted {
+		if err := restorePatroniConf(rctx, t, st.PG, undo.conf); err != nil {
+			left = fmt.Sprintf("; but %s may keep the new values: %v", st.PG.ConfigFile, err)
+		}
+	}
 	if _, err := api.post(rctx, t, "/reload", nil, 30*time.Second); err != nil {
-		return fmt.Errorf("%s: %s; previous %s put back, but Patroni's reload failed: %v", ps.where(), cause, ps.ConfigFile, err)
+		return fmt.Errorf("%s: %s; previous %s put back, but Patroni's reload failed: %v%s", ps.where(), cause, ps.ConfigFile, err, left)
 	}
 	if !restarted {
-		return fmt.Errorf("%s: %s; previous %s put back and reloaded, member not restarted", ps.where(), cause, ps.ConfigFile)
+		if left == "" && !undo.pending {
+			if err := api.await(rctx, t, "Patroni to report no restart pending after the put-back", func(s *patroniStatus) bool {
+				return !s.PendingRestart
+			}); err != nil {
+				left = "; but " + err.Error()
+			}
+		}
+		return fmt.Errorf("%s: %s; previous %s put back and reloaded, member not restarted%s", ps.where(), cause, ps.ConfigFile, left)
 	}
 	// Patroni's restart_pending filter may not hold any more (the old
 	// values may equal what runs): an unconditional restart.
@@ -435,4 +454,56 @@ func switchoverCandidate(cluster []byte, self string) (string, error) {
 		return "", fmt.Errorf("primary: switchover: no replica to switch over to (%s): nothing restarted", strings.Join(passed, ", "))
 	}
 	return candidate, nil
+}
+
+// patroniUndo is what a put-back needs: where this apply's journal
+// begins, Patroni's postgresql.conf before any change, and whether a
+// restart was pending before (then one is still pending after).
+type patroniUndo struct {
+	mark    engine.JournalMark
+	conf    []byte
+	pending bool
+}
+
+// restorePatroniConf gives Patroni's postgresql.conf back as it was before
+// this apply, after patroni.yml was put back and before Patroni reloads,
+// when it differs only in the managed lines. Patroni rewrites that file
+// on a reload only when a parameter differs from what the server runs
+// with (pg_settings): put back onto the running values, the file would
+// keep the new values, and the server a pending restart whose next start
+// (any restart Patroni makes later) would take values pgtune abandoned.
+// The content written is Patroni's own of before, as the owner, without
+// a journal entry (rolling it back would bring the new values back).
+func restorePatroniConf(ctx context.Context, t *engine.Target, pg *facts.Postgres, before []byte) error {
+	if before == nil {
+		return nil
+	}
+	now, ok, err := t.ReadFile(ctx, pg.ConfigFile)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("it is missing")
+	}
+	if string(now) == string(before) {
+		return nil
+	}
+	if unmanagedLines(now) != unmanagedLines(before) {
+		return errors.New("Patroni rewrote it with other changes meanwhile: pgtune leaves it to Patroni")
+	}
+	return transport.WriteFile(ctx, t.Transport, pg.ConfigFile, before, transport.WriteOptions{AsUser: pg.Owner, Become: t.Become})
+}
+
+// unmanagedLines is a configuration without the lines that set the
+// managed parameters.
+func unmanagedLines(b []byte) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		name, _, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if ok && slices.Contains(managed, strings.ToLower(strings.TrimSpace(name))) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }

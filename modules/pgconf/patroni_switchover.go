@@ -218,7 +218,7 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 // come back as a replica is put back and restarted on the previous
 // values through Patroni, as a replica whose start fails would be; when
 // the outcome is not known (no leader) nothing more is done.
-func (m *Module) patroniSwitchover(ctx context.Context, t *engine.Target, st *State, api patroniAPI, mark engine.JournalMark) (done bool, err error) {
+func (m *Module) patroniSwitchover(ctx context.Context, t *engine.Target, st *State, api patroniAPI, mark patroniUndo) (done bool, err error) {
 	ps := st.Patroni
 	res, err := api.switchover(ctx, t, ps)
 	to := ""

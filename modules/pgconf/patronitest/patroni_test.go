@@ -254,6 +254,8 @@ func TestPatroniRollout(t *testing.T) {
 			}
 		}
 		configs, started := r.configs(t), r.startTimes(t)
+		first := firstReplica(pc)
+		pending := pendingSettings(t, r.byName[first])
 		if err := testhost.WriteSysctl("vm.nr_hugepages", before); err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +263,6 @@ func TestPatroniRollout(t *testing.T) {
 			t.Fatalf("the pool did not shrink back to %s: %s", before, got)
 		}
 		s.Apply(context.Background())
-		first := firstReplica(pc)
 		for _, h := range s.Report("apply").Hosts {
 			if h.Status != report.Failed || h.Error == nil || !strings.Contains(*h.Error, first) {
 				t.Errorf("%s: apply status %s, error %v; want failed, naming %s", h.Name, h.Status, deref(h.Error), first)
@@ -275,6 +276,12 @@ func TestPatroniRollout(t *testing.T) {
 		}
 		if now := r.startTimes(t); fmt.Sprint(now) != fmt.Sprint(started) {
 			t.Errorf("a member restarted: %v → %v", started, now)
+		}
+		// Put back onto the values it runs with, Patroni does not rewrite
+		// its postgresql.conf: pgtune gives it back, nothing left pending
+		// for a later start to take.
+		if now := pendingSettings(t, r.byName[first]); now != pending {
+			t.Errorf("%s: settings pending restart %q after the put-back, %q before", first, now, pending)
 		}
 	})
 

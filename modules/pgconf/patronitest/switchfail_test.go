@@ -114,6 +114,8 @@ type failedSwitchover struct {
 	requests int // POST /switchover the leader had logged before
 	configs  map[string]string
 	started  map[string]string
+	pending  string // the leader's settings pending a restart
+	conf     string // the leader's postgresql.conf (Patroni's)
 }
 
 func beforeSwitchover(t *testing.T, r *rig) *failedSwitchover {
@@ -123,7 +125,7 @@ func beforeSwitchover(t *testing.T, r *rig) *failedSwitchover {
 		t.Fatal("no leader")
 	}
 	return &failedSwitchover{leader: leader, history: len(r.pc.History(t)), requests: switchoverRequests(t, leader),
-		configs: r.configs(t), started: r.startTimes(t)}
+		configs: r.configs(t), started: r.startTimes(t), pending: pendingSettings(t, leader), conf: patroniConf(t, leader)}
 }
 
 func (f *failedSwitchover) check(t *testing.T, r *rig, s *engine.Session, wantRequests int, why ...string) {
@@ -168,20 +170,42 @@ func (f *failedSwitchover) check(t *testing.T, r *rig, s *engine.Session, wantRe
 	if n := switchoverRequests(t, l) - f.requests; n != wantRequests {
 		t.Errorf("%s's Patroni received %d switchover requests, want %d", l.Name, n, wantRequests)
 	}
+	if conf := patroniConf(t, l); conf != f.conf {
+		t.Errorf("leader %s: Patroni's postgresql.conf is not as before the run:\n%s\nwas:\n%s", l.Name, conf, f.conf)
+	}
 	// Patroni rewrites postgresql.conf and reloads the server at its next
 	// loop after pgtune's POST /reload: bounded by that, not by a sleep.
+	// The settings pending a restart are those pending before the run.
 	deadline := time.Now().Add(testhost.HangGuard)
 	for {
-		pending := l.PG.Query(t, "SELECT count(*) FROM pg_settings WHERE pending_restart")
-		if pending == "0" {
+		pending := pendingSettings(t, l)
+		if pending == f.pending {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("leader %s: %s settings still pending restart after the put-back", l.Name, pending)
+			t.Errorf("leader %s: settings pending restart %q after the put-back, %q before the run", l.Name, pending, f.pending)
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// patroniConf is the postgresql.conf Patroni generates for a member.
+func patroniConf(t *testing.T, m *testhost.PatroniMember) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(m.PG.DataDir, "postgresql.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// pendingSettings names the settings a member's server has pending a
+// restart, with the value its configuration files now give them.
+func pendingSettings(t *testing.T, m *testhost.PatroniMember) string {
+	t.Helper()
+	return m.PG.Query(t, "SELECT coalesce(string_agg(name || '=' || setting, ',' ORDER BY name), '') FROM "+
+		"(SELECT DISTINCT ON (f.name) f.name, f.setting FROM pg_file_settings f JOIN pg_settings s USING (name) WHERE s.pending_restart ORDER BY f.name, f.seqno DESC) x")
 }
 
 // pausedAfterCheck: the cluster is paused between check and apply.
@@ -197,6 +221,9 @@ func pausedAfterCheck(t *testing.T, r *rig, share int64) {
 	}
 	f := beforeSwitchover(t, r)
 	first := firstReplica(r.pc)
+	if f.pending != "" {
+		t.Logf("leader %s has settings pending a restart before the run: %s", f.leader.Name, f.pending)
+	}
 	r.pc.SetPaused(t, true)
 	paused := true
 	defer func() {

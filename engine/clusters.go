@@ -137,6 +137,18 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			stopped[c] = fmt.Errorf("%s of the same cluster failed before apply", hr.host.Name)
 		}
 	}
+	for _, hr := range s.hosts {
+		// A member that is down (its server not running) stops its
+		// cluster too: with it down, taking any other member down leaves
+		// the cluster with no standby (or no primary), and a switchover
+		// could not repoint it.
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && stopped[c] == nil && hr.facts != nil && hr.facts.Topology.IsStopped() {
+			stopped[c] = fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", hr.host.Name)
+			if hr.err == nil && hr.tr != nil {
+				hr.err = fmt.Errorf("%s: PostgreSQL is not running: the rollout of its cluster (%s) stops before any member is touched; start it and run again", hr.host.Name, c)
+			}
+		}
+	}
 	for _, wave := range topology.Waves(l, s.hosts, hostName) {
 		var run []*hostRun
 		for _, hr := range wave {

@@ -224,3 +224,37 @@ func TestApplyInClusterOrderTellsEveryRefusal(t *testing.T) {
 		t.Errorf("applied %v", m.order)
 	}
 }
+
+// TestApplyInClusterOrderMemberDown: a standby that is down (its server
+// not running: known by pg_control's system identifier alone) stops its
+// cluster before any member is touched; other clusters go on.
+func TestApplyInClusterOrderMemberDown(t *testing.T) {
+	topos := replicated()
+	topos["p"].Standbys = topos["p"].Standbys[:1] // s2 streams no more
+	topos["s2"] = &facts.Topology{Role: facts.RoleStopped, SystemID: "1"}
+	m := &restarter{}
+	s := clusterSession(t, m, topos, nil)
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		e := errOf(hr)
+		switch hr.host.Name {
+		case "s2":
+			if !strings.Contains(e, "s2: PostgreSQL is not running: the rollout of its cluster (cluster 1: primary p, standbys s1, s2) stops before any member is touched") {
+				t.Errorf("s2: %q", e)
+			}
+		case "s1", "p":
+			if !strings.Contains(e, "not touched: s2 of the same cluster is down (PostgreSQL not running") {
+				t.Errorf("%s: %q, want not touched because s2 is down", hr.host.Name, e)
+			}
+		default:
+			if e != "" {
+				t.Errorf("%s (another cluster) failed: %s", hr.host.Name, e)
+			}
+		}
+	}
+	for _, h := range m.order {
+		if h == "s1" || h == "s2" || h == "p" {
+			t.Errorf("%s applied while a member of its cluster is down (order %v)", h, m.order)
+		}
+	}
+}

@@ -19,7 +19,9 @@ import (
 // Topology is a running cluster's place in replication: what the server
 // says about itself, and whether Patroni manages it.
 type Topology struct {
-	// Role is "primary" or "standby" (pg_is_in_recovery()).
+	// Role is "primary" or "standby" (pg_is_in_recovery()), or
+	// RoleStopped for a server that is not running, known by its
+	// pg_control (system identifier, timeline) alone.
 	Role string `json:"role"`
 	// SystemID is pg_control_system()'s system_identifier: every member
 	// of one replication cluster has the same.
@@ -87,6 +89,13 @@ type PatroniMember struct {
 
 // IsPrimary reports whether the server is its cluster's primary.
 func (t *Topology) IsPrimary() bool { return t != nil && t.Role == "primary" }
+
+// RoleStopped is the role of a server that is not running: its cluster
+// is known from pg_control, its place in replication is not.
+const RoleStopped = "stopped"
+
+// IsStopped reports whether the server was not running.
+func (t *Topology) IsStopped() bool { return t != nil && t.Role == RoleStopped }
 
 // topologySQL prints key=value records (psql -0 ends each with a NUL).
 // A standby's receive position starts, after a restart, where its WAL
@@ -200,8 +209,11 @@ out('cluster', get('/cluster'))
 // the REST API, which is then asked for its view). A nil Postgres or a
 // stopped one has no topology: (nil, nil).
 func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg *Postgres) (*Topology, error) {
-	if pg == nil || !pg.Running || pg.Owner == "" {
+	if pg == nil || pg.Owner == "" {
 		return nil, nil
+	}
+	if !pg.Running {
+		return stoppedTopology(ctx, t, become, pg), nil
 	}
 	args := []string{"sh", "-c", ownerRunScript, "sh", pg.Owner, topologyScript,
 		path.Join(pg.BinDir, "psql"), pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(pg.PID), pg.ConfigFile, topologySQL}
@@ -220,6 +232,49 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 		}
 	}
 	return topo, nil
+}
+
+// controldataScript prints pg_control, as the owner: $1 bin dir, $2 data
+// directory.
+const controldataScript = `LC_ALL=C exec "$1/pg_controldata" -D "$2"`
+
+// stoppedTopology is what a stopped server's pg_control says of its
+// cluster: its system identifier and timeline, so that a member that is
+// down still counts in its cluster (a rollout must not take the primary
+// down while a standby is down). Nil when pg_control cannot be read.
+func stoppedTopology(ctx context.Context, t transport.Transport, become bool, pg *Postgres) *Topology {
+	if pg.BinDir == "" || pg.DataDir == "" {
+		return nil
+	}
+	res, err := t.Run(ctx, transport.Command{Args: []string{"sh", "-c", ownerRunScript, "sh", pg.Owner, controldataScript, pg.BinDir, pg.DataDir}, Become: become})
+	if err != nil {
+		return nil
+	}
+	return parseStoppedTopology(string(res.Stdout))
+}
+
+func parseStoppedTopology(out string) *Topology {
+	topo := &Topology{Role: RoleStopped}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		switch v = strings.TrimSpace(v); strings.TrimSpace(k) {
+		case "Database system identifier":
+			if _, err := ParseInt("system identifier", v, 1, 1<<63-1); err == nil {
+				topo.SystemID = v
+			}
+		case "Latest checkpoint's TimeLineID":
+			if tl, err := ParseInt("timeline", v, 1, 1<<32); err == nil {
+				topo.Timeline = tl
+			}
+		}
+	}
+	if topo.SystemID == "" {
+		return nil
+	}
+	return topo
 }
 
 // patroniCandidate is a Patroni process of the cluster owner and its

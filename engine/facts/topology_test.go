@@ -203,3 +203,16 @@ func TestTopologyPatroni(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStoppedTopology(t *testing.T) {
+	out := "pg_control version number:            1300\nDatabase system identifier:           7312345678901234567\nDatabase cluster state:               shut down in recovery\nLatest checkpoint's TimeLineID:       3\n"
+	got := parseStoppedTopology(out)
+	if got == nil || got.Role != RoleStopped || got.SystemID != "7312345678901234567" || got.Timeline != 3 || !got.IsStopped() || got.IsPrimary() {
+		t.Fatalf("got %+v", got)
+	}
+	for _, bad := range []string{"", "Database system identifier: -1\n", "Database system identifier: x\n"} {
+		if got := parseStoppedTopology(bad); got != nil {
+			t.Errorf("%q: got %+v, want none", bad, got)
+		}
+	}
+}

@@ -186,7 +186,10 @@ func current(f *facts.Facts, lp livePool) (cur, held int64, err error) {
 	if !ok {
 		return 0, 0, offered(f, lp.Size)
 	}
-	return p.Pages, p.Pages + p.Surplus - p.Free + p.Resv, nil
+	// sysfs nr_hugepages is the whole pool, surplus pages included (as
+	// HugePages_Total is); the pool pgtune sets is the persistent part,
+	// as vm.nr_hugepages reads it.
+	return p.Pages - p.Surplus, p.Pages - p.Free + p.Resv, nil
 }
 
 // bootFile is the tmpfiles.d file that sets a non-default size's pool at

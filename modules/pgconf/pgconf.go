@@ -869,7 +869,7 @@ func roomInPoolOf(f *facts.Facts, pg *facts.Postgres, live map[string]string, po
 	held := f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
 	if hp != f.HugePageSize {
 		p, _ := f.Pool(hp)
-		held = p.Pages + p.Surplus - p.Free + p.Resv
+		held = p.Pages - p.Free + p.Resv // sysfs nr_hugepages counts surplus pages already
 	}
 	ours := int64(0)
 	if pg.Running && pg.HugetlbPages > 0 && runsOnSize(f, live, hp) {

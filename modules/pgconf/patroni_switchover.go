@@ -158,21 +158,26 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 	defer cancel()
 	last := "not asked yet"
 	leader := ""
-	for {
-		now, _, cerr := a.cluster(wctx, t)
+	// look reads the cluster once: whether another member now leads, and
+	// this member's state when it still does.
+	look := func(c context.Context) (moved bool, state string, ok bool) {
+		now, _, cerr := a.cluster(c, t)
 		if cerr != nil {
 			last = cerr.Error()
-		} else {
-			var state string
-			leader, state = now.leader()
-			last = fmt.Sprintf("leader %s, state %q", orNone(leader), state)
-			if leader != "" && leader != ps.Member && state == "running" {
-				res.Moved, res.NewLeader = true, leader
-				return res, nil
-			}
-			if leader == ps.Member && state == "running" && dropped {
-				break
-			}
+			return false, "", false
+		}
+		leader, state = now.leader()
+		last = fmt.Sprintf("leader %s, state %q", orNone(leader), state)
+		return leader != "" && leader != ps.Member && state == "running", state, true
+	}
+	for {
+		moved, state, ok := look(wctx)
+		if moved {
+			res.Moved, res.NewLeader = true, leader
+			return res, nil
+		}
+		if ok && leader == ps.Member && state == "running" && dropped {
+			break
 		}
 		if !pause(wctx, patroniPoll) {
 			break
@@ -181,14 +186,9 @@ func (a patroniAPI) switchover(ctx context.Context, t *engine.Target, ps *Patron
 	if leader == "" {
 		// The wait ended on a read cut short or failed: one last look,
 		// so that the verdict rests on an answer.
-		if now, _, cerr := a.cluster(context.WithoutCancel(ctx), t); cerr == nil {
-			var state string
-			leader, state = now.leader()
-			last = fmt.Sprintf("leader %s, state %q", orNone(leader), state)
-			if leader != "" && leader != ps.Member && state == "running" {
-				res.Moved, res.NewLeader = true, leader
-				return res, nil
-			}
+		if moved, _, _ := look(context.WithoutCancel(ctx)); moved {
+			res.Moved, res.NewLeader = true, leader
+			return res, nil
 		}
 	}
 	if leader != ps.Member {

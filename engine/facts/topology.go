@@ -23,6 +23,9 @@ type Topology struct {
 	// RoleStopped for a server that is not running, known by its
 	// pg_control (system identifier, timeline) alone.
 	Role string `json:"role"`
+	// StoppedStandby is set on a stopped server whose pg_control or
+	// signal files say it starts as a standby.
+	StoppedStandby bool `json:"stopped_standby,omitempty"`
 	// SystemID is pg_control_system()'s system_identifier: every member
 	// of one replication cluster has the same.
 	SystemID string `json:"system_identifier"`
@@ -236,7 +239,8 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 
 // controldataScript prints pg_control, as the owner: $1 bin dir, $2 data
 // directory.
-const controldataScript = `LC_ALL=C exec "$1/pg_controldata" -D "$2"`
+const controldataScript = `LC_ALL=C "$1/pg_controldata" -D "$2" || exit
+if [ -e "$2/standby.signal" ] || [ -e "$2/recovery.signal" ]; then echo 'pgtune recovery signal: present'; fi`
 
 // stoppedTopology is what a stopped server's pg_control says of its
 // cluster: its system identifier and timeline, so that a member that is
@@ -265,6 +269,15 @@ func parseStoppedTopology(out string) *Topology {
 			if _, err := ParseInt("system identifier", v, 1, 1<<63-1); err == nil {
 				topo.SystemID = v
 			}
+		case "Database cluster state":
+			// A server shut down (or crashed) out of recovery was a
+			// primary; one in recovery, or with a signal file that
+			// starts it as one, is a standby.
+			if v != "shut down" && v != "in production" {
+				topo.StoppedStandby = true
+			}
+		case "pgtune recovery signal":
+			topo.StoppedStandby = true
 		case "Latest checkpoint's TimeLineID":
 			if tl, err := ParseInt("timeline", v, 1, 1<<32); err == nil {
 				topo.Timeline = tl

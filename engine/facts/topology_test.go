@@ -207,8 +207,17 @@ func TestTopologyPatroni(t *testing.T) {
 func TestParseStoppedTopology(t *testing.T) {
 	out := "pg_control version number:            1300\nDatabase system identifier:           7312345678901234567\nDatabase cluster state:               shut down in recovery\nLatest checkpoint's TimeLineID:       3\n"
 	got := parseStoppedTopology(out)
-	if got == nil || got.Role != RoleStopped || got.SystemID != "7312345678901234567" || got.Timeline != 3 || !got.IsStopped() || got.IsPrimary() {
+	if got == nil || got.Role != RoleStopped || got.SystemID != "7312345678901234567" || got.Timeline != 3 || !got.IsStopped() || got.IsPrimary() || !got.StoppedStandby {
 		t.Fatalf("got %+v", got)
+	}
+	for state, standby := range map[string]bool{"shut down": false, "in production": false, "in archive recovery": true, "shut down in recovery": true} {
+		got := parseStoppedTopology("Database system identifier: 7\nDatabase cluster state: " + state + "\n")
+		if got == nil || got.StoppedStandby != standby {
+			t.Errorf("%s: got %+v, want stopped standby %v", state, got, standby)
+		}
+	}
+	if got := parseStoppedTopology("Database system identifier: 7\nDatabase cluster state: shut down\npgtune recovery signal: present\n"); got == nil || !got.StoppedStandby {
+		t.Errorf("standby.signal: got %+v, want a stopped standby", got)
 	}
 	for _, bad := range []string{"", "Database system identifier: -1\n", "Database system identifier: x\n"} {
 		if got := parseStoppedTopology(bad); got != nil {

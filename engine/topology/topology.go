@@ -203,6 +203,12 @@ func outside(c *Cluster, members []Member) []string {
 		return out
 	}
 	if c.Primary == "" {
+		if loneStopped(members) {
+			// One server, down, that starts as a primary: nothing says
+			// it has standbys (pgtune starting it after an interrupted
+			// restart is the usual case).
+			return out
+		}
 		upstream := ""
 		for _, m := range members {
 			if m.Topo.Upstream != "" {
@@ -330,3 +336,9 @@ func (l *Layout) WavesHosts(batch []*inventory.Host) [][]*inventory.Host {
 }
 
 func inventoryName(h *inventory.Host) string { return h.Name }
+
+// loneStopped reports whether the only member in the run is a stopped
+// server that would start as a primary.
+func loneStopped(members []Member) bool {
+	return len(members) == 1 && members[0].Topo.IsStopped() && !members[0].Topo.StoppedStandby
+}

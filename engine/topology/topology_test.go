@@ -69,9 +69,16 @@ func TestGroupOutside(t *testing.T) {
 		{"Patroni names who is missing", []Member{{Host: "h1", Topo: patroni("primary", "n1")}, {Host: "h2", Topo: patroni("standby", "n2")}},
 			`cluster 9 (Patroni scope "demo"): primary h1, standbys h2; outside this run: Patroni member "n3" (replica)`},
 		{"all in", []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: standby("1")}}, "cluster 1: primary p, standbys s1"},
+		// A lone server left down (an interrupted restart): nothing
+		// outside; down in recovery, its primary is outside.
+		{"a lone server down", []Member{{Host: "db", Topo: &facts.Topology{Role: facts.RoleStopped, SystemID: "1"}}}, "cluster 1: primary not in this run, standbys db"},
+		{"a standby down alone", []Member{{Host: "db", Topo: &facts.Topology{Role: facts.RoleStopped, SystemID: "1", StoppedStandby: true}}}, "cluster 1: primary not in this run, standbys db; outside this run: the primary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := Group(tc.members)
+			if strings.Contains(tc.name, "lone server down") && l.Clusters[0].Replicated() {
+				t.Error("a lone server down counts as replicated: its rollout would stop")
+			}
 			if len(l.Clusters) != 1 || l.Clusters[0].String() != tc.want {
 				var got []string
 				for _, c := range l.Clusters {

@@ -130,6 +130,17 @@ func restarted(t *testing.T, p *proc, name string, c *testhost.Cluster, old int)
 // the end.
 func freezeStartup(t *testing.T, clusterName string) {
 	t.Helper()
+	// Frozen before its WAL receiver is streaming, the standby never
+	// comes back at all (the startup process starts the receiver), and
+	// pgtune stops at that standby instead of at the switchover: wait
+	// for it, as pgtune's own check of the standby does.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !processTitled("postgres: " + clusterName + ": walreceiver streaming") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no streaming WAL receiver within 2m", clusterName)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -351,4 +362,18 @@ func lastN(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// processTitled reports whether a process's title begins with prefix.
+func processTitled(prefix string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(cmd), prefix) {
+			return true
+		}
+	}
+	return false
 }

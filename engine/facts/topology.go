@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,7 +47,19 @@ type Topology struct {
 	Standbys []StandbyInfo `json:"standbys,omitempty"`
 	// Patroni is set when Patroni manages this server.
 	Patroni *Patroni `json:"patroni,omitempty"`
+	// Settings are the server's own values of LiveSettings
+	// (pg_settings), asked in the same query, so that a check does not
+	// start psql and a backend twice. Not part of the facts' JSON: they
+	// are as old as the gather, and only a dry-run check uses them.
+	Settings map[string]string `json:"-"`
 }
+
+// LiveSettings are the server settings pgtune manages or sizes by, as
+// pg_settings names them (huge_pages_status: PostgreSQL 17 on).
+var LiveSettings = []string{"shared_buffers", "huge_pages", "huge_page_size", "huge_pages_status", "block_size", "shared_memory_size_in_huge_pages"}
+
+// LiveSettingsSQL lists LiveSettings as name=setting rows.
+var LiveSettingsSQL = `SELECT name || '=' || setting FROM pg_settings WHERE name IN ('` + strings.Join(LiveSettings, "', '") + `')`
 
 // StandbyInfo is one row of pg_stat_replication.
 type StandbyInfo struct {
@@ -100,12 +113,13 @@ const RoleStopped = "stopped"
 // IsStopped reports whether the server was not running.
 func (t *Topology) IsStopped() bool { return t != nil && t.Role == RoleStopped }
 
-// topologySQL prints key=value records (psql -0 ends each with a NUL).
+// topologySQL prints key=value records (psql -0 ends each with a NUL);
+// the settings rows are setting=name=value.
 // A standby's receive position starts, after a restart, where its WAL
 // receiver began streaming, which can be behind what it already replayed
 // from its own pg_wal: no lag then (0), not a negative one, until new WAL
 // arrives (on an idle cluster, never).
-const topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END
+var topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END
 UNION ALL SELECT 'sysid=' || system_identifier FROM pg_control_system()
 UNION ALL SELECT 'timeline=' || timeline_id FROM pg_control_checkpoint()
 UNION ALL SELECT 'cluster_name=' || current_setting('cluster_name')
@@ -113,7 +127,8 @@ UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
 UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)::bigint, -1)
-  || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication`
+  || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication
+UNION ALL SELECT 'setting=' || r FROM (` + LiveSettingsSQL + `) AS s(r)`
 
 // topologyScript runs as the cluster owner (ownerRunScript). It prints
 // NUL-ended records: first the postmaster's parent (Patroni, when it
@@ -320,6 +335,14 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 				c.conf = v
 			} else {
 				c.path = v
+			}
+		case "setting":
+			name, val, ok := strings.Cut(v, "=")
+			if ok && slices.Contains(LiveSettings, name) {
+				if topo.Settings == nil {
+					topo.Settings = map[string]string{}
+				}
+				topo.Settings[name] = val
 			}
 		case "standby":
 			s, err := parseStandby(v)

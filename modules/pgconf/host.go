@@ -315,6 +315,10 @@ func scratchArchive(fs *confFS, w *walk, autoConf string) ([]byte, error) {
 		_, err := tw.Write(data)
 		return err
 	}
+	// global/ for the pg_control the sizing script copies in.
+	if err := addDir("global"); err != nil {
+		return nil, err
+	}
 	// Only what the walk read or listed: the files the server would read.
 	paths := append([]string{}, w.Read...)
 	sort.Strings(paths)
@@ -420,10 +424,8 @@ as_owner "$@"
 
 // liveSettings reads the running server's settings that pgtune manages.
 func liveSettings(ctx context.Context, t *engine.Target, pg *facts.Postgres) (map[string]string, error) {
-	const sql = `SELECT name || '=' || setting FROM pg_settings WHERE name IN ` +
-		`('shared_buffers', 'huge_pages', 'huge_page_size', 'huge_pages_status', 'block_size', 'shared_memory_size_in_huge_pages')`
 	res, err := t.Run(ctx, "sh", "-c", psqlScript, "sh", pg.Owner, path.Join(pg.BinDir, "psql"),
-		pg.SocketDir, strconv.Itoa(pg.Port), sql)
+		pg.SocketDir, strconv.Itoa(pg.Port), facts.LiveSettingsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("query the running server (port %d): %w", pg.Port, err)
 	}

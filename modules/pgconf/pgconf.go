@@ -9,6 +9,7 @@ package pgconf
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -478,18 +479,26 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 	if !pg.Running {
 		qs = append(qs, query{Name: "block_size"})
 	}
-	ans, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, pool: poolBytes, live: pg.Running, queries: qs})
+	args := sizeArgs{hps: c.hps, pool: poolBytes, live: pg.Running, hugePage: hp, queries: qs}
+	known, knownBlock := c.knownLive(t)
+	if known != nil {
+		args.live, args.block = false, knownBlock
+	}
+	ans, err := sizeOnHost(ctx, t, pg, archive, args)
 	if err != nil {
 		return sizing{}, err
 	}
 	c.live, c.liveErr, c.liveAsked = ans.live, ans.liveErr, pg.Running
+	if known != nil {
+		c.live, c.liveErr = known, nil
+	}
 	first := ans.values
 	blockText := ""
 	if pg.Running {
-		if ans.liveErr != nil {
-			return sizing{}, ans.liveErr
+		if c.liveErr != nil {
+			return sizing{}, c.liveErr
 		}
-		blockText = ans.live["block_size"]
+		blockText = c.live["block_size"]
 	} else {
 		blockText = first[4]
 	}
@@ -505,8 +514,8 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 		if ans.cand.sb == sb {
 			return ans.cand.mb, ans.cand.pages, nil // probed in the first trip
 		}
-		v, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, queries: []query{
-			{Name: "shared_memory_size", SharedBuffers: sb}, {Name: "shared_memory_size_in_huge_pages", SharedBuffers: sb}}})
+		v, err := sizeOnHost(ctx, t, pg, archive, sizeArgs{hps: c.hps, hugePage: hp, queries: []query{
+			{Name: "shared_memory_size", SharedBuffers: sb}, {Name: pagesQuery, SharedBuffers: sb}}})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -542,6 +551,26 @@ func (c *checkRun) size(ctx context.Context, t *engine.Target, hp int64) (sizing
 			name, got[name], c.dropin)
 	}
 	return fit, nil
+}
+
+// knownLive is the running server's settings as the topology query read
+// them, with its block size: a dry-run check (no journal) takes them
+// from there instead of starting psql again. An apply's re-check asks
+// afresh: its facts may be as old as the plan it was shown. nil when not
+// known for this very postmaster.
+func (c *checkRun) knownLive(t *engine.Target) (map[string]string, int64) {
+	topo := t.Facts.Topology
+	if t.Journal != nil || !c.pg.Running || topo == nil || topo.Settings == nil || t.Facts.Postgres != c.pg {
+		return nil, 0
+	}
+	if topo.Settings["shared_buffers"] == "" {
+		return nil, 0
+	}
+	block, err := facts.ParseInt("block_size", topo.Settings["block_size"], 1, maxBlockSize)
+	if err != nil {
+		return nil, 0
+	}
+	return maps.Clone(topo.Settings), block
 }
 
 // liveSettings is the running server's settings, as the sizing round

@@ -16,9 +16,9 @@ import (
 // cluster owner (runAsOwner: one runuser for everything below, nothing of
 // the host's runs as root).
 //
-// It makes a scratch data directory: PG_VERSION and global/pg_control
-// copied from the data directory, the planned configuration files from
-// the tar archive on stdin, mode 0700 as the server demands. `postgres -C`
+// It makes a scratch data directory (mode 0700, as the server demands):
+// PG_VERSION and global/pg_control copied from the data directory, the
+// planned configuration files and global/ from the tar archive on stdin. `postgres -C`
 // answers runtime-computed settings there while the live server holds its
 // postmaster.pid lock. Built by the owner, it can hold nothing the owner
 // could not read: a PG_VERSION linked to a root-only file fails the copy.
@@ -30,28 +30,36 @@ import (
 //	Q base64          psql failed; its error output
 //	R name sb value   postgres -C name, one run per query pair in $@ (-C
 //	                  prints only the last setting asked); sb "-": as the
-//	                  files say, else shared_buffers=sb on the command line
+//	                  files say, else shared_buffers=sb on the command line;
+//	                  name +pages: see pagesQuery
 //	C sb mb pages     with $pool set: the first candidate of fitPool,
 //	                  computed here from the answers of the first query
 //	                  (the segment at shared_buffers = the pool) and the
 //	                  block size, and probed: so pass 1 and pass 2 share
-//	                  the round trip and the scratch directory
+//	                  the round trip and the scratch directory; pages
+//	                  computed from mb where pagesFromMB can ($10: the
+//	                  huge page size in MiB, 0 when not whole MiB)
 //
-// The block size comes from the running server when psql answered (a
-// data directory's block size is fixed at initdb: the server and the
-// binary agree or the binary refuses the directory), else from -C.
+// The block size comes from the running server ($11 when the caller knows
+// it, else psql's answer: a data directory's block size is fixed at
+// initdb, the server and the binary agree or the binary refuses the
+// directory), else from -C.
 const sizeScript = `export LC_ALL=C
-data=$1 pg=$2 conf=$3 hps=$4 pool=$5 psql=$6 sock=$7 port=$8 sql=$9
-shift 9
+data=$1 pg=$2 conf=$3 hps=$4 pool=$5 psql=$6 sock=$7 port=$8 sql=$9 hpmb=${10} blk=${11}
+shift 11
 cd /
 s=$(mktemp -d /tmp/pgtune-scratch.XXXXXX) || exit 1
 trap 'rm -rf -- "$s"' EXIT
 trap 'exit 1' HUP INT TERM
-mkdir -- "$s/global" &&
-  cp -- "$data/PG_VERSION" "$s/PG_VERSION" &&
-  cp -- "$data/global/pg_control" "$s/global/pg_control" &&
-  tar -x -f - -C "$s" --no-same-owner &&
-  chmod 0700 -- "$s" || exit 1
+# mktemp -d makes the directory 0700 and the archive brings global/: the
+# only processes are tar and one cp. PG_VERSION is one short line, copied
+# with the shell's own read and printf.
+pv=
+tar -x -f - -C "$s" --no-same-owner &&
+  { IFS= read -r pv < "$data/PG_VERSION" || [ -n "$pv" ]; } &&
+  case $pv in ''|*[!0-9.]*) false;; esac &&
+  printf '%s\n' "$pv" > "$s/PG_VERSION" &&
+  cp -- "$data/global/pg_control" "$s/global/pg_control" || exit 1
 conf=$s/$conf
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
 ask() {
@@ -61,7 +69,13 @@ ask() {
     v=$("$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -C "$1" 2>"$s/.err") || { cat -- "$s/.err" >&2; exit 1; }
   fi
 }
-blk=
+# pages SB sets v to shared_memory_size_in_huge_pages at shared_buffers
+# SB, $mb being shared_memory_size there: computed when pagesFromMB can,
+# else asked.
+pages() {
+  if num "$hpmb" && [ "$hpmb" -gt 0 ] && num "$mb" && [ "$mb" -gt 0 ] && [ $((mb % hpmb)) -ne 0 ]; then v=$((mb / hpmb + 1))
+  else ask shared_memory_size_in_huge_pages "$1"; fi
+}
 if [ -n "$psql" ]; then
   if out=$(
     set -- "$psql" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres -c "$sql"
@@ -78,9 +92,10 @@ EOF
     printf 'Q %s\n' "$(base64 -w0 < "$s/.perr")"
   fi
 fi
-seg1=
+seg1= mb=
 while [ $# -ge 2 ]; do
-  ask "$1" "$2"
+  if [ "$1" = +pages ]; then pages "$2"; else ask "$1" "$2"; fi
+  if [ "$1" = shared_memory_size ]; then mb=$v; fi
   printf 'R %s %s %s\n' "$1" "$2" "$v"
   if [ -z "$blk" ] && [ "$1" = block_size ]; then blk=$v; fi
   if [ -z "$seg1" ] && [ "$1" = shared_memory_size ]; then seg1=$v; fi
@@ -92,7 +107,7 @@ if [ -n "$pool" ] && num "$seg1" && num "$blk" && [ "$blk" -gt 0 ]; then
   sb=$(( (pool - over) / blk * blk ))
   if [ "$sb" -ge $((16 * blk)) ]; then
     ask shared_memory_size "$((sb / 1024))kB"; mb=$v
-    ask shared_memory_size_in_huge_pages "$((sb / 1024))kB"
+    pages "$((sb / 1024))kB"
     printf 'C %s %s %s\n' "$sb" "$mb" "$v"
   fi
 fi
@@ -100,11 +115,22 @@ fi
 
 // sizeArgs is a sizing round trip's request.
 type sizeArgs struct {
-	hps     string  // huge_page_size to size in ("0": the kernel's default)
-	pool    int64   // bytes; > 0: compute and probe fitPool's first candidate
-	live    bool    // also read the running server's settings
-	queries []query // postgres -C runs, in order
+	hps  string // huge_page_size to size in ("0": the kernel's default)
+	pool int64  // bytes; > 0: compute and probe fitPool's first candidate
+	live bool   // also read the running server's settings
+	// hugePage is the huge page size in bytes that hps names, for
+	// pagesFromMB (0: unknown, always ask postgres).
+	hugePage int64
+	// block is the block size when already known (the running server's,
+	// with the topology), else 0.
+	block int64
+	queries  []query // postgres -C runs, in order
 }
+
+// pagesQuery asks shared_memory_size_in_huge_pages at the shared_buffers
+// of the shared_memory_size query just before it: computed from that
+// answer where pagesFromMB can, else a postgres -C run.
+const pagesQuery = "+pages"
 
 // query is one postgres -C run.
 type query struct {
@@ -121,10 +147,6 @@ type sizeAnswer struct {
 	// cand is the probed first candidate (cand.sb 0: none).
 	cand struct{ sb, mb, pages int64 }
 }
-
-// liveSQL reads the running server's settings that pgtune manages.
-const liveSQL = `SELECT name || '=' || setting FROM pg_settings WHERE name IN ` +
-	`('shared_buffers', 'huge_pages', 'huge_page_size', 'huge_pages_status', 'block_size', 'shared_memory_size_in_huge_pages')`
 
 // sizeOnHost runs one sizing round trip on the planned configuration.
 func sizeOnHost(ctx context.Context, t *engine.Target, pg *facts.Postgres, archive []byte, a sizeArgs) (*sizeAnswer, error) {
@@ -143,7 +165,8 @@ func sizeOnHost(ctx context.Context, t *engine.Target, pg *facts.Postgres, archi
 			port = strconv.Itoa(pg.Port)
 		}
 	}
-	args := []string{pg.DataDir, path.Join(pg.BinDir, "postgres"), path.Join("f", pg.ConfigFile), hps, pool, psql, sock, port, liveSQL}
+	args := []string{pg.DataDir, path.Join(pg.BinDir, "postgres"), path.Join("f", pg.ConfigFile), hps, pool, psql, sock, port, facts.LiveSettingsSQL,
+		strconv.FormatInt(hugePageMiB(a.hugePage), 10), blockArg(a.block)}
 	for _, q := range a.queries {
 		args = append(args, q.Name, sbArg(q.SharedBuffers))
 	}
@@ -152,6 +175,13 @@ func sizeOnHost(ctx context.Context, t *engine.Target, pg *facts.Postgres, archi
 		return nil, fmt.Errorf("postgres -C on a scratch copy of the planned configuration: %w", err)
 	}
 	return parseSizeAnswer(res.Stdout, a, pg.Port)
+}
+
+func blockArg(block int64) string {
+	if block <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(block, 10)
 }
 
 func sbArg(sb int64) string {
@@ -206,4 +236,28 @@ func parseSizeAnswer(out []byte, a sizeArgs, port int) (*sizeAnswer, error) {
 		ans.liveErr = fmt.Errorf("query the running server: unexpected answer")
 	}
 	return ans, nil
+}
+
+// pagesFromMB is shared_memory_size_in_huge_pages as PostgreSQL computes
+// it (ipci.c: bytes / huge page + 1) from shared_memory_size (ceil of
+// bytes / MiB), without another postgres -C run. The bytes lie in
+// ((mb-1) MiB, mb MiB]; when mb is not a whole number of huge pages that
+// range holds no page boundary and the answer is exact. When it is, the
+// answer depends on whether the segment ends exactly on the boundary:
+// ok is false and postgres must be asked.
+func pagesFromMB(mb, hugePage int64) (pages int64, ok bool) {
+	r := hugePageMiB(hugePage)
+	if r <= 0 || mb <= 0 || mb%r == 0 {
+		return 0, false
+	}
+	return mb/r + 1, true
+}
+
+// hugePageMiB is the huge page size in MiB, 0 when it is not a whole
+// number of MiB (arm64's 64 kB pages, say).
+func hugePageMiB(hugePage int64) int64 {
+	if hugePage <= 0 || hugePage%mib != 0 {
+		return 0
+	}
+	return hugePage / mib
 }

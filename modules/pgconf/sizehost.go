@@ -123,8 +123,8 @@ type sizeArgs struct {
 	hugePage int64
 	// block is the block size when already known (the running server's,
 	// with the topology), else 0.
-	block int64
-	queries  []query // postgres -C runs, in order
+	block   int64
+	queries []query // postgres -C runs, in order
 }
 
 // pagesQuery asks shared_memory_size_in_huge_pages at the shared_buffers

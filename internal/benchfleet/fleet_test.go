@@ -452,7 +452,9 @@ func sizes(b *testing.B) []int {
 // test; BENCH_FLEET_SIZES the fleet sizes (default 10,50,200);
 // BENCH_FLEET_FORKS pgtune's --forks (default: pgtune's own default);
 // BENCH_FLEET_ANSIBLE the Ansible fleet size (default 50, 0: skip);
-// BENCH_FLEET_REPLAY the replayed fleet sizes (default 1000, 0: none).
+// BENCH_FLEET_REPLAY the replayed fleet sizes (default 1000, 0: none);
+// PGTUNE_BIN_BEFORE another binary (the one before a change) timed on the
+// same fleet just before PGTUNE_BIN at each size (rows "before").
 func BenchmarkFleetCheck(b *testing.B) {
 	bin := os.Getenv("PGTUNE_BIN")
 	if bin == "" {
@@ -474,10 +476,18 @@ func BenchmarkFleetCheck(b *testing.B) {
 	book := writePlaybook(b, f)
 	b.ResetTimer()
 	var results []result
+	before := os.Getenv("PGTUNE_BIN_BEFORE")
 	for _, n := range ns {
 		args := []string{"check", "-i", writeInventory(b, f, n, pg), "--format", "json", book}
 		if forks := os.Getenv("BENCH_FLEET_FORKS"); forks != "" {
 			args = append(args, "--forks", forks)
+		}
+		if before != "" {
+			// The binary before a change, on the same fleet just before:
+			// the pair shares the machine's state of the moment.
+			r, out := f.measure(b, "before", n, exec.Command(before, args...), nil)
+			r.outcome += summaryOutcome(b, n, out)
+			results = append(results, r)
 		}
 		r, out := f.measure(b, "pgtune", n, exec.Command(bin, args...), nil)
 		r.outcome += summaryOutcome(b, n, out)

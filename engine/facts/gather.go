@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -469,6 +470,9 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	var ignored []string
 	if answered {
 		pg, ignored, err = choosePostgres(blocks, opts)
+		if errors.Is(err, errListClusters) {
+			pg, ignored, err = discover(ctx, t, opts, true)
+		}
 	} else {
 		// The answer came without the discovery tail (a host that
 		// answers the gather alone, as the tests' fake hosts do): ask

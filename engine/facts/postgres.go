@@ -17,7 +17,9 @@ import (
 // It is fixed text; the inventory overrides arrive as positional
 // parameters ($1 pg_data, $2 pg_bin, $3 "only": describe $1 and nothing
 // else, $4 the inventory's pg_bin again: the one directory whose binaries
-// are trusted without the ownership check). Output is blocks, each opened by a [kind] record, of key=value
+// are trusted without the ownership check, $5 "lsc": run pg_lsclusters
+// even where a lone postmaster's command line names a Debian
+// configuration, the debian_conf record, which otherwise leaves it out). Output is blocks, each opened by a [kind] record, of key=value
 // records; every record ends in NUL, which no path, process name or file
 // line can hold, so nothing read from the host can forge a record:
 //

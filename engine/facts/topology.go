@@ -118,7 +118,8 @@ UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recov
 // NUL-ended records: first the postmaster's parent (Patroni, when it
 // manages the server) and, when that parent looks like Patroni, the
 // config file its command line names, in base64; then the head of
-// postgresql.conf in base64; then the server's answers to topologySQL.
+// postgresql.conf, a conf_line record per line; then the server's answers
+// to topologySQL.
 //
 //	$1 psql  $2 socket dir  $3 port  $4 postmaster pid  $5 config file  $6 SQL
 const topologyScript = `export LC_ALL=C

@@ -3,8 +3,10 @@ package facts
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -34,12 +36,21 @@ const gatherScript = `export LC_ALL=C
 # and the shell reads a byte at a time.
 one1() { v=; IFS= read -r v 2>/dev/null < "$1" || :; }
 while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
-un=$(uname -n -r)
-printf 'H %s\n' "${un% *}"
-printf 'K %s\n' "${un##* }"
-printf 'U %s\n' "${SUDO_USER:-$(id -un)}"
+# hostname and osrelease are string files: unlike the integer ones they
+# answer the shell's byte-at-a-time read (uname was a process).
+v=; IFS= read -r v < /proc/sys/kernel/hostname || :
+printf 'H %s\n' "$v"
+v=; IFS= read -r v < /proc/sys/kernel/osrelease || :
+printf 'K %s\n' "$v"
 uid=
 while read -r k r e rest; do if [ "$k" = Uid: ]; then uid=$e; break; fi; done < /proc/self/status
+# The user: sudo's caller, else the passwd entry of our uid (id -un, a
+# process, only for a user passwd does not list).
+u=${SUDO_USER-}
+if [ -z "$u" ]; then
+  while IFS=: read -r pn px pu rest; do if [ "$pu" = "$uid" ]; then u=$pn; break; fi; done 2>/dev/null < /etc/passwd
+fi
+printf 'U %s\n' "${u:-$(id -un)}"
 printf 'I %s\n' "$uid"
 # sysfile KEY sets p to KEY's file under /proc/sys.
 sysfile() {
@@ -136,22 +147,28 @@ func GatherScript(sets []Set) string {
 }
 
 // discoverHead reads GatherHost's request on stdin before anything else
-// can: "discover", then the inventory's pg_data and pg_bin, a line each
+// can: "discover", then the inventory's pg_data and pg_bin, and the
+// delimiter of the discovery's answer (discoveryNonce), a line each
 // (checkOverride keeps line breaks out of them). Without it (Gather) no
 // discovery runs.
-const discoverHead = `dq= pgd= pgb=
-IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb || :
+const discoverHead = `dq= pgd= pgb= dn=
+IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
 `
 
-// discoverTail runs cluster discovery when asked (discoverHead): its
-// NUL-separated records in base64 on one last "D" line ("D !": it failed).
-// The gather's own lines all carry a tag and the D line comes last, so
-// nothing a host prints before it can pass for discovery.
-var discoverTail = `if [ "$dq" = discover ]; then
-  printf 'D '
+// discoverTail runs cluster discovery when asked (discoverHead), in a
+// subshell of the gather's (no sh to start): its NUL-separated records
+// come as they are between a "D NONCE" line and a last "NONCE STATUS"
+// line. The nonce is the controller's, random per run and sent on stdin,
+// which no process on the host but root can read (nothing of the host
+// sees it: not in argv, not in the environment, and binaries the
+// discovery runs get /dev/null for stdin), so no content read from the
+// host can forge either line: base64 (a process) is not needed to keep
+// host text apart from the answer's frame.
+var discoverTail = `if [ "$dq" = discover ] && [ -n "$dn" ]; then
+  printf 'D %s\n' "$dn"
   disc=` + shellQuote(discoverScript) + `
-  { sh -c "$disc" sh "$pgd" "$pgb" "" "$pgb" | base64 -w0; } || printf '!'
-  echo
+  ( set -- "$pgd" "$pgb" "" "$pgb"; eval "$disc" ) </dev/null
+  printf '\n%s %s\n' "$dn" "$?"
 fi
 exit 0
 `
@@ -427,8 +444,9 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	}
 	overrideErr := checkOverrides(opts)
 	var ask []byte // empty: no discovery
+	nonce := discoveryNonce()
 	if overrideErr == nil {
-		ask = []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n")
+		ask = []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n" + nonce + "\n")
 	}
 	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
 	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask, Become: opts.Become})
@@ -443,7 +461,7 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 		f.PostgresError = overrideErr.Error()
 		return f, nil
 	}
-	blocks, answered, err := discoveryLine(res.Stdout)
+	blocks, answered, err := discoveryAnswer(res.Stdout, nonce)
 	if err != nil {
 		f.PostgresError = fmt.Errorf("discover postgres: %w", err).Error()
 		return f, nil
@@ -452,6 +470,9 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	var ignored []string
 	if answered {
 		pg, ignored, err = choosePostgres(blocks, opts)
+		if errors.Is(err, errListClusters) {
+			pg, ignored, err = discover(ctx, t, opts, true)
+		}
 	} else {
 		// The answer came without the discovery tail (a host that
 		// answers the gather alone, as the tests' fake hosts do): ask
@@ -465,21 +486,45 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	return f, nil
 }
 
-// discoveryLine decodes the last "D" line of GatherHost's output;
-// answered is false when there is none.
-func discoveryLine(out []byte) (blocks []block, answered bool, err error) {
-	i := bytes.LastIndex(out, []byte("\nD "))
+// discoveryNonce is the delimiter of one run's discovery answer: 128
+// random bits in hex, which no host can guess.
+func discoveryNonce() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("discovery nonce: %v", err)) // crypto/rand does not fail on Linux
+	}
+	return "pgtune-" + hex.EncodeToString(b[:])
+}
+
+// discoveryAnswer cuts the discovery's records out of GatherHost's
+// output: what is between the "D NONCE" line and the last line, "NONCE
+// STATUS"; answered is false when there is no "D NONCE" line. Either line
+// appears once, or the answer is refused.
+func discoveryAnswer(out []byte, nonce string) (blocks []block, answered bool, err error) {
+	start := []byte("\nD " + nonce + "\n")
+	i := bytes.Index(out, start)
 	if i < 0 {
-		return nil, false, nil
+		if bytes.HasPrefix(out, start[1:]) {
+			i = -1 // the output starts with it (not from the gather script)
+		} else {
+			return nil, false, nil
+		}
 	}
-	line, _, _ := bytes.Cut(out[i+3:], []byte("\n"))
-	line = bytes.TrimSpace(line)
-	if bytes.HasSuffix(line, []byte("!")) {
-		return nil, true, fmt.Errorf("the discovery script failed (is base64 installed?)")
+	body := out[i+len(start):]
+	if bytes.Contains(body, start[1:]) {
+		return nil, true, fmt.Errorf("malformed answer: the discovery's start line twice")
 	}
-	raw, err := base64.StdEncoding.DecodeString(string(line))
-	if err != nil {
-		return nil, true, fmt.Errorf("malformed answer: %v", err)
+	end := []byte("\n" + nonce + " ")
+	j := bytes.Index(body, end)
+	if j < 0 {
+		return nil, true, fmt.Errorf("malformed answer: the discovery's answer was cut short")
 	}
-	return parseBlocks(raw), true, nil
+	status, rest, _ := bytes.Cut(body[j+len(end):], []byte("\n"))
+	if len(bytes.TrimSpace(rest)) != 0 || bytes.Contains(rest, []byte(nonce)) {
+		return nil, true, fmt.Errorf("malformed answer: output after the discovery's answer")
+	}
+	if string(status) != "0" {
+		return nil, true, fmt.Errorf("the discovery script failed (status %.10q)", status)
+	}
+	return parseBlocks(body[:j]), true, nil
 }

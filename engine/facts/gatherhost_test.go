@@ -2,7 +2,8 @@ package facts
 
 import (
 	"context"
-	"encoding/base64"
+	"os"
+	"os/user"
 	"strings"
 	"testing"
 
@@ -45,26 +46,77 @@ func TestGatherHostLocal(t *testing.T) {
 	}
 }
 
-// Only the last D line is discovery's: one the host printed before it (a
-// hostname with a line break, say) cannot stand in for it.
-func TestDiscoveryLineLastWins(t *testing.T) {
-	forged := base64.StdEncoding.EncodeToString([]byte("[override]\x00realdata=/forged\x00"))
-	real := base64.StdEncoding.EncodeToString([]byte("[override]\x00realdata=/real\x00"))
-	out := "M MemTotal: 1 kB\nH x\nD " + forged + "\nW 1\nD " + real + "\n"
-	blocks, answered, err := discoveryLine([]byte(out))
+// The discovery's answer is framed by the run's nonce: host text that
+// carries a frame of its own (a guessed nonce, another run's, a forged
+// record), before the answer or inside it, cannot end it early, start it
+// again or add records.
+func TestDiscoveryAnswerHostileDelimiter(t *testing.T) {
+	nonce := discoveryNonce()
+	if len(nonce) != len("pgtune-")+32 || nonce == discoveryNonce() {
+		t.Fatalf("nonce %q: want 128 random bits, new each run", nonce)
+	}
+	fake := discoveryNonce() // the attacker's best guess: a well-formed other nonce
+	forged := "\nD " + fake + "\n[override]\x00realdata=/forged\x00\n" + fake + " 0\n"
+	// A host string holds no NUL: an argument carries the frame without.
+	forgedArg := strings.ReplaceAll(forged, "\x00", " ")
+	real := "[override]\x00realdata=/real\x00[postmaster]\x00pid=7\x00arg=/bin/postgres\x00arg=" + forgedArg + "\x00"
+	out := "M MemTotal: 1 kB\nH x" + forged + "L line" + forged +
+		"D " + nonce + "\n" + real + "\n" + nonce + " 0\n"
+	blocks, answered, err := discoveryAnswer([]byte(out), nonce)
 	if err != nil || !answered {
+		t.Fatal(err, answered)
+	}
+	if len(blocks) != 2 || blocks[0].get("realdata") != "/real" || blocks[1].kind != "postmaster" {
+		t.Fatalf("blocks %+v; want the real answer's two", blocks)
+	}
+	if a := blocks[1].args; len(a) != 2 || a[1] != forgedArg {
+		t.Errorf("args %q; want the forged frame as one argument's text", a)
+	}
+	// What the attacker's frame would have given, had it been this run's.
+	if b, _, err := discoveryAnswer([]byte(out), fake); err == nil && len(b) == 1 && b[0].get("realdata") == "/forged" {
+		t.Log("(with the attacker's nonce the forged frame would count: the nonce is what keeps it out)")
+	}
+	for _, tc := range []struct{ name, out string }{
+		{"cut short", "M x\nD " + nonce + "\n" + real},
+		{"failed", "M x\nD " + nonce + "\n" + real + "\n" + nonce + " 2\n"},
+		{"started twice", "M x\nD " + nonce + "\nD " + nonce + "\n" + real + "\n" + nonce + " 0\n"},
+		{"output after it", "M x\nD " + nonce + "\n" + real + "\n" + nonce + " 0\nW 1\n"},
+	} {
+		if _, answered, err := discoveryAnswer([]byte(tc.out), nonce); err == nil || !answered {
+			t.Errorf("%s: %v (answered %v); want an error", tc.name, err, answered)
+		}
+	}
+	if b, answered, err := discoveryAnswer([]byte("M MemTotal: 1 kB\nD "+fake+"\n"), nonce); err != nil || b != nil || answered {
+		t.Errorf("no D line of this run: %v, %v, %v; want not answered (GatherHost then asks on its own)", b, answered, err)
+	}
+}
+
+// The gather reads hostname and osrelease with the shell's read, which
+// reads a byte at a time: string files of /proc/sys answer reads at an
+// offset (the integer ones do not, see gatherScript), so the whole value
+// arrives. The user is read from /etc/passwd, as id -un would say.
+func TestGatherReadsKernelStrings(t *testing.T) {
+	f, err := Gather(context.Background(), transport.NewLocal(), Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(blocks) != 1 || blocks[0].get("realdata") != "/real" {
-		t.Errorf("blocks %+v; want the last D line's", blocks)
+	for _, c := range []struct{ file, got string }{
+		{"/proc/sys/kernel/hostname", f.Hostname},
+		{"/proc/sys/kernel/osrelease", f.Kernel},
+	} {
+		want, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := strings.TrimSpace(string(want)); c.got != w || len(w) < 2 {
+			t.Errorf("%s: gathered %q, want %q", c.file, c.got, w)
+		}
 	}
-	if b, answered, err := discoveryLine([]byte("M MemTotal: 1 kB\n")); err != nil || b != nil || answered {
-		t.Errorf("no D line: %v, %v, %v; want not answered (GatherHost then asks on its own)", b, answered, err)
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := discoveryLine([]byte("M x\nD W1s=!\n")); err == nil {
-		t.Error("a D line saying the script failed: want an error")
-	}
-	if _, _, err := discoveryLine([]byte("M x\nD ####\n")); err == nil {
-		t.Error("a D line that is not base64: want an error")
+	if want := os.Getenv("SUDO_USER"); want != "" && f.User != want || want == "" && f.User != u.Username {
+		t.Errorf("user %q; want %q (SUDO_USER %q)", f.User, u.Username, want)
 	}
 }

@@ -248,3 +248,36 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 		checkRuns(t)
 	})
 }
+
+// A process named postgres whose working directory's name carries a
+// frame of the discovery's answer (its start line, records, its end line
+// with a status, under a well-formed nonce of the attacker's) cannot end
+// the answer early or add to it: GatherHost reads the answer of its own
+// nonce, and the impostor is noted with the name as one quoted string.
+func TestGatherHostHostileFrame(t *testing.T) {
+	testhost.WatchKernel(t) // skips under -short
+	fakeNonce := discoveryNonce()
+	frame := "x\n" + fakeNonce + " 0\nD " + fakeNonce + "\n[override]\nrealdata=/forged\n" + fakeNonce + " 0\n"
+	bin := testhost.FakeBinDir(t, "nobody", "postgres")
+	dir := filepath.Join(testhost.OwnedDir(t, "nobody"), frame) // "/forged" makes it two levels
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", dir)
+	f, err := GatherHost(context.Background(), transport.NewLocal(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(f.PostgresError, "malformed") || strings.Contains(f.PostgresError, "failed") {
+		t.Fatalf("discovery: %s", f.PostgresError)
+	}
+	if f.Postgres != nil && strings.Contains(f.Postgres.DataDir, "forged") {
+		t.Fatalf("forged cluster %+v", f.Postgres)
+	}
+	if n := noteFor(f.PostgresIgnored, pid); !strings.Contains(n, strconv.Quote(dir)) {
+		t.Errorf("note for pid %d: %q; want one naming %q", pid, n, dir)
+	}
+}

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -16,7 +17,9 @@ import (
 // It is fixed text; the inventory overrides arrive as positional
 // parameters ($1 pg_data, $2 pg_bin, $3 "only": describe $1 and nothing
 // else, $4 the inventory's pg_bin again: the one directory whose binaries
-// are trusted without the ownership check). Output is blocks, each opened by a [kind] record, of key=value
+// are trusted without the ownership check, $5 "lsc": run pg_lsclusters
+// even where a lone postmaster's command line names a Debian
+// configuration, the debian_conf record, which otherwise leaves it out). Output is blocks, each opened by a [kind] record, of key=value
 // records; every record ends in NUL, which no path, process name or file
 // line can hold, so nothing read from the host can forge a record:
 //
@@ -51,10 +54,40 @@ rec() { printf '%s=%s\0' "$1" "$2"; }
 blk() { printf '[%s]\0' "$1"; }
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
 readsafe() { dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 2>/dev/null; }
+nl='
+'
+# proccwd PID sets pc to its working directory ("" when not permitted):
+# cd -P resolves the link in the shell, where readlink was a process.
+proccwd() { pc=; if cd -P "/proc/$1/cwd" 2>/dev/null; then pc=$PWD; cd /; fi; }
+# dirowner DIR sets ouid and owner (its owner's uid and name), one stat
+# for both, asked once for the last DIR asked.
+do_dir=-
+dirowner() {
+  [ "$do_dir" != "$1" ] || return 0
+  ouid= owner= do_dir=$1
+  do_s=$(stat -L -c '%u %U' -- "$1" 2>/dev/null) || return 0
+  ouid=${do_s%% *} owner=${do_s#* }
+  num "$ouid" || ouid= owner=
+}
+# debconf FILE succeeds when FILE is a configuration file of Debian's
+# layout, /etc/postgresql/VERSION/CLUSTER/postgresql.conf.
+debconf() {
+  dc_r=${1#/etc/postgresql/}
+  [ "$dc_r" != "$1" ] || return 1
+  dc_v=${dc_r%%/*} dc_r=${dc_r#*/}
+  dc_c=${dc_r%%/*} dc_r=${dc_r#*/}
+  [ "$dc_r" = postgresql.conf ] || return 1
+  case $dc_v in ''|.*|*.|*..*|*[!0-9.]*) return 1;; esac
+  case $dc_c in ''|.*|*[!A-Za-z0-9_.-]*) return 1;; esac
+}
 
 # pidfile DIR sets pf_pid, pf_port, pf_sock (lines 1, 4, 5 of
-# DIR/postmaster.pid); it fails when there is none to read.
+# DIR/postmaster.pid); it fails when there is none to read. When pf_have
+# names DIR, the values read last stand (read once per postmaster).
+pf_have=
 pidfile() {
+  if [ -n "$pf_have" ] && [ "$pf_have" = "$1" ]; then pf_have=; return 0; fi
+  pf_have=
   pf_pid= pf_port= pf_sock=
   pf_txt=$(readsafe "$1/postmaster.pid")
   [ -n "$pf_txt" ] || return 1
@@ -75,12 +108,15 @@ procuid() {
   done 2>/dev/null < "/proc/$1/status"
 }
 
+# procinfo PID [CWD] describes a process (CWD: its working directory,
+# when known).
 procinfo() {
   pi=$1
   rec pid "$pi"
   pi_exe=$(readlink "/proc/$pi/exe" 2>/dev/null) || pi_exe=
   rec exe "$pi_exe"
-  rec cwd "$(readlink "/proc/$pi/cwd" 2>/dev/null)"
+  if [ $# -ge 2 ]; then pc=$2; else proccwd "$pi"; fi
+  rec cwd "$pc"
   procuid "$pi"
   rec ruid "$pu_r"
   rec euid "$pu_e"
@@ -126,12 +162,14 @@ pginfo() {
   d=$1 b=$2
   rec data "$d"
   [ -n "$d" ] && [ -d "$d" ] || return 0
-  rec realdata "$(cd -- "$d" 2>/dev/null && pwd -P)"
-  owner=$(stat -L -c %U -- "$d" 2>/dev/null) || owner=
-  ouid=$(stat -L -c %u -- "$d" 2>/dev/null) || ouid=
+  rd=
+  if cd -P -- "$d" 2>/dev/null; then rd=$PWD; cd /; fi
+  rec realdata "$rd"
+  dirowner "$d"
   rec owner "$owner"
   rec owner_uid "$ouid"
-  v=$(readsafe "$d/PG_VERSION" | head -n 1)
+  v=$(readsafe "$d/PG_VERSION")
+  v=${v%%"$nl"*}
   case $v in ''|*[!0-9.]*) v=;; *) rec pg_version "$v";; esac
   if [ -f "$d/postgresql.conf" ]; then rec has_conf 1; fi
   if pidfile "$d" && num "$pf_pid"; then
@@ -155,7 +193,9 @@ impostor() {
   blk impostor
   rec pid "$1"
   rec why "$2"
-  rec comm "$(cat "/proc/$1/comm" 2>/dev/null)"
+  c=
+  read -r c 2>/dev/null < "/proc/$1/comm" || :
+  rec comm "$c"
   rec exe "$(readlink "/proc/$1/exe" 2>/dev/null)"
   rec data "$3"
   rec owner_uid "$4"
@@ -163,10 +203,11 @@ impostor() {
   rec ruid "$pu_r"
   rec euid "$pu_e"
   if num "$pf_pid"; then rec pidfile_pid "$pf_pid"; fi
-  rec reader_uid "$(id -u)"
+  rh_ids
+  rec reader_uid "$rh_me"
 }
 
-found=
+found= npm=0 pm_conf=
 if [ -n "$want_data" ]; then
   blk override
   pginfo "$want_data" "$want_bin" proc
@@ -181,13 +222,14 @@ for s in /proc/[0-9]*/stat; do
   st=${st##*) }
   set -- $st
   is_postgres "$2" && continue
-  d=$(readlink "/proc/$p/cwd" 2>/dev/null) || d=
+  proccwd "$p"
+  d=$pc
   if [ -z "$d" ]; then
     d=$(tr '\000' '\n' 2>/dev/null < "/proc/$p/cmdline" | awk 'prev == "-D" { print; exit } /^-D./ { print substr($0, 3); exit } { prev = $0 }')
   fi
-  pf_pid= ouid=
+  pf_pid=
   if [ -z "$d" ] || [ ! -d "$d" ]; then impostor "$p" no_data_dir "$d" ""; continue; fi
-  ouid=$(stat -L -c %u -- "$d" 2>/dev/null) || ouid=
+  dirowner "$d"
   procuid "$p"
   if ! pidfile "$d"; then impostor "$p" no_pidfile "$d" "$ouid"; continue; fi
   if [ "$pf_pid" != "$p" ]; then impostor "$p" pidfile_other "$d" "$ouid"; continue; fi
@@ -197,18 +239,34 @@ for s in /proc/[0-9]*/stat; do
   # there) or another cluster's, of no use: only impostors are noted.
   [ -n "$want_data" ] && continue
   blk postmaster
-  procinfo "$p"
+  procinfo "$p" "$d"
   case $pi_exe in /*) b=${pi_exe%/*}; b=${b:-/};; *) b=;; esac
   b=${want_bin:-$b}
+  pf_have=$d
   pginfo "$d" "$b" noproc
+  pf_have=
+  # Debian's configuration on the command line: pg_lsclusters has
+  # nothing to add for a lone postmaster (the shell's read drops the
+  # NULs between arguments: a hint, checked against the exact arguments
+  # by the controller).
+  cl=
+  IFS= read -r cl 2>/dev/null < "/proc/$p/cmdline" || :
+  case $cl in *config_file=/etc/postgresql/*) cl=${cl##*config_file=};; *) cl=;; esac
+  if [ -n "$cl" ] && debconf "$cl"; then rec debian_conf "$cl"; pm_conf=$cl; else pm_conf=; fi
+  npm=$((npm+1))
   found=1
 done
 
 # pg_lsclusters runs as root: only when root alone can change it. With
-# pg_data set and its postmaster running, the command line names the
+# pg_data set and its postmaster running, or one postmaster running with
+# a configuration file of Debian's layout, the command line names the
 # configuration: Debian's list is not needed (and its Perl is costly).
-lsc=
-if [ -z "$want_data" ] || [ -z "$alive" ]; then
+# $5 "lsc" asks for it all the same.
+lsc= lsc_want=
+if [ -z "$want_data" ] || [ -z "$alive" ]; then lsc_want=1; fi
+if [ "$npm" = 1 ] && [ -n "$pm_conf" ]; then lsc_want=; fi
+if [ "${5-}" = lsc ]; then lsc_want=1; fi
+if [ -n "$lsc_want" ]; then
   lsc=$(command -v pg_lsclusters 2>/dev/null) && lsc=$(bin_trusted "$lsc") || lsc=
 fi
 if [ -n "$lsc" ]; then
@@ -243,18 +301,43 @@ func DiscoverPostgres(ctx context.Context, t transport.Transport, opts Options) 
 // strings quoted and escaped) for each process named postgres it ignored
 // as not a postmaster. Ignored processes never make discovery fail.
 func Discover(ctx context.Context, t transport.Transport, opts Options) (*Postgres, []string, error) {
+	pg, ignored, err := discover(ctx, t, opts, false)
+	if errors.Is(err, errListClusters) {
+		pg, ignored, err = discover(ctx, t, opts, true)
+	}
+	return pg, ignored, err
+}
+
+// discover runs discoverScript once; withLists asks for pg_lsclusters
+// even where the script would leave it out.
+func discover(ctx context.Context, t transport.Transport, opts Options, withList bool) (*Postgres, []string, error) {
 	if err := checkOverrides(opts); err != nil {
 		return nil, nil, err
 	}
-	res, err := t.Run(ctx, transport.Command{
-		Args:   []string{"sh", "-c", discoverScript, "sh", opts.PGData, opts.PGBin, "", opts.PGBin},
-		Become: opts.Become,
-	})
+	args := []string{"sh", "-c", discoverScript, "sh", opts.PGData, opts.PGBin, "", opts.PGBin}
+	if withList {
+		args = append(args, "lsc")
+	}
+	res, err := t.Run(ctx, transport.Command{Args: args, Become: opts.Become})
 	if err != nil {
 		return nil, nil, fmt.Errorf("discover postgres: %w", err)
 	}
-	return choosePostgres(parseBlocks(res.Stdout), opts)
+	pg, ignored, err := choosePostgres(parseBlocks(res.Stdout), opts)
+	if withList && errors.Is(err, errListClusters) {
+		err = fmt.Errorf("discover postgres: pg_lsclusters left out although asked for")
+	}
+	return pg, ignored, err
 }
+
+// errListClusters says the script left pg_lsclusters out on the word of
+// a postmaster's command line (debian_conf) that its exact arguments do
+// not bear out: discovery must run again with it.
+var errListClusters = errors.New("discovery must list Debian's clusters")
+
+// strictDebianConfRE is the shape of a Debian configuration file the
+// discovery script may name (debconf): version digits and dots, a
+// cluster name of letters, digits, '_', '.', '-', not starting with '.'.
+var strictDebianConfRE = regexp.MustCompile(`^/etc/postgresql/[0-9]+(\.[0-9]+)*/[A-Za-z0-9_-][A-Za-z0-9_.-]*/postgresql\.conf$`)
 
 // RefreshPostgres re-reads a known cluster (after a restart: new PID, start
 // time, huge page use), keeping how it was found. Its bin directory is
@@ -377,6 +460,20 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		return "", ""
 	}
 
+	// The script leaves pg_lsclusters out for a lone postmaster whose
+	// command line names a Debian configuration (debian_conf): that is
+	// only enough when the controller, too, sees one postmaster, and it
+	// is the one.
+	skippedList := false
+	if len(clusters) == 0 {
+		for _, b := range blocks {
+			skippedList = skippedList || b.get("debian_conf") != ""
+		}
+	}
+	if skippedList && (override != nil || len(postmasters) != 1 || postmasters[0].get("debian_conf") == "") {
+		return nil, ignored, errListClusters
+	}
+
 	var chosen block
 	var source string
 	var pm *block // the postmaster serving the chosen data dir, if any
@@ -433,6 +530,15 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		args = pm.args
 	}
 	cfgFromArgs, dFromArgs := configFromArgs(args)
+	// Where the script left pg_lsclusters out, the chosen postmaster's
+	// exact arguments must name the Debian configuration it saw (a
+	// host's hint, checked): else its list is needed after all.
+	if skippedList {
+		dc := pm.get("debian_conf")
+		if cfgFromArgs != dc || !strictDebianConfRE.MatchString(dc) {
+			return nil, ignored, errListClusters
+		}
+	}
 	debConf, debName := debian(pg.DataDir)
 	switch {
 	case opts.PGConfigFile != "":

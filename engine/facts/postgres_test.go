@@ -2,6 +2,7 @@ package facts
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -466,5 +467,37 @@ func TestDescribeBoundsNumbers(t *testing.T) {
 	}
 	if pg.Port != 0 || pg.HugetlbPages != 0 || pg.StartTime != 0 || pg.PID != 900 {
 		t.Errorf("got %+v", pg)
+	}
+}
+
+// The script leaves pg_lsclusters out for a lone postmaster whose command
+// line (NULs dropped) ends in a Debian config_file: the controller takes
+// that only when the exact arguments name the same file, of the strict
+// shape, and the postmaster is its choice too; else discovery must run
+// again with the list.
+func TestChoosePostgresWithoutClusterList(t *testing.T) {
+	skipped := pmDebian + "debian_conf=/etc/postgresql/15/main/postgresql.conf\n"
+	pg, _, err := choosePostgres(parseBlocks(out(skipped)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.ConfigFile != "/etc/postgresql/15/main/postgresql.conf" || pg.Cluster != "main" || pg.Source != "postmaster" {
+		t.Errorf("got %+v; want Debian's 15/main from the command line", pg)
+	}
+	for _, tc := range []struct{ name, output string }{
+		// "-D" "x-cconfig_file=/etc/..." reads the same without NULs.
+		{"one argument hiding it", strings.Replace(skipped, "arg=-c\narg=config_file=", "arg=-cconfig_file=/srv/x.conf\narg=x-cconfig_file=", 1)},
+		{"another file", strings.Replace(skipped, "debian_conf=/etc/postgresql/15/main/", "debian_conf=/etc/postgresql/15/other/", 1)},
+		{"not the strict shape", strings.NewReplacer("15/main/postgresql.conf", "15/../postgresql.conf").Replace(skipped)},
+		{"not a postmaster after all", strings.Replace(skipped, "pidfile_pid=812", "pidfile_pid=813", 1)},
+		{"two postmasters", skipped + pmInitdb},
+	} {
+		if _, _, err := choosePostgres(parseBlocks(out(tc.output)), Options{}); !errors.Is(err, errListClusters) {
+			t.Errorf("%s: %v; want errListClusters", tc.name, err)
+		}
+	}
+	// With the list (clusters present), debian_conf changes nothing.
+	if pg, _, err := choosePostgres(parseBlocks(out(skipped, clusterMainDown)), Options{}); err != nil || pg.Cluster != "main" {
+		t.Errorf("with the list: %+v, %v", pg, err)
 	}
 }

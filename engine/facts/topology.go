@@ -1,7 +1,6 @@
 package facts
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -134,7 +133,8 @@ UNION ALL SELECT 'setting=' || r FROM (` + LiveSettingsSQL + `) AS s(r)`
 // NUL-ended records: first the postmaster's parent (Patroni, when it
 // manages the server) and, when that parent looks like Patroni, the
 // config file its command line names, in base64; then the head of
-// postgresql.conf in base64; then the server's answers to topologySQL.
+// postgresql.conf, a conf_line record per line; then the server's answers
+// to topologySQL.
 //
 //	$1 psql  $2 socket dir  $3 port  $4 postmaster pid  $5 config file  $6 SQL
 const topologyScript = `export LC_ALL=C
@@ -146,6 +146,8 @@ rec() { printf '%s=%s\0' "$1" "$2"; }
 for pd in /proc/[0-9]*; do
   [ -O "$pd" ] || continue
   p=${pd#/proc/}
+  # This shell is no Patroni (its arguments were a tr per run).
+  [ "$p" != "$$" ] || continue
   c=
   read -r c 2>/dev/null < "/proc/$p/comm" || continue
   case $c in postgres|postmaster) continue;; esac
@@ -162,7 +164,12 @@ ARGS
   rec pconf_path "$last"
   case $last in /*) rec pconf "$(head -c 262144 -- "$last" 2>/dev/null | base64 -w0)";; esac
 done
-rec conf_head "$(head -c 512 -- "$conf" 2>/dev/null | base64 -w0)"
+# The head of postgresql.conf (512 bytes): its lines, a record each (no
+# base64: the shell's read drops NULs, so no line can end its record
+# early).
+while IFS= read -r l; do rec conf_line "$l"; done <<HEAD
+$(head -c 512 -- "$conf" 2>/dev/null)
+HEAD
 set -- "$psql" -X -A -t -q -0 -v ON_ERROR_STOP=1 -d postgres -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
@@ -172,11 +179,20 @@ exec "$@"
 // ownerRunScript runs the script $2 as the cluster owner $1 (we are the
 // owner, or root through runuser, or sudo -n -u), with the arguments after
 // it. Nothing found on the host runs as root.
+//
+// Who we are comes from /proc/self/status, the owner's uid from its
+// /etc/passwd entry, where the shell reads them (id was two processes);
+// id answers for an owner passwd does not list.
 const ownerRunScript = `owner=$1 script=$2
 shift 2
 cd /
-if [ "$(id -un)" = "$owner" ]; then exec sh -c "$script" sh "$@"
-elif [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1; then exec runuser -u "$owner" -- sh -c "$script" sh "$@"
+me= ou=
+while read -r k r e rest; do if [ "$k" = Uid: ]; then me=$e; break; fi; done 2>/dev/null < /proc/self/status
+while IFS=: read -r n x u rest; do if [ "$n" = "$owner" ]; then ou=$u; break; fi; done 2>/dev/null < /etc/passwd
+case $me in ''|*[!0-9]*) me=$(id -u);; esac
+case $ou in ''|*[!0-9]*) ou=$(id -u -- "$owner" 2>/dev/null) || ou=;; esac
+if [ -n "$ou" ] && [ "$me" = "$ou" ]; then exec sh -c "$script" sh "$@"
+elif [ "$me" = 0 ] && command -v runuser >/dev/null 2>&1; then exec runuser -u "$owner" -- sh -c "$script" sh "$@"
 else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
 `
 
@@ -317,6 +333,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 	topo := &Topology{}
 	var cands []patroniCandidate
 	kv := map[string]string{}
+	confHead := "" // the first lines of postgresql.conf
 	for _, rec := range strings.Split(string(out), "\x00") {
 		rec = strings.Clone(rec) // kept values pin their record, not the whole output
 		k, v, ok := strings.Cut(strings.Trim(rec, "\n"), "=")
@@ -344,6 +361,8 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 				}
 				topo.Settings[name] = val
 			}
+		case "conf_line":
+			confHead += v + "\n"
 		case "standby":
 			s, err := parseStandby(v)
 			if err != nil {
@@ -375,8 +394,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 			return nil, nil, err
 		}
 	}
-	head, _ := base64.StdEncoding.DecodeString(kv["conf_head"])
-	return topo, detectPatroni(bytes.Contains(head, []byte(generatedMarker)), cands, dataDir), nil
+	return topo, detectPatroni(strings.Contains(confHead, generatedMarker), cands, dataDir), nil
 }
 
 // readUpstream fills a standby's upstream, receiver status and lag.

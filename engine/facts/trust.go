@@ -26,30 +26,52 @@ const RunBinFn = `bin_trusted() {
   bt_r=$(readlink -f -- "$1" 2>/dev/null) || return 1
   case $bt_r in /*) ;; *) return 1;; esac
   [ -f "$bt_r" ] || return 1
+  # The file and every directory up to /: one stat for all, a line each
+  # (no name in it: a path cannot forge one).
+  set -- "$bt_r"
   bt_p=$bt_r
-  while :; do
-    bt_s=$(stat -c '%u %A' -- "$bt_p" 2>/dev/null) || return 1
-    case $bt_s in
+  while [ "$bt_p" != / ]; do
+    bt_p=${bt_p%/*}
+    [ -n "$bt_p" ] || bt_p=/
+    set -- "$@" "$bt_p"
+  done
+  bt_n=$#
+  bt_s=$(stat -c '%u %A' -- "$@" 2>/dev/null) || return 1
+  while IFS= read -r bt_l; do
+    case $bt_l in
     "0 "?????w*|"0 "????????w*) return 1;;
     "0 "*) ;;
     *) return 1;;
     esac
-    [ "$bt_p" = / ] && break
-    bt_p=${bt_p%/*}
-    [ -n "$bt_p" ] || bt_p=/
-  done
+    bt_n=$((bt_n-1))
+  done <<BTSTAT
+$bt_s
+BTSTAT
+  [ "$bt_n" = 0 ] || return 1
   printf '%s\n' "$bt_r"
 }
-# uids: rh_me is ours, rh_uid $owner's (rh_for says whose), each asked
-# of id once per script, not once per run.
+# uids: rh_me is ours (effective, from /proc/self/status), rh_uid
+# $owner's (rh_for says whose: its /etc/passwd entry, else id, for users
+# passwd does not list), each found once per script, not once per run,
+# and without a process where the shell can read them.
 # Call rh_ids in the main shell before $(run_how ...) or $(run_bin ...):
 # what a command substitution's subshell learns dies with it.
 rh_me= rh_for=- rh_uid=
 rh_ids() {
-  [ -n "$rh_me" ] || rh_me=$(id -u)
+  if [ -z "$rh_me" ]; then
+    while read -r rh_k rh_r rh_e rh_rest; do
+      if [ "$rh_k" = Uid: ]; then rh_me=$rh_e; break; fi
+    done 2>/dev/null < /proc/self/status
+    case $rh_me in ''|*[!0-9]*) rh_me=$(id -u);; esac
+  fi
   if [ "$rh_for" != "$owner" ]; then
     rh_uid= rh_for=$owner
-    if [ -n "$owner" ]; then rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=; fi
+    if [ -n "$owner" ]; then
+      while IFS=: read -r rh_n rh_x rh_u rh_rest; do
+        if [ "$rh_n" = "$owner" ]; then rh_uid=$rh_u; break; fi
+      done 2>/dev/null < /etc/passwd
+      case $rh_uid in ''|*[!0-9]*) rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=;; esac
+    fi
   fi
 }
 run_how() {

@@ -55,8 +55,14 @@ const missingExit = 44
 // which runs "$@" as that user. decide takes the directories from / down
 // to $dir, outermost first, and reads $as. setpriv is preferred over
 // runuser: same effect, no PAM session per step.
+//
+// Our uid comes from /proc/self/status, where the shell reads it (id was
+// a process per step).
 const actorFn = `decide() {
-  [ "$(id -u)" = 0 ] || return 0
+  d_me=
+  while read -r d_k d_r d_e d_x; do if [ "$d_k" = Uid: ]; then d_me=$d_e; break; fi; done 2>/dev/null < /proc/self/status
+  case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
+  [ "$d_me" = 0 ] || return 0
   out=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
   n=0 safe=1 why= pmode=0 luid= lmode= ltype=
   while read -r uid mode type; do
@@ -145,7 +151,11 @@ func prelude(vars string, funcs ...string) string {
 }
 
 var readScript = prelude(`path=$1 as=`) +
-	`run sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
+	`if [ -z "$user" ]; then
+  if [ ! -e "$path" ]; then exit 44; fi
+  exec cat -- "$path"
+fi
+run sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
 `
 
 // ReadFile returns the content of path on the host. A missing file is

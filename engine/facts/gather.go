@@ -132,7 +132,7 @@ func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, e
 // GatherScript is the script Gather and GatherHost run for sets: the core
 // facts, each set's snippet, then (GatherHost) cluster discovery.
 func GatherScript(sets []Set) string {
-	return discoverHead + gatherScript + setsScript(sets) + discoverTail
+	return discoverHead + gatherScript + filesScript(PrefetchFiles(sets)) + setsScript(sets) + discoverTail
 }
 
 // discoverHead reads GatherHost's request on stdin before anything else
@@ -174,6 +174,7 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 	var nodePools []NodePool
 	sawMeminfo := false
 	minFreeKB := ""
+	prefetched := newFileParser(PrefetchFiles(sets)) // files.go
 	for _, line := range strings.Split(string(out), "\n") {
 		if line == "" {
 			continue
@@ -249,6 +250,10 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 			if curSet != "" {
 				setOut[curSet] = append(append(setOut[curSet], rest...), '\n')
 			}
+		default:
+			if isFileTag(tag) {
+				prefetched.line(tag, rest)
+			}
 		}
 	}
 	if !sawMeminfo {
@@ -290,6 +295,7 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 		return nil, err
 	}
 	f.Modules = mods
+	f.Files = prefetched.files()
 	return f, nil
 }
 

@@ -57,7 +57,7 @@ const missingExit = 44
 // runuser: same effect, no PAM session per step.
 const actorFn = `decide() {
   [ "$(id -u)" = 0 ] || return 0
-  out=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
+  out=$(LC_ALL=C stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
   n=0 safe=1 why= pmode=0 luid= lmode= ltype=
   while read -r uid mode type; do
     [ -n "$uid" ] || continue

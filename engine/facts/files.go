@@ -99,14 +99,21 @@ func dirChain(p string) []string {
 }
 
 // filesFuncs defines zlook and zfile. zlook NAME sets zu zm zt zs (uid,
-// octal mode, raw hex mode, size) from stat's line for NAME in $zst.
+// octal mode, raw hex mode, size) from stat's line for NAME in $zst:
+// status 1 when there is none, 2 when it is not numbers (checked before
+// any arithmetic, which would end the whole gather).
 // zfile FILE DIR... prints FILE as above when its directories (DIR...,
 // outermost first) pass decide's test.
 var filesFuncs = `zuid=
 while read -r k r e rest; do if [ "$k" = Uid: ]; then zuid=$e; break; fi; done < /proc/self/status
 zlook() {
   while read -r zu zm zt zs zn; do
-    if [ "$zn" = "$1" ]; then return 0; fi
+    if [ "$zn" = "$1" ]; then
+      case $zu$zs in ''|*[!0-9]*) return 2;; esac
+      case $zm in ''|*[!0-7]*) return 2;; esac
+      case $zt in ''|*[!0-9a-f]*) return 2;; esac
+      return 0
+    fi
   done <<ZST
 $zst
 ZST
@@ -126,7 +133,8 @@ zfile() {
     done
     [ $((0$zp & 022)) -eq 0 ] || return 0
   fi
-  if ! zlook "$zf"; then printf 'ZN %s\n' "$zf"; return 0; fi
+  zlook "$zf"
+  case $? in 0) ;; 1) printf 'ZN %s\n' "$zf"; return 0;; *) return 0;; esac
   [ $((0x$zt & 61440)) -eq 32768 ] || return 0
   [ "$zs" -le ` + strconv.Itoa(MaxPrefetchSize) + ` ] 2>/dev/null || return 0
   { printf 'ZF %s %s\n' "$zs" "$zf"

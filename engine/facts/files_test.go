@@ -236,3 +236,22 @@ func TestPrefetchParseHostile(t *testing.T) {
 		t.Errorf("PrefetchFiles: %q, want only /etc/ok.conf", got)
 	}
 }
+
+// TestPrefetchStatGarbage: a stat that prints what it should not (another
+// stat(1), a hostile one) makes the script skip the file, never end the
+// gather on a failed arithmetic expansion nor call the file missing.
+func TestPrefetchStatGarbage(t *testing.T) {
+	for _, st := range []string{
+		"0 755 41ed 4096 /\n0 755 41ed 4096 /etc\nx 644 81a4 3 /etc/a.conf",
+		"0 755 41ed 4096 /\n0 755 41ed 4096 /etc\n0 6z4 81a4 3 /etc/a.conf",
+		"0 755 41ed 4096 /\n0 755 41ed 4096 /etc\n0 644 $(id) 3 /etc/a.conf",
+		"0 755 41ed 4096 /\n0 7;5 41ed 4096 /etc\n0 644 81a4 3 /etc/a.conf",
+		"0 755 41ed 4096 /\n0 755 41ed 4096 /etc\n0 644 81a4 1e9 /etc/a.conf",
+	} {
+		script := filesFuncs + "zuid=0\nzst=" + shellQuote(st) + "\nzfile /etc/a.conf / /etc\necho done\n"
+		out, err := exec.Command("sh", "-c", script).CombinedOutput()
+		if err != nil || string(out) != "done\n" {
+			t.Errorf("stat printing %q: %v %q; want the file skipped, the script going on", st, err, out)
+		}
+	}
+}

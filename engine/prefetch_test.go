@@ -143,7 +143,9 @@ func TestReadCache(t *testing.T) {
 		name   string
 		change func(tg *Target) error
 	}{
-		{"write", func(tg *Target) error { return tg.WriteFile(ctx, "/etc/other.conf", []byte("x\n"), transport.WriteOptions{}) }},
+		{"write", func(tg *Target) error {
+			return tg.WriteFile(ctx, "/etc/other.conf", []byte("x\n"), transport.WriteOptions{})
+		}},
 		{"remove", func(tg *Target) error { return tg.RemoveFile(ctx, "/etc/before.conf") }},
 		{"sysctl", func(tg *Target) error { return tg.SetSysctl(ctx, "vm.overcommit_ratio", "60") }},
 		{"sysfs", func(tg *Target) error { return tg.writeSysfs(ctx, thpPath, "never") }},

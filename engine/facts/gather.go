@@ -27,6 +27,7 @@ import (
 //	P sizekB nr free resv surplus (one huge page size's pool)
 //	Q node sizekB nr free (a NUMA node's share of that pool)
 //	X module (its facts start)             Y line the module's snippet printed
+//	ZN ZF ZL ZT ZE the declared files (Set.Files), see files.go
 const gatherScript = `export LC_ALL=C
 # one1 FILE sets v to the first line of a sysfs FILE ("" when unreadable):
 # a builtin read, where $(cat) would fork a process per value. Not for
@@ -130,7 +131,8 @@ func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, e
 }
 
 // GatherScript is the script Gather and GatherHost run for sets: the core
-// facts, each set's snippet, then (GatherHost) cluster discovery.
+// facts, the sets' declared files (files.go), each set's snippet, then
+// (GatherHost) cluster discovery.
 func GatherScript(sets []Set) string {
 	return discoverHead + gatherScript + filesScript(PrefetchFiles(sets)) + setsScript(sets) + discoverTail
 }

@@ -122,6 +122,7 @@ ZST
 zfile() {
   zf=$1
   shift
+  case $zuid in ''|*[!0-9]*) return 0;; esac
   if [ "$zuid" = 0 ]; then
     zp=0
     for zd in "$@"; do

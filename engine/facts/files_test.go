@@ -254,4 +254,15 @@ func TestPrefetchStatGarbage(t *testing.T) {
 			t.Errorf("stat printing %q: %v %q; want the file skipped, the script going on", st, err, out)
 		}
 	}
+	// Who the shell is, unknown: nothing is read.
+	p := filepath.Join(t.TempDir(), "a.conf")
+	if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for uid, want := range map[string]string{"0": "ZF 2 " + p + "\nZL x\nZE\ndone\n", "": "done\n", "x": "done\n"} {
+		script := filesFuncs + "zuid=" + uid + "\nzst=" + shellQuote("0 755 41ed 4096 /\n0 644 81a4 2 "+p) + "\nzfile " + p + " /\necho done\n"
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil || string(out) != want {
+			t.Errorf("uid %q: %v %q; want %q", uid, err, out, want)
+		}
+	}
 }

@@ -37,6 +37,7 @@ func (t *Target) SetLive(ctx context.Context, key, before string, set func(conte
 	if !liveKeyPattern.MatchString(key) || len(key) > 200 {
 		return fmt.Errorf("invalid live value key %q", key)
 	}
+	t.dropCache()
 	if t.Journal != nil {
 		if err := t.Journal.recordLive(ctx, t.Module, key, before); err != nil {
 			return err

@@ -115,6 +115,10 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 	_ = scope.Set("vars", jsonish(hr.host.Vars))
 	scope.Unusable("vars", hr.host.Unusable)
 	_ = scope.Set("facts", jsonish(hr.facts))
+	var cache *readCache
+	if j == nil {
+		cache = newReadCache(hr.facts) // prefetch.go
+	}
 	return &Target{
 		Name:      hr.host.Name,
 		Transport: hr.tr,
@@ -127,6 +131,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		StateDir:  stateDir(hr.host),
 		modules:   s.runner.Modules,
 		peers:     s.peersOf(hr), // peers.go
+		cache:     cache,
 	}
 }
 

@@ -89,6 +89,7 @@ func (t *Target) SetSysfs(ctx context.Context, p, value string) error {
 
 // writeSysfs writes value to the sysfs file p, as root.
 func (t *Target) writeSysfs(ctx context.Context, p, value string) error {
+	t.dropCache()
 	if _, err := t.Transport.Run(ctx, transport.Command{Op: OpWriteSysfs,
 		Args: []string{"sh", "-c", sysfsScript, "sh", p, value}, Become: t.Become}); err != nil {
 		return fmt.Errorf("set %s=%s: %w", p, value, err)

@@ -41,6 +41,9 @@ type Target struct {
 	modules map[string]Module
 	// peers opens the other members of the host's cluster (peers.go).
 	peers peersFunc
+	// cache answers ReadFile in a dry run from the files read with the
+	// facts (prefetch.go).
+	cache *readCache
 }
 
 // Operations the engine runs as scripts on a host, named for fakes (see
@@ -114,6 +117,9 @@ func (t *Target) RunInput(ctx context.Context, stdin []byte, args ...string) (tr
 
 // ReadFile reads a file on the host; a missing file returns (nil, false, nil).
 func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
+	if b, ok, hit := t.cachedFile(p); hit {
+		return b, ok, nil
+	}
 	b, err := transport.ReadFile(ctx, t.Transport, p, t.Become)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
@@ -140,6 +146,7 @@ func (t *Target) WriteSecretFile(ctx context.Context, p string, data []byte, opt
 }
 
 func (t *Target) writeFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions, sensitive bool) error {
+	t.dropCache()
 	opts.Become = t.Become
 	if t.Journal != nil {
 		backup, err := t.Journal.recordFile(ctx, t.Module, p, sensitive)
@@ -153,6 +160,7 @@ func (t *Target) writeFile(ctx context.Context, p string, data []byte, opts tran
 
 // RemoveFile deletes a file on the host, keeping a backup like WriteFile.
 func (t *Target) RemoveFile(ctx context.Context, p string) error {
+	t.dropCache()
 	backup := ""
 	if t.Journal != nil {
 		var err error
@@ -176,6 +184,7 @@ func (t *Target) SetSysctl(ctx context.Context, key, value string) error {
 	if strings.ContainsAny(key, "/ \n") || strings.Contains(key, "..") {
 		return fmt.Errorf("invalid sysctl key %q", key)
 	}
+	t.dropCache()
 	if t.Journal != nil {
 		keys := append([]string{key}, t.linkedSysctls(t.Module, key)...)
 		entries := make([]JournalEntry, 0, len(keys))
@@ -213,6 +222,7 @@ func (t *Target) Service(ctx context.Context, unit, action string) error {
 	if err := validService(unit, action); err != nil {
 		return err
 	}
+	t.dropCache()
 	if t.Journal != nil {
 		if err := t.Journal.record(ctx, JournalEntry{Kind: "service", Module: t.Module, Unit: unit, Action: action}); err != nil {
 			return err

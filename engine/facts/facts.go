@@ -69,6 +69,10 @@ type Facts struct {
 	// as facts.<module>.<fact>.
 	Modules map[string]any `json:"-"`
 
+	// Files holds the declared files (Set.Files) the gather read, by
+	// path (files.go). Never shown: it is only a cache for check.
+	Files map[string]PrefetchedFile `json:"-"`
+
 	// Topology is the running cluster's place in replication (role,
 	// upstream, standbys, Patroni); nil when no server runs or it could
 	// not be asked (TopologyError says why). See topology.go.

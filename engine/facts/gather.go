@@ -29,6 +29,7 @@ import (
 //	P sizekB nr free resv surplus (one huge page size's pool)
 //	Q node sizekB nr free (a NUMA node's share of that pool)
 //	X module (its facts start)             Y line the module's snippet printed
+//	ZN ZF ZL ZT ZE the declared files (Set.Files), see files.go
 const gatherScript = `export LC_ALL=C
 # one1 FILE sets v to the first line of a sysfs FILE ("" when unreadable):
 # a builtin read, where $(cat) would fork a process per value. Not for
@@ -141,9 +142,10 @@ func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, e
 }
 
 // GatherScript is the script Gather and GatherHost run for sets: the core
-// facts, each set's snippet, then (GatherHost) cluster discovery.
+// facts, the sets' declared files (files.go), each set's snippet, then
+// (GatherHost) cluster discovery.
 func GatherScript(sets []Set) string {
-	return discoverHead + gatherScript + setsScript(sets) + discoverTail
+	return discoverHead + gatherScript + filesScript(PrefetchFiles(sets)) + setsScript(sets) + discoverTail
 }
 
 // discoverHead reads GatherHost's request on stdin before anything else
@@ -191,6 +193,7 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 	var nodePools []NodePool
 	sawMeminfo := false
 	minFreeKB := ""
+	prefetched := newFileParser(PrefetchFiles(sets)) // files.go
 	for _, line := range strings.Split(string(out), "\n") {
 		if line == "" {
 			continue
@@ -266,6 +269,10 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 			if curSet != "" {
 				setOut[curSet] = append(append(setOut[curSet], rest...), '\n')
 			}
+		default:
+			if isFileTag(tag) {
+				prefetched.line(tag, rest)
+			}
 		}
 	}
 	if !sawMeminfo {
@@ -307,6 +314,7 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 		return nil, err
 	}
 	f.Modules = mods
+	f.Files = prefetched.files()
 	return f, nil
 }
 

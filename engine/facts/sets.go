@@ -22,6 +22,10 @@ type Set struct {
 	// Sysctls are the kernel keys whose live values (Facts.Sysctl) and
 	// boot-time assignments (Facts.SysctlFiles) the module reads.
 	Sysctls []string
+	// Files are absolute paths of files the module's check reads
+	// (Target.ReadFile): the gather reads them too where that is as safe
+	// as ReadFile (files.go), and check answers from what it read.
+	Files []string
 	// Script is a POSIX sh snippet run inside the gather round trip, with
 	// its privileges; its standard output goes to Parse. It is fixed
 	// text: never built from inventory or host data.

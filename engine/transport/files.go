@@ -63,7 +63,7 @@ const actorFn = `decide() {
   while read -r d_k d_r d_e d_x; do if [ "$d_k" = Uid: ]; then d_me=$d_e; break; fi; done 2>/dev/null < /proc/self/status
   case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
   [ "$d_me" = 0 ] || return 0
-  out=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
+  out=$(LC_ALL=C stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
   n=0 safe=1 why= pmode=0 luid= lmode= ltype=
   while read -r uid mode type; do
     [ -n "$uid" ] || continue

@@ -19,7 +19,9 @@ var (
 // assignments are gathered for Check. The pool's meminfo counts are core
 // facts.
 func (*Module) FactSet() facts.Set {
-	return facts.Set{Name: Name, Sysctls: []string{key}}
+	// The files check reads at their default paths: read in the
+	// gather's round trip (another path is read on its own).
+	return facts.Set{Name: Name, Sysctls: []string{key}, Files: []string{DefaultSysctlFile, DefaultTmpfilesFile}}
 }
 
 // Manages says what rollback may put back for this module: the pool's

@@ -19,7 +19,9 @@ const keyPool = "vm.nr_hugepages"
 // FactSet declares the kernel keys Check reads: the three overcommit keys
 // it sets (ratio because writing kbytes zeroes it) and the live pool.
 func (*Module) FactSet() facts.Set {
-	return facts.Set{Name: Name, Sysctls: []string{keyMemory, keyKbytes, keyRatio, keyPool}}
+	// The file check reads at its default path: read in the gather's
+	// round trip (another path is read on its own).
+	return facts.Set{Name: Name, Sysctls: []string{keyMemory, keyKbytes, keyRatio, keyPool}, Files: []string{DefaultSysctlFile}}
 }
 
 // keyRatio is written by the kernel when kbytes is (they zero each other),

@@ -24,37 +24,23 @@ import (
 // asOwnerFn runs "$@" as the cluster owner ($owner): directly when we are
 // the owner, with runuser when root, else with sudo -n -u. Our uid comes
 // from /proc/self/status (the shell's own: a builtin read, no process).
-//
-// With ao_quick set (reads and sizing: commands that start nothing
-// that outlives them), root switches with setpriv instead when the owner
-// is in /etc/passwd: the same user, group and supplementary groups, and
-// HOME, USER and LOGNAME as runuser sets them (psql finds the owner's
-// .pgpass), without the PAM session runuser opens each time (about three
-// times setpriv's cost). What starts a server (restart.go) keeps runuser:
-// the session applies the owner's limits.
-const asOwnerFn = `as_owner() {
+// With ao_quick set (reads and sizing: commands that start nothing that
+// outlives them), root switches with facts.SwitchOwnerFn's setpriv
+// instead; what starts a server (restart.go) keeps runuser and the PAM
+// session that applies the owner's limits.
+var asOwnerFn = facts.SwitchOwnerFn + `as_owner() {
   ao_me=
   while read -r ao_k ao_r ao_e ao_rest; do if [ "$ao_k" = Uid: ]; then ao_me=$ao_e; break; fi; done < /proc/self/status
-  if [ "$ao_me" = 0 ] && [ "$owner" != root ] && [ -n "${ao_quick:-}" ] && ao_passwd && command -v setpriv >/dev/null 2>&1; then
-    HOME=$ao_home USER=$owner LOGNAME=$owner setpriv --reuid="$owner" --regid="$ao_gid" --init-groups -- "$@"
-  elif [ "$ao_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then runuser -u "$owner" -- "$@"
+  if [ "$ao_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then
+    if [ -n "${ao_quick:-}" ]; then sw_owner "$@"; else runuser -u "$owner" -- "$@"; fi
   elif [ "$(id -un)" = "$owner" ]; then "$@"
   else sudo -n -u "$owner" -- "$@"; fi
-}
-# ao_passwd sets ao_gid and ao_home from the owner's /etc/passwd line.
-ao_passwd() {
-  ao_gid= ao_home=
-  while IFS=: read -r ao_n ao_x ao_u ao_g ao_c ao_h ao_rest; do
-    if [ "$ao_n" = "$owner" ]; then ao_gid=$ao_g ao_home=$ao_h; break; fi
-  done 2>/dev/null < /etc/passwd
-  case $ao_gid in ''|*[!0-9]*) return 1;; esac
-  case $ao_home in /*) ;; *) return 1;; esac
 }
 `
 
 // ownerScript runs the script $2 with the arguments after it as the
 // cluster owner $1, stdin passed through.
-const ownerScript = `owner=$1 script=$2 ao_quick=1
+var ownerScript = `owner=$1 script=$2 ao_quick=1
 shift 2
 ` + asOwnerFn + `cd /
 as_owner sh -c "$script" sh "$@"
@@ -432,7 +418,7 @@ func relPath(dir, target string) string {
 }
 
 // psqlScript runs one query as the owner over the unix socket.
-const psqlScript = `export LC_ALL=C
+var psqlScript = `export LC_ALL=C
 owner=$1 psql=$2 sock=$3 port=$4 sql=$5 ao_quick=1
 ` + asOwnerFn + `cd /
 set -- "$psql" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres -c "$sql"

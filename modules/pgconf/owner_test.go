@@ -42,7 +42,7 @@ func TestOwnerSwitchMatchesRunuser(t *testing.T) {
 	}
 
 	// Without ao_quick (what restarts use), runuser and its PAM session.
-	const slow = `owner=$1 script=$2
+	slow := `owner=$1 script=$2
 shift 2
 ` + asOwnerFn + `as_owner sh -c "$script" sh "$@"
 `

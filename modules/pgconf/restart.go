@@ -25,7 +25,7 @@ import (
 // failure, prints what was added since, so the caller can quote the FATAL
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
 // "--- log" and the log tail.
-const restartScript = `export LC_ALL=C
+var restartScript = `export LC_ALL=C
 custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
 ` + asOwnerFn + `cd /
 pid=
@@ -93,7 +93,7 @@ exit 0
 // runs as the owner (it refuses root anyway), pg_isready through run_bin
 // (facts.RunBinFn), as the owner too, or as root only when root alone can
 // change it.
-const restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
+var restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
 trusted_dir=
 ` + asOwnerFn + facts.RunBinFn + `if [ "$method" != status ] && [ -n "$marker" ]; then
   mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true

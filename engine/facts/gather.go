@@ -198,6 +198,11 @@ func ParseGather(out []byte, sets ...Set) (*Facts, error) {
 		if line == "" {
 			continue
 		}
+		if strings.HasPrefix(line, "D ") {
+			// The discovery's answer starts (discoverTail): its records
+			// are host text as it is, never gather lines.
+			break
+		}
 		// The facts keep pieces of some lines for the whole run: as
 		// pieces of their own line, not of the whole output (a fleet's
 		// controller held every host's gather output, ~12 KB each).
@@ -461,7 +466,7 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	if err != nil {
 		return nil, fmt.Errorf("gather facts: %w", err)
 	}
-	f, err := ParseGather(res.Stdout, opts.Sets...)
+	f, err := ParseGather(gatherPart(res.Stdout, nonce), opts.Sets...)
 	if err != nil {
 		return nil, fmt.Errorf("gather facts: %w", err)
 	}
@@ -492,6 +497,21 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	}
 	f.Postgres, f.PostgresIgnored = pg, ignored
 	return f, nil
+}
+
+// gatherPart is the gather's own lines of GatherHost's output: what comes
+// before the discovery's "D NONCE" line. The discovery's records are host
+// text with line breaks in it (a directory's name, a binary's version):
+// parsed as gather lines they could set any fact.
+func gatherPart(out []byte, nonce string) []byte {
+	start := []byte("D " + nonce + "\n")
+	if bytes.HasPrefix(out, start) {
+		return nil
+	}
+	if i := bytes.Index(out, append([]byte("\n"), start...)); i >= 0 {
+		return out[:i+1]
+	}
+	return out
 }
 
 // discoveryNonce is the delimiter of one run's discovery answer: 128

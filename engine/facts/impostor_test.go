@@ -257,7 +257,9 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 func TestGatherHostHostileFrame(t *testing.T) {
 	testhost.WatchKernel(t) // skips under -short
 	fakeNonce := discoveryNonce()
-	frame := "x\n" + fakeNonce + " 0\nD " + fakeNonce + "\n[override]\nrealdata=/forged\n" + fakeNonce + " 0\n"
+	// Gather lines in the name too: the discovery's records are host
+	// text, never gather lines (the gather's parse stops at its frame).
+	frame := "x\nM MemTotal: 1048576 kB\nI 1000\nH forged-host\n" + fakeNonce + " 0\nD " + fakeNonce + "\n[override]\nrealdata=/forged\n" + fakeNonce + " 0\n"
 	bin := testhost.FakeBinDir(t, "nobody", "postgres")
 	dir := filepath.Join(testhost.OwnedDir(t, "nobody"), frame) // "/forged" makes it two levels
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -266,10 +268,18 @@ func TestGatherHostHostileFrame(t *testing.T) {
 	if err := os.Chown(dir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
+	plain, err := Gather(context.Background(), transport.NewLocal(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", dir)
 	f, err := GatherHost(context.Background(), transport.NewLocal(), Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.MemTotal != plain.MemTotal || f.IsRoot != plain.IsRoot || f.Hostname != plain.Hostname {
+		t.Fatalf("gather facts forged through a directory name: MemTotal %d, IsRoot %v, Hostname %q; the host says %d, %v, %q",
+			f.MemTotal, f.IsRoot, f.Hostname, plain.MemTotal, plain.IsRoot, plain.Hostname)
 	}
 	if strings.Contains(f.PostgresError, "malformed") || strings.Contains(f.PostgresError, "failed") {
 		t.Fatalf("discovery: %s", f.PostgresError)
@@ -279,5 +289,25 @@ func TestGatherHostHostileFrame(t *testing.T) {
 	}
 	if n := noteFor(f.PostgresIgnored, pid); !strings.Contains(n, strconv.Quote(dir)) {
 		t.Errorf("note for pid %d: %q; want one naming %q", pid, n, dir)
+	}
+}
+
+// The gather's parse ends where the discovery's answer starts: host text
+// in the answer that looks like gather lines sets no fact.
+func TestParseGatherStopsAtDiscovery(t *testing.T) {
+	nonce := discoveryNonce()
+	gather := "M MemTotal: 2048 kB\nI 0\nH real\n"
+	out := gather + "D " + nonce + "\ndata=/x\nM MemTotal: 1 kB\nI 1000\nH forged\n" + nonce + " 0\n"
+	for name, in := range map[string][]byte{"whole output": []byte(out), "gatherPart": gatherPart([]byte(out), nonce)} {
+		f, err := ParseGather(in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if f.MemTotal != 2048*1024 || !f.IsRoot || f.Hostname != "real" {
+			t.Errorf("%s: MemTotal %d, IsRoot %v, Hostname %q: forged by the discovery's answer", name, f.MemTotal, f.IsRoot, f.Hostname)
+		}
+	}
+	if got := string(gatherPart([]byte(out), nonce)); got != gather {
+		t.Errorf("gatherPart = %q, want %q", got, gather)
 	}
 }

@@ -27,6 +27,8 @@ import (
 //	[impostor]    a process named postgres that is not one: why=...
 //	[override]    the inventory's pg_data
 //	[cluster]     a line of Debian's pg_lsclusters
+//	[list_skipped] pg_lsclusters left out for a lone postmaster's
+//	              debian_conf (the controller checks it, else asks $5 lsc)
 //
 // A process is taken for a postmaster only when the postmaster.pid of its
 // data directory (its working directory, else its -D) names its PID and
@@ -262,10 +264,13 @@ done
 # a configuration file of Debian's layout, the command line names the
 # configuration: Debian's list is not needed (and its Perl is costly).
 # $5 "lsc" asks for it all the same.
+# A [list_skipped] block says the list was left out on that word alone.
 lsc= lsc_want=
 if [ -z "$want_data" ] || [ -z "$alive" ]; then lsc_want=1; fi
-if [ "$npm" = 1 ] && [ -n "$pm_conf" ]; then lsc_want=; fi
-if [ "${5-}" = lsc ]; then lsc_want=1; fi
+if [ -n "$lsc_want" ] && [ "$npm" = 1 ] && [ -n "$pm_conf" ] && [ "${5-}" != lsc ]; then
+  lsc_want=
+  blk list_skipped
+fi
 if [ -n "$lsc_want" ]; then
   lsc=$(command -v pg_lsclusters 2>/dev/null) && lsc=$(bin_trusted "$lsc") || lsc=
 fi
@@ -465,10 +470,8 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	// only enough when the controller, too, sees one postmaster, and it
 	// is the one.
 	skippedList := false
-	if len(clusters) == 0 {
-		for _, b := range blocks {
-			skippedList = skippedList || b.get("debian_conf") != ""
-		}
+	for _, b := range blocks {
+		skippedList = skippedList || b.kind == "list_skipped"
 	}
 	if skippedList && (override != nil || len(postmasters) != 1 || postmasters[0].get("debian_conf") == "") {
 		return nil, ignored, errListClusters

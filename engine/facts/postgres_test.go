@@ -476,7 +476,8 @@ func TestDescribeBoundsNumbers(t *testing.T) {
 // shape, and the postmaster is its choice too; else discovery must run
 // again with the list.
 func TestChoosePostgresWithoutClusterList(t *testing.T) {
-	skipped := pmDebian + "debian_conf=/etc/postgresql/15/main/postgresql.conf\n"
+	hinted := pmDebian + "debian_conf=/etc/postgresql/15/main/postgresql.conf\n"
+	skipped := hinted + "[list_skipped]\n"
 	pg, _, err := choosePostgres(parseBlocks(out(skipped)), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -495,6 +496,17 @@ func TestChoosePostgresWithoutClusterList(t *testing.T) {
 		if _, _, err := choosePostgres(parseBlocks(out(tc.output)), Options{}); !errors.Is(err, errListClusters) {
 			t.Errorf("%s: %v; want errListClusters", tc.name, err)
 		}
+	}
+	// debian_conf without [list_skipped]: the list was wanted (and not
+	// to be had: pg_lsclusters missing or untrusted). No second trip:
+	// the command line's file, or the usual error for two postmasters.
+	if pg, _, err := choosePostgres(parseBlocks(out(hinted)), Options{}); err != nil || pg.ConfigFile != "/etc/postgresql/15/main/postgresql.conf" {
+		t.Errorf("hint alone: %+v, %v", pg, err)
+	}
+	other := strings.NewReplacer("pid=812", "pid=813", "pidfile_pid=812", "pidfile_pid=813", "/var/lib/postgresql/15/main", "/var/lib/postgresql/15/other",
+		"15/main/postgresql.conf", "15/other/postgresql.conf").Replace(hinted)
+	if _, _, err := choosePostgres(parseBlocks(out(hinted, other)), Options{}); err == nil || errors.Is(err, errListClusters) || !strings.Contains(err.Error(), "2 postmasters are running") {
+		t.Errorf("two hinted postmasters without the list: %v; want the two-postmasters error", err)
 	}
 	// With the list (clusters present), debian_conf changes nothing.
 	if pg, _, err := choosePostgres(parseBlocks(out(skipped, clusterMainDown)), Options{}); err != nil || pg.Cluster != "main" {

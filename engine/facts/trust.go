@@ -109,14 +109,17 @@ run_bin() {
 // them: a server started so would miss the session's limits (restarts
 // keep runuser).
 const SwitchOwnerFn = `sw_owner() {
-  sw_gid= sw_home=
+  sw_uid= sw_gid= sw_home=
   while IFS=: read -r sw_n sw_x sw_u sw_g sw_c sw_h sw_rest; do
-    if [ "$sw_n" = "$owner" ]; then sw_gid=$sw_g sw_home=$sw_h; break; fi
+    if [ "$sw_n" = "$owner" ]; then sw_uid=$sw_u sw_gid=$sw_g sw_home=$sw_h; break; fi
   done 2>/dev/null < /etc/passwd
+  # By number, from the line checked here (a name could resolve
+  # elsewhere through NSS): a decimal uid other than 0, a decimal gid.
+  case $sw_uid in ''|0*|*[!0-9]*) sw_gid=;; esac
   case $sw_gid in ''|*[!0-9]*) sw_gid=;; esac
   case $sw_home in /*) ;; *) sw_gid=;; esac
   if [ -n "$sw_gid" ] && command -v setpriv >/dev/null 2>&1; then
-    HOME=$sw_home USER=$owner LOGNAME=$owner setpriv --reuid="$owner" --regid="$sw_gid" --init-groups -- "$@"
+    HOME=$sw_home USER=$owner LOGNAME=$owner setpriv --reuid="$sw_uid" --regid="$sw_gid" --init-groups -- "$@"
   else runuser -u "$owner" -- "$@"; fi
 }
 `

@@ -24,7 +24,7 @@ func pgPages(b, hp int64) int64 { return b/hp + 1 }
 func pgMB(b int64) int64        { return (b + mib - 1) / mib }
 
 func TestPagesFromMB(t *testing.T) {
-	sizes := []int64{2 * mib, 32 * mib, 1 << 30, 64 << 10, 0}
+	sizes := []int64{2 * mib, 32 * mib, 1 << 30, mib, 64 << 10, 0}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, hp := range sizes {
 		asked := 0

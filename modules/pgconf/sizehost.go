@@ -61,7 +61,8 @@ tar -x -f - -C "$s" --no-same-owner &&
   printf '%s\n' "$pv" > "$s/PG_VERSION" &&
   cp -- "$data/global/pg_control" "$s/global/pg_control" || exit 1
 conf=$s/$conf
-num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
+# num: a decimal number for $((...)): no leading zero (octal there).
+num() { case $1 in ''|*[!0-9]*|0?*) return 1;; esac; return 0; }
 ask() {
   if [ "$2" != - ]; then
     v=$("$pg" -D "$s" -c "config_file=$conf" -c "data_directory=$s" -c "huge_page_size=$hps" -c "shared_buffers=$2" -C "$1" 2>"$s/.err") || { cat -- "$s/.err" >&2; exit 1; }

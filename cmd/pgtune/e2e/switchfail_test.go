@@ -278,6 +278,9 @@ func TestSwitchoverOldPrimaryStartFails(t *testing.T) {
 			t.Errorf("the primary's error does not say %q:\n%s", want, msg)
 		}
 	}
+	if t.Failed() {
+		t.Logf("every host's error:\n%s\n%s", hostErrors(r), stderr)
+	}
 	if strings.Contains(msg, "the database system is starting up") {
 		t.Errorf("the error quotes a client's FATAL: %s", msg)
 	}

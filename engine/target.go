@@ -106,6 +106,11 @@ func (t *Target) setOutputs(module string, out map[string]any) {
 }
 
 // Run runs a privileged command (through sudo -n when become is set).
+// It leaves the dry run's read cache (prefetch.go) alone, so that a
+// check's own read-only scripts do not cost later reads their prefetch:
+// what changes the host goes through WriteFile, SetSysctl and the
+// others, which drop it, and only targets without a journal (a check,
+// never an apply) have one.
 func (t *Target) Run(ctx context.Context, args ...string) (transport.Result, error) {
 	return t.Transport.Run(ctx, transport.Command{Args: args, Become: t.Become})
 }

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +41,27 @@ type recorded struct {
 	took time.Duration
 }
 
+// nonceRE is the gather's discovery nonce (facts.discoveryNonce), the
+// last line of its stdin: random per run, so it is keyed as one
+// placeholder and the live one put in place of the recorded one in the
+// answer.
+var nonceRE = regexp.MustCompile(`(?m)^pgtune-[0-9a-f]{32}$`)
+
+const noncePlaceholder = "pgtune-nonce"
+
+// withoutNonce is stdin with its nonce (if any) replaced by the
+// placeholder, and the nonce.
+func withoutNonce(stdin []byte) ([]byte, string) {
+	if !bytes.HasPrefix(stdin, []byte("discover\n")) {
+		return stdin, ""
+	}
+	n := nonceRE.Find(stdin)
+	if n == nil {
+		return stdin, ""
+	}
+	return bytes.Replace(stdin, n, []byte(noncePlaceholder), 1), string(n)
+}
+
 // seed keys every replay map; one per process is enough.
 var seed = maphash.MakeSeed()
 
@@ -56,13 +79,16 @@ func commandKey(c transport.Command) uint64 {
 		h.WriteByte(1)
 	}
 	h.WriteByte(0)
-	h.Write(c.Stdin)
+	stdin, _ := withoutNonce(c.Stdin)
+	h.Write(stdin)
 	return h.Sum64()
 }
 
 // same confirms a hash hit, so a collision can never serve a wrong answer.
 func (r recorded) same(c transport.Command) bool {
-	return slices.Equal(r.Args, c.Args) && r.Become == c.Become && r.Stdin == string(c.Stdin)
+	a, _ := withoutNonce([]byte(r.Stdin))
+	b, _ := withoutNonce(c.Stdin)
+	return slices.Equal(r.Args, c.Args) && r.Become == c.Become && bytes.Equal(a, b)
 }
 
 // recorder runs commands on an inner transport and keeps every exchange.
@@ -128,6 +154,10 @@ func (p *replayer) Run(ctx context.Context, c transport.Command) (transport.Resu
 	p.mu.Unlock()
 	a := as[i]
 	res := transport.Result{Stdout: []byte(a.Stdout), Stderr: []byte(a.Stderr), ExitCode: a.ExitCode}
+	if _, was := withoutNonce([]byte(a.Stdin)); was != "" {
+		_, now := withoutNonce(c.Stdin)
+		res.Stdout = bytes.ReplaceAll(res.Stdout, []byte(was), []byte(now))
+	}
 	if a.Err != "" {
 		return res, errors.New(a.Err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removeOwnState{m}, map[string]func(){
 		"pgtune": func() {
 			a := newApp()
 			dial, err := testDial()

@@ -25,31 +25,36 @@ var pgtuneBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	os.Exit(run(m))
+}
+
+// run is TestMain's work, with its clean-up deferred (os.Exit skips
+// defers): the state and binary directories go when the tests end.
+func run(m *testing.M) int {
 	// Applies keep their run state (fleet.go) in a directory of this test
 	// process, never in the home directory of whoever runs the tests.
 	if os.Getenv("XDG_STATE_HOME") == "" {
 		if dir, err := os.MkdirTemp("", "pgtune-test-state-"); err == nil {
 			_ = os.Setenv("XDG_STATE_HOME", dir)
+			defer os.RemoveAll(dir)
 		}
 	}
 	if testing.Short() {
-		os.Exit(m.Run())
+		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "pgtune-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	pgtuneBin = filepath.Join(dir, "pgtune")
 	out, err := exec.Command("go", "build", "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build cmd/pgtune: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // buildPgtune returns the pgtune binary, for tests that run it as a

@@ -98,14 +98,14 @@ func dirChain(p string) []string {
 	return chain
 }
 
-// filesFuncs defines zlook and zfile. zlook NAME sets zu zm zt zs (uid,
+// filesFuncs defines zlook and zfile, with zuid the gather's own uid
+// ($uid, read by gatherScript, which runs first). zlook NAME sets zu zm zt zs (uid,
 // octal mode, raw hex mode, size) from stat's line for NAME in $zst:
 // status 1 when there is none, 2 when it is not numbers (checked before
 // any arithmetic, which would end the whole gather).
 // zfile FILE DIR... prints FILE as above when its directories (DIR...,
 // outermost first) pass decide's test.
-var filesFuncs = `zuid=
-while read -r k r e rest; do if [ "$k" = Uid: ]; then zuid=$e; break; fi; done < /proc/self/status
+var filesFuncs = `zuid=$uid
 zlook() {
   while read -r zu zm zt zs zn; do
     if [ "$zn" = "$1" ]; then

@@ -179,21 +179,13 @@ exec "$@"
 // ownerRunScript runs the script $2 as the cluster owner $1 (we are the
 // owner, or root through runuser, or sudo -n -u), with the arguments after
 // it. Nothing found on the host runs as root.
-//
-// Who we are comes from /proc/self/status, the owner's uid from its
-// /etc/passwd entry, where the shell reads them (id was two processes);
-// id answers for an owner passwd does not list.
+// Who we are and the owner's uid come from rh_ids (SwitchOwnerFn).
 var ownerRunScript = `owner=$1 script=$2
 shift 2
 cd /
-` + SwitchOwnerFn + `
-me= ou=
-while read -r k r e rest; do if [ "$k" = Uid: ]; then me=$e; break; fi; done 2>/dev/null < /proc/self/status
-while IFS=: read -r n x u rest; do if [ "$n" = "$owner" ]; then ou=$u; break; fi; done 2>/dev/null < /etc/passwd
-case $me in ''|*[!0-9]*) me=$(id -u);; esac
-case $ou in ''|*[!0-9]*) ou=$(id -u -- "$owner" 2>/dev/null) || ou=;; esac
-if [ -n "$ou" ] && [ "$me" = "$ou" ]; then exec sh -c "$script" sh "$@"
-elif [ "$me" = 0 ] && command -v runuser >/dev/null 2>&1; then sw_owner sh -c "$script" sh "$@"; exit
+` + SwitchOwnerFn + `rh_ids
+if [ -n "$rh_uid" ] && [ "$rh_me" = "$rh_uid" ]; then exec sh -c "$script" sh "$@"
+elif [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then sw_owner sh -c "$script" sh "$@"; exit
 else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
 `
 

@@ -21,7 +21,9 @@ package facts
 //
 // The script defines $owner (a user name) before calling run_bin; a
 // directory named in $trusted_dir (the inventory's pg_bin) skips the
-// ownership check, since the controller vouches for it.
+// ownership check, since the controller vouches for it. It brings
+// SwitchOwnerFn (rh_ids, sw_owner) with it: run_how without rh_ids
+// would take every binary for root's.
 const RunBinFn = SwitchOwnerFn + `bin_trusted() {
   bt_r=$(readlink -f -- "$1" 2>/dev/null) || return 1
   case $bt_r in /*) ;; *) return 1;; esac
@@ -50,30 +52,6 @@ BTSTAT
   [ "$bt_n" = 0 ] || return 1
   printf '%s\n' "$bt_r"
 }
-# uids: rh_me is ours (effective, from /proc/self/status), rh_uid
-# $owner's (rh_for says whose: its /etc/passwd entry, else id, for users
-# passwd does not list), each found once per script, not once per run,
-# and without a process where the shell can read them.
-# Call rh_ids in the main shell before $(run_how ...) or $(run_bin ...):
-# what a command substitution's subshell learns dies with it.
-rh_me= rh_for=- rh_uid=
-rh_ids() {
-  if [ -z "$rh_me" ]; then
-    while read -r rh_k rh_r rh_e rh_rest; do
-      if [ "$rh_k" = Uid: ]; then rh_me=$rh_e; break; fi
-    done 2>/dev/null < /proc/self/status
-    case $rh_me in ''|*[!0-9]*) rh_me=$(id -u);; esac
-  fi
-  if [ "$rh_for" != "$owner" ]; then
-    rh_uid= rh_for=$owner
-    if [ -n "$owner" ]; then
-      while IFS=: read -r rh_n rh_x rh_u rh_rest; do
-        if [ "$rh_n" = "$owner" ]; then rh_uid=$rh_u; break; fi
-      done 2>/dev/null < /etc/passwd
-      case $rh_uid in ''|*[!0-9]*) rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=;; esac
-    fi
-  fi
-}
 run_how() {
   rh_ids
   case $rh_uid in
@@ -100,26 +78,52 @@ run_bin() {
 }
 `
 
-// SwitchOwnerFn is shell text defining sw_owner CMD ARGS...: root runs CMD
-// as the cluster owner $owner with setpriv, with the owner's group and
-// supplementary groups and the HOME, USER and LOGNAME runuser would give
-// it, when /etc/passwd lists the owner and setpriv is there; else with
-// runuser. setpriv opens no PAM session (runuser's costs about three
-// times as much), so it is for commands that start nothing that outlives
-// them: a server started so would miss the session's limits (restarts
-// keep runuser).
-const SwitchOwnerFn = `sw_owner() {
-  sw_uid= sw_gid= sw_home=
-  while IFS=: read -r sw_n sw_x sw_u sw_g sw_c sw_h sw_rest; do
-    if [ "$sw_n" = "$owner" ]; then sw_uid=$sw_u sw_gid=$sw_g sw_home=$sw_h; break; fi
-  done 2>/dev/null < /etc/passwd
-  # By number, from the line checked here (a name could resolve
+// OwnerIDsFn is shell text defining rh_ids, which sets rh_me (our
+// effective uid, from /proc/self/status) and, for $owner, rh_uid and,
+// from the same /etc/passwd line, rh_gid and rh_home (rh_for says whose).
+// Each is found once per script, not once per use, without a process
+// where the shell can read it; id answers for what the files do not say
+// (rh_gid and rh_home then stay empty). Call rh_ids in the main shell
+// before $(run_how ...) or $(run_bin ...): what a command substitution's
+// subshell learns dies with it.
+const OwnerIDsFn = `rh_me= rh_for=- rh_uid= rh_gid= rh_home=
+rh_ids() {
+  if [ -z "$rh_me" ]; then
+    while read -r rh_k rh_r rh_e rh_rest; do
+      if [ "$rh_k" = Uid: ]; then rh_me=$rh_e; break; fi
+    done 2>/dev/null < /proc/self/status
+    case $rh_me in ''|*[!0-9]*) rh_me=$(id -u);; esac
+  fi
+  if [ "$rh_for" != "$owner" ]; then
+    rh_uid= rh_gid= rh_home= rh_for=$owner
+    if [ -n "$owner" ]; then
+      while IFS=: read -r rh_n rh_x rh_u rh_g rh_c rh_h rh_rest; do
+        if [ "$rh_n" = "$owner" ]; then rh_uid=$rh_u rh_gid=$rh_g rh_home=$rh_h; break; fi
+      done 2>/dev/null < /etc/passwd
+      case $rh_uid in ''|*[!0-9]*) rh_uid=$(id -u -- "$owner" 2>/dev/null) || rh_uid=; rh_gid= rh_home=;; esac
+    fi
+  fi
+}
+`
+
+// SwitchOwnerFn is shell text defining rh_ids (OwnerIDsFn) and sw_owner
+// CMD ARGS...: root runs CMD as the cluster owner $owner with setpriv,
+// with the owner's group and supplementary groups and the HOME, USER and
+// LOGNAME runuser would give it, when /etc/passwd lists the owner and
+// setpriv is there; else with runuser. setpriv opens no PAM session
+// (runuser's costs about three times as much), so it is for commands that
+// start nothing that outlives them: a server started so would miss the
+// session's limits (restarts keep runuser).
+const SwitchOwnerFn = OwnerIDsFn + `sw_owner() {
+  rh_ids
+  # By number, from the passwd line rh_ids read (a name could resolve
   # elsewhere through NSS): a decimal uid other than 0, a decimal gid.
-  case $sw_uid in ''|0*|*[!0-9]*) sw_gid=;; esac
-  case $sw_gid in ''|*[!0-9]*) sw_gid=;; esac
-  case $sw_home in /*) ;; *) sw_gid=;; esac
-  if [ -n "$sw_gid" ] && command -v setpriv >/dev/null 2>&1; then
-    HOME=$sw_home USER=$owner LOGNAME=$owner setpriv --reuid="$sw_uid" --regid="$sw_gid" --init-groups -- "$@"
+  sw_ok=1
+  case $rh_uid in ''|0*|*[!0-9]*) sw_ok=;; esac
+  case $rh_gid in ''|*[!0-9]*) sw_ok=;; esac
+  case $rh_home in /*) ;; *) sw_ok=;; esac
+  if [ -n "$sw_ok" ] && command -v setpriv >/dev/null 2>&1; then
+    HOME=$rh_home USER=$owner LOGNAME=$owner setpriv --reuid="$rh_uid" --regid="$rh_gid" --init-groups -- "$@"
   else runuser -u "$owner" -- "$@"; fi
 }
 `

@@ -23,15 +23,18 @@ import (
 
 // asOwnerFn runs "$@" as the cluster owner ($owner): directly when we are
 // the owner, with runuser when root, else with sudo -n -u. Our uid comes
-// from /proc/self/status (the shell's own: a builtin read, no process).
+// from rh_ids (facts.SwitchOwnerFn: a builtin read, no process).
 // With ao_quick set (reads and sizing: commands that start nothing that
 // outlives them), root switches with facts.SwitchOwnerFn's setpriv
 // instead; what starts a server (restart.go) keeps runuser and the PAM
 // session that applies the owner's limits.
-var asOwnerFn = facts.SwitchOwnerFn + `as_owner() {
-  ao_me=
-  while read -r ao_k ao_r ao_e ao_rest; do if [ "$ao_k" = Uid: ]; then ao_me=$ao_e; break; fi; done < /proc/self/status
-  if [ "$ao_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then
+var asOwnerFn = facts.SwitchOwnerFn + asOwnerBody
+
+// asOwnerBody is as_owner alone, for a script that has rh_ids and
+// sw_owner already (facts.RunBinFn brings them).
+const asOwnerBody = `as_owner() {
+  rh_ids
+  if [ "$rh_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then
     if [ -n "${ao_quick:-}" ]; then sw_owner "$@"; else runuser -u "$owner" -- "$@"; fi
   elif [ "$(id -un)" = "$owner" ]; then "$@"
   else sudo -n -u "$owner" -- "$@"; fi

@@ -95,7 +95,7 @@ exit 0
 // change it.
 var restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
 trusted_dir=
-` + asOwnerFn + facts.RunBinFn + `if [ "$method" != status ] && [ -n "$marker" ]; then
+` + facts.RunBinFn + asOwnerBody + `if [ "$method" != status ] && [ -n "$marker" ]; then
   mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true
 fi
 rc=0

@@ -90,7 +90,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 	c := hr.host.Conn
 	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile,
-		Sets: FactSets(s.runner.Modules)}
+		Sets: FactSets(s.runner.Modules), RunAhead: playModules(hr.steps)}
 	f, err := facts.GatherHost(ctx, hr.tr, opts)
 	if err != nil {
 		var exitErr *transport.ExitError
@@ -99,9 +99,21 @@ func (s *Session) gather(ctx context.Context, hr *hostRun) error {
 		}
 		return fmt.Errorf("%s: facts: %w", hr.host.Name, err)
 	}
-	gatherTopology(ctx, hr.tr, c.Become, f)
+	// The topology query's answer may have come with the gather (run
+	// ahead, facts/prerun.go).
+	gatherTopology(ctx, f.Ran.Transport(hr.tr), c.Become, f)
 	hr.facts = f
 	return nil
+}
+
+// playModules names the modules the host's play runs: only their
+// commands are run ahead with the facts (facts.Set.PostmasterRuns).
+func playModules(steps []*step) []string {
+	var names []string
+	for _, st := range steps {
+		names = append(names, st.module.Name())
+	}
+	return names
 }
 
 // target builds a module's view of the host with a fresh scope.

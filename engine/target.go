@@ -111,8 +111,24 @@ func (t *Target) setOutputs(module string, out map[string]any) {
 // what changes the host goes through WriteFile, SetSysctl and the
 // others, which drop it, and only targets without a journal (a check,
 // never an apply) have one.
+//
+// In a dry run, a command the gather ran ahead (facts/prerun.go) takes
+// that answer, once.
 func (t *Target) Run(ctx context.Context, args ...string) (transport.Result, error) {
-	return t.Transport.Run(ctx, transport.Command{Args: args, Become: t.Become})
+	cmd := transport.Command{Args: args, Become: t.Become}
+	if res, ok := t.ranAhead(cmd); ok {
+		return res, nil
+	}
+	return t.Transport.Run(ctx, cmd)
+}
+
+// ranAhead is the gather's answer to cmd, for a target without a journal
+// (apply's re-check asks the host).
+func (t *Target) ranAhead(cmd transport.Command) (transport.Result, bool) {
+	if t.Journal != nil || t.Facts == nil {
+		return transport.Result{}, false
+	}
+	return t.Facts.Ran.Take(cmd)
 }
 
 // RunInput is Run with stdin.

@@ -73,6 +73,10 @@ type Facts struct {
 	// path (files.go). Never shown: it is only a cache for check.
 	Files map[string]PrefetchedFile `json:"-"`
 
+	// Ran holds the answers of the commands the gather ran ahead for the
+	// running postmaster (prerun.go): a cache for the check, never shown.
+	Ran *Ran `json:"-"`
+
 	// Topology is the running cluster's place in replication (role,
 	// upstream, standbys, Patroni); nil when no server runs or it could
 	// not be asked (TopologyError says why). See topology.go.
@@ -136,4 +140,8 @@ type Options struct {
 	// Sets are the modules' declared facts, gathered in the same round
 	// trip.
 	Sets []Set
+	// RunAhead names the sets whose PostmasterRuns GatherHost runs ahead
+	// (prerun.go): the modules the play runs. The topology query is
+	// always run ahead.
+	RunAhead []string
 }

@@ -145,16 +145,19 @@ func Gather(ctx context.Context, t transport.Transport, opts Options) (*Facts, e
 // facts, the sets' declared files (files.go), each set's snippet, then
 // (GatherHost) cluster discovery.
 func GatherScript(sets []Set) string {
-	return discoverHead + gatherScript + filesScript(PrefetchFiles(sets)) + setsScript(sets) + discoverTail
+	runs, _ := preRunsOf(sets)
+	return discoverHead + gatherScript + filesScript(PrefetchFiles(sets)) + setsScript(sets) +
+		"gpost=" + shellQuote(preRunScript(runs)) + "\n" + discoverTail
 }
 
 // discoverHead reads GatherHost's request on stdin before anything else
-// can: "discover", then the inventory's pg_data and pg_bin, and the
-// delimiter of the discovery's answer (discoveryNonce), a line each
-// (checkOverride keeps line breaks out of them). Without it (Gather) no
-// discovery runs.
-const discoverHead = `dq= pgd= pgb= dn=
+// can: "discover", then the inventory's pg_data and pg_bin, the
+// delimiter of the discovery's answer (discoveryNonce), and "post I J..."
+// to run those of the commands run ahead (prerun.go), a line each (checkOverride keeps
+// line breaks out of them). Without it (Gather) no discovery runs.
+const discoverHead = `dq= pgd= pgb= dn= pq=
 IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
+if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 `
 
 // discoverTail runs cluster discovery when asked (discoverHead), in a
@@ -169,7 +172,7 @@ IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
 var discoverTail = `if [ "$dq" = discover ] && [ -n "$dn" ]; then
   printf 'D %s\n' "$dn"
   disc=` + shellQuote(discoverScript) + `
-  ( set -- "$pgd" "$pgb" "" "$pgb"; eval "$disc" ) </dev/null
+  ( set -- "$pgd" "$pgb" "" "$pgb" "" "${pq%% *}"; eval "$disc" ) </dev/null
   printf '\n%s %s\n' "$dn" "$?"
 fi
 exit 0
@@ -460,6 +463,11 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	nonce := discoveryNonce()
 	if overrideErr == nil {
 		ask = []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n" + nonce + "\n")
+		if opts.PGConfigFile == "" {
+			// Commands run ahead only where the script can tell the
+			// configuration file as the controller will (prerun.go).
+			ask = append(ask, preRunRequest(opts.Sets, opts.RunAhead)+"\n"...)
+		}
 	}
 	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
 	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask, Become: opts.Become})
@@ -474,7 +482,7 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 		f.PostgresError = overrideErr.Error()
 		return f, nil
 	}
-	blocks, answered, err := discoveryAnswer(res.Stdout, nonce)
+	blocks, ran, answered, err := discoveryAnswer(res.Stdout, nonce, opts.Become)
 	if err != nil {
 		f.PostgresError = fmt.Errorf("discover postgres: %w", err).Error()
 		return f, nil
@@ -496,6 +504,9 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 		f.PostgresError = err.Error()
 	}
 	f.Postgres, f.PostgresIgnored = pg, ignored
+	if pg != nil && pg.Running {
+		f.Ran = ran
+	}
 	return f, nil
 }
 
@@ -528,31 +539,32 @@ func discoveryNonce() string {
 // output: what is between the "D NONCE" line and the last line, "NONCE
 // STATUS"; answered is false when there is no "D NONCE" line. Either line
 // appears once, or the answer is refused.
-func discoveryAnswer(out []byte, nonce string) (blocks []block, answered bool, err error) {
+func discoveryAnswer(out []byte, nonce string, become bool) (blocks []block, ran *Ran, answered bool, err error) {
 	start := []byte("\nD " + nonce + "\n")
 	i := bytes.Index(out, start)
 	if i < 0 {
 		if bytes.HasPrefix(out, start[1:]) {
 			i = -1 // the output starts with it (not from the gather script)
 		} else {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
 	}
 	body := out[i+len(start):]
 	if bytes.Contains(body, start[1:]) {
-		return nil, true, fmt.Errorf("malformed answer: the discovery's start line twice")
+		return nil, nil, true, fmt.Errorf("malformed answer: the discovery's start line twice")
 	}
-	end := []byte("\n" + nonce + " ")
-	j := bytes.Index(body, end)
-	if j < 0 {
-		return nil, true, fmt.Errorf("malformed answer: the discovery's answer was cut short")
+	// The records, the frames of the commands run ahead (prerun.go), and
+	// the last line: "NONCE STATUS".
+	parts := bytes.Split(body, []byte("\n"+nonce+" "))
+	if len(parts) < 2 {
+		return nil, nil, true, fmt.Errorf("malformed answer: the discovery's answer was cut short")
 	}
-	status, rest, _ := bytes.Cut(body[j+len(end):], []byte("\n"))
+	status, rest, _ := bytes.Cut(parts[len(parts)-1], []byte("\n"))
 	if len(bytes.TrimSpace(rest)) != 0 || bytes.Contains(rest, []byte(nonce)) {
-		return nil, true, fmt.Errorf("malformed answer: output after the discovery's answer")
+		return nil, nil, true, fmt.Errorf("malformed answer: output after the discovery's answer")
 	}
 	if string(status) != "0" {
-		return nil, true, fmt.Errorf("the discovery script failed (status %.10q)", status)
+		return nil, nil, true, fmt.Errorf("the discovery script failed (status %.10q)", status)
 	}
-	return parseBlocks(body[:j]), true, nil
+	return parseBlocks(parts[0]), parsePreRuns(parts[1:len(parts)-1], become), true, nil
 }

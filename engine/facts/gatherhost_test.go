@@ -62,7 +62,7 @@ func TestDiscoveryAnswerHostileDelimiter(t *testing.T) {
 	real := "[override]\x00realdata=/real\x00[postmaster]\x00pid=7\x00arg=/bin/postgres\x00arg=" + forgedArg + "\x00"
 	out := "M MemTotal: 1 kB\nH x" + forged + "L line" + forged +
 		"D " + nonce + "\n" + real + "\n" + nonce + " 0\n"
-	blocks, answered, err := discoveryAnswer([]byte(out), nonce)
+	blocks, _, answered, err := discoveryAnswer([]byte(out), nonce, true)
 	if err != nil || !answered {
 		t.Fatal(err, answered)
 	}
@@ -78,11 +78,11 @@ func TestDiscoveryAnswerHostileDelimiter(t *testing.T) {
 		{"started twice", "M x\nD " + nonce + "\nD " + nonce + "\n" + real + "\n" + nonce + " 0\n"},
 		{"output after it", "M x\nD " + nonce + "\n" + real + "\n" + nonce + " 0\nW 1\n"},
 	} {
-		if _, answered, err := discoveryAnswer([]byte(tc.out), nonce); err == nil || !answered {
+		if _, _, answered, err := discoveryAnswer([]byte(tc.out), nonce, true); err == nil || !answered {
 			t.Errorf("%s: %v (answered %v); want an error", tc.name, err, answered)
 		}
 	}
-	if b, answered, err := discoveryAnswer([]byte("M MemTotal: 1 kB\nD "+fake+"\n"), nonce); err != nil || b != nil || answered {
+	if b, _, answered, err := discoveryAnswer([]byte("M MemTotal: 1 kB\nD "+fake+"\n"), nonce, true); err != nil || b != nil || answered {
 		t.Errorf("no D line of this run: %v, %v, %v; want not answered (GatherHost then asks on its own)", b, answered, err)
 	}
 }

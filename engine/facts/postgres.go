@@ -19,7 +19,9 @@ import (
 // else, $4 the inventory's pg_bin again: the one directory whose binaries
 // are trusted without the ownership check, $5 "lsc": run pg_lsclusters
 // even where a lone postmaster's command line names a Debian
-// configuration, the debian_conf record, which otherwise leaves it out). Output is blocks, each opened by a [kind] record, of key=value
+// configuration, the debian_conf record, which otherwise leaves it out;
+// $6 "post": then run, for a lone postmaster, the gather's commands run
+// ahead, prerun.go). Output is blocks, each opened by a [kind] record, of key=value
 // records; every record ends in NUL, which no path, process name or file
 // line can hold, so nothing read from the host can forge a record:
 //
@@ -50,6 +52,7 @@ want_data=$1 want_bin=$2 only=$3
 # bin directory found on the host ($2 of a re-read) never is.
 trusted_dir=${4-}
 owner= alive=
+lp_pid= lp_owner= lp_bin= lp_sock= lp_port= lp_conf= bi_ok=
 cd /
 ` + RunBinFn + `
 rec() { printf '%s=%s\0' "$1" "$2"; }
@@ -151,6 +154,7 @@ bininfo() {
   if [ -n "$b" ] && [ -x "$b/postgres" ]; then
     if how=$(run_how "$b/postgres"); then
       rec bin_runs_as "$how"
+      bi_ok=1
       rec version "$(run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
     else
       rec bin_refused 1
@@ -161,7 +165,7 @@ bininfo() {
 # pginfo DIR BIN proc|noproc [nobin] describes the data directory DIR:
 # with proc, also its running postmaster; with nobin, not its binaries.
 pginfo() {
-  d=$1 b=$2
+  d=$1 b=$2 bi_ok=
   rec data "$d"
   [ -n "$d" ] && [ -d "$d" ] || return 0
   rd=
@@ -253,8 +257,19 @@ for s in /proc/[0-9]*/stat; do
   # by the controller).
   cl=
   IFS= read -r cl 2>/dev/null < "/proc/$p/cmdline" || :
+  clr=$cl
   case $cl in *config_file=/etc/postgresql/*) cl=${cl##*config_file=};; *) cl=;; esac
   if [ -n "$cl" ] && debconf "$cl"; then rec debian_conf "$cl"; pm_conf=$cl; else pm_conf=; fi
+  # The first postmaster, for the commands run ahead ($6 post) should it
+  # stay alone: only one whose binaries were accepted; its configuration
+  # file as the controller will choose it (Debian's on the command line,
+  # else the data directory's when no config_file= names another).
+  if [ "$npm" = 0 ] && [ -n "$bi_ok" ]; then
+    lp_pid=$p lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=$pm_conf
+    if [ -z "$lp_conf" ]; then
+      case $clr in *config_file=*) ;; *) if [ -f "${rd:-$d}/postgresql.conf" ]; then lp_conf=${rd:-$d}/postgresql.conf; fi;; esac
+    fi
+  fi
   npm=$((npm+1))
   found=1
 done
@@ -284,6 +299,9 @@ if [ -n "$lsc" ]; then
     if [ -z "$found" ]; then pginfo "$d" "/usr/lib/postgresql/$v/bin" proc; else rec data "$d"; fi
   done
 fi
+# $6 post (GatherHost): the commands run ahead for a lone postmaster
+# (prerun.go), code the gather put in $gpost.
+if [ "${6-}" = post ] && [ "$npm" = 1 ] && [ -z "$want_data" ] && [ -n "$lp_pid" ]; then eval "$gpost"; fi
 exit 0
 `
 

@@ -34,6 +34,13 @@ type Set struct {
 	// that encodes as a JSON object. Output comes from the host: bound
 	// every number, refuse what is malformed.
 	Parse func(out []byte) (any, error)
+	// PostmasterRuns are read-only commands the module's check runs for
+	// the cluster's running postmaster, written with the placeholders of
+	// prerun.go (PMPid, ...). The gather runs them ahead, with its
+	// privileges, for a postmaster discovery found running alone, and the
+	// check's Run of the same command takes that answer (prerun.go). Fixed
+	// text, like Script.
+	PostmasterRuns [][]string
 }
 
 // setName is what a set may be called: a word usable in expressions.
@@ -53,6 +60,11 @@ func CheckSets(sets []Set) error {
 			return fmt.Errorf("fact set %s: the name of a core fact", s.Name)
 		case s.Script != "" && s.Parse == nil:
 			return fmt.Errorf("fact set %s: a script without a parser", s.Name)
+		}
+		for _, r := range s.PostmasterRuns {
+			if err := checkPreRun(r); err != nil {
+				return fmt.Errorf("fact set %s: postmaster run: %w", s.Name, err)
+			}
 		}
 		seen[s.Name] = true
 	}

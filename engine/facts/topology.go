@@ -242,8 +242,7 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 	if !pg.Running {
 		return stoppedTopology(ctx, t, become, pg), nil
 	}
-	args := []string{"sh", "-c", ownerRunScript, "sh", pg.Owner, topologyScript,
-		path.Join(pg.BinDir, "psql"), pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(pg.PID), pg.ConfigFile, topologySQL}
+	args := topologyArgs(pg.Owner, path.Join(pg.BinDir, "psql"), pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(pg.PID), pg.ConfigFile)
 	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
 	if err != nil {
 		return nil, fmt.Errorf("replication topology: %w", err)
@@ -259,6 +258,12 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 		}
 	}
 	return topo, nil
+}
+
+// topologyArgs is the command that asks a running server its topology
+// (GatherTopology; the gather runs it ahead with placeholders, prerun.go).
+func topologyArgs(owner, psql, sock, port, pid, conf string) []string {
+	return []string{"sh", "-c", ownerRunScript, "sh", owner, topologyScript, psql, sock, port, pid, conf, topologySQL}
 }
 
 // controldataScript prints pg_control, as the owner: $1 bin dir, $2 data

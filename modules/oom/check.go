@@ -63,11 +63,13 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 		p.Note("no PostgreSQL cluster found: no postmaster to shield")
 		return p, nil
 	}
-	pid := 0
+	pid, unit := 0, debianUnit(pg)
 	if pg.Running {
-		pid = pg.PID
+		// The unit comes from the postmaster's cgroup: asked as the
+		// gather asked it ahead (FactSet).
+		pid, unit = pg.PID, ""
 	}
-	h, err := readHost(ctx, t, pid, debianUnit(pg))
+	h, err := readHost(ctx, t, pid, unit)
 	if err != nil {
 		return nil, err
 	}

@@ -138,6 +138,20 @@ func (h *hostState) inheriting() int {
 	return n
 }
 
+// readArgs is the command readHost runs.
+func readArgs(pid, unit string) []string {
+	return []string{"sh", "-c", readScript, "sh", pid, unit, dropinName, strconv.Itoa(maxChildren)}
+}
+
+// FactSet declares no facts of the module's own: only the read of a
+// running postmaster's OOM state, which the gather runs ahead
+// (facts.Set.PostmasterRuns) so that check finds it without a round trip.
+// The unit is left empty: for a running postmaster readScript takes the
+// unit from its cgroup, and Check asks with the same arguments.
+func (*Module) FactSet() facts.Set {
+	return facts.Set{Name: Name, PostmasterRuns: [][]string{readArgs(facts.PMPid, "")}}
+}
+
 // readHost runs readScript for the postmaster pid (0: none running) and,
 // when it is not running, the unit that would run it.
 func readHost(ctx context.Context, t *engine.Target, pid int, unit string) (*hostState, error) {
@@ -145,7 +159,7 @@ func readHost(ctx context.Context, t *engine.Target, pid int, unit string) (*hos
 	if pid > 0 {
 		p = strconv.Itoa(pid)
 	}
-	res, err := t.Run(ctx, "sh", "-c", readScript, "sh", p, unit, dropinName, strconv.Itoa(maxChildren))
+	res, err := t.Run(ctx, readArgs(p, unit)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the OOM state: %w", err)
 	}

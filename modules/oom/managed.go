@@ -14,6 +14,7 @@ var (
 	_ engine.TargetManager = (*Module)(nil)
 	_ engine.LiveKeeper    = (*Module)(nil)
 	_ engine.RollbackHook  = (*Module)(nil)
+	_ engine.FactDeclarer  = (*Module)(nil)
 )
 
 // Manages says what rollback may put back for this module: its drop-in

@@ -1,0 +1,240 @@
+package facts
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// Commands run ahead. A check asks a host's running postmaster a few
+// read-only questions right after discovery: its replication topology
+// (as the cluster owner) and whatever a module declares
+// (Set.PostmasterRuns: a read, as root, of the postmaster's process
+// state, say). Each
+// was a session of its own: on the host an sshd channel, a login shell
+// and a sudo. GatherHost runs them at the end of its own round trip
+// instead, for the one postmaster discovery found running alone, with its
+// pid, owner, binaries, socket and configuration put in place of the
+// placeholders below, and keeps each answer under the exact command it
+// ran (Ran). A later Run of that very command (same arguments, same
+// privileges, no stdin) takes the answer once instead of running it;
+// anything else runs as before. So a wrong guess on the host (a
+// configuration file the controller then chooses differently) costs a
+// run, never a wrong answer.
+//
+// Order keeps the owner's code last: every run as root comes first, and
+// a process the owner leaves behind can only write after the answers that
+// do not come from it. Each run gets /dev/null for stdin and stderr, and
+// is framed by the discovery's nonce (see discoverTail):
+//
+//	NONCE args I      its arguments, each ended by a NUL
+//	NONCE out I       its standard output
+//	NONCE status I S  its exit status
+//
+// Only status 0 is kept: a failed run is run again where it is asked,
+// for its error.
+
+// Placeholders in a pre-run's arguments, each a whole argument (PGBin
+// also a prefix: "{pg.bin}/psql").
+const (
+	PMPid    = "{pg.pid}"    // the postmaster's pid
+	PMOwner  = "{pg.owner}"  // the cluster owner's name
+	PMBin    = "{pg.bin}"    // the binaries' directory
+	PMSocket = "{pg.socket}" // the socket directory, from postmaster.pid
+	PMPort   = "{pg.port}"   // the port, from postmaster.pid
+	PMConfig = "{pg.config}" // postgresql.conf; runs needing it are left out when the script cannot tell it
+)
+
+// placeholderVar is the discovery script's variable for each placeholder.
+var placeholderVar = map[string]string{
+	PMPid: "lp_pid", PMOwner: "lp_owner", PMBin: "lp_bin", PMSocket: "lp_sock", PMPort: "lp_port", PMConfig: "lp_conf",
+}
+
+var placeholderRE = regexp.MustCompile(`\{pg\.[a-z]+\}`)
+
+// checkPreRun refuses a pre-run the gather could not run as written:
+// an unknown placeholder, or one that is not a whole argument (PMBin may
+// start one).
+func checkPreRun(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("an empty command")
+	}
+	for _, a := range args {
+		for _, loc := range placeholderRE.FindAllStringIndex(a, -1) {
+			p := a[loc[0]:loc[1]]
+			if _, ok := placeholderVar[p]; !ok {
+				return fmt.Errorf("unknown placeholder %s", p)
+			}
+			if p == a || (p == PMBin && loc[0] == 0) {
+				continue
+			}
+			return fmt.Errorf("placeholder %s inside argument %q", p, a)
+		}
+	}
+	return nil
+}
+
+// preRunScript is the shell code that runs the pre-runs (runs, in order),
+// evaluated at the end of the discovery script for a lone postmaster: of
+// those, the ones whose index the request lists ($pq: "post I J ...",
+// preRunRequest), so the script is the same whichever modules a play
+// runs.
+func preRunScript(runs [][]string) string {
+	var b strings.Builder
+	b.WriteString(`pr() {
+  pr_i=$1
+  case " $pq " in *" $pr_i "*) ;; *) return 0;; esac
+  shift
+  printf '\n%s args %s\n' "$dn" "$pr_i"
+  printf '%s\0' "$@"
+  printf '\n%s out %s\n' "$dn" "$pr_i"
+  "$@" </dev/null 2>/dev/null
+  printf '\n%s status %s %s\n' "$dn" "$pr_i" "$?"
+}
+`)
+	for i, args := range runs {
+		var words []string
+		needConf := false
+		for _, a := range args {
+			switch v, ok := placeholderVar[a]; {
+			case ok:
+				words = append(words, `"$`+v+`"`)
+				needConf = needConf || a == PMConfig
+			case strings.HasPrefix(a, PMBin):
+				words = append(words, `"$lp_bin"`+shellQuote(a[len(PMBin):]))
+			default:
+				words = append(words, shellQuote(a))
+			}
+		}
+		line := "pr " + strconv.Itoa(i) + " " + strings.Join(words, " ")
+		if needConf {
+			line = `if [ -n "$lp_conf" ]; then ` + line + "; fi"
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// preRunsOf is every pre-run of the gather: the sets' (run as root where
+// the gather is) first, the topology query (as the owner) last; owners
+// has each one's set name ("" for the topology).
+func preRunsOf(sets []Set) (runs [][]string, owners []string) {
+	for _, s := range sets {
+		for _, r := range s.PostmasterRuns {
+			runs, owners = append(runs, r), append(owners, s.Name)
+		}
+	}
+	runs = append(runs, topologyArgs(PMOwner, PMBin+"/psql", PMSocket, PMPort, PMPid, PMConfig))
+	return runs, append(owners, "")
+}
+
+// preRunRequest is the request's line that asks for the pre-runs of the
+// sets named in ask, and the topology's: "post I J ...".
+func preRunRequest(sets []Set, ask []string) string {
+	_, owners := preRunsOf(sets)
+	line := "post"
+	for i, o := range owners {
+		if o == "" || slices.Contains(ask, o) {
+			line += " " + strconv.Itoa(i)
+		}
+	}
+	return line
+}
+
+// Ran is what the gather ran ahead, by exact command: each answer is
+// taken once. A nil Ran holds nothing.
+type Ran struct {
+	mu      sync.Mutex
+	results map[string]transport.Result
+}
+
+func ranKey(args []string, become bool) string {
+	return strconv.FormatBool(become) + "\x00" + strings.Join(args, "\x00")
+}
+
+// Take returns the answer kept for cmd and forgets it; ok is false when
+// there is none (or cmd has stdin: nothing run ahead had any).
+func (r *Ran) Take(cmd transport.Command) (res transport.Result, ok bool) {
+	if r == nil || len(cmd.Stdin) > 0 {
+		return transport.Result{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := ranKey(cmd.Args, cmd.Become)
+	res, ok = r.results[k]
+	delete(r.results, k)
+	return res, ok
+}
+
+// Len is how many answers are kept.
+func (r *Ran) Len() int {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.results)
+}
+
+// Transport answers Run from r where it can, else through t.
+func (r *Ran) Transport(t transport.Transport) transport.Transport {
+	if r == nil {
+		return t
+	}
+	return ranTransport{t, r}
+}
+
+type ranTransport struct {
+	transport.Transport
+	ran *Ran
+}
+
+func (t ranTransport) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	if res, ok := t.ran.Take(cmd); ok {
+		return res, nil
+	}
+	return t.Transport.Run(ctx, cmd)
+}
+
+// parsePreRuns reads the frames between the discovery's records and its
+// last line (parts: the output split at "\nNONCE "). Anything malformed
+// (which only a process left behind by a run can cause, writing without
+// the nonce) drops every answer: each command then runs where it is asked.
+func parsePreRuns(parts [][]byte, become bool) *Ran {
+	if len(parts) == 0 || len(parts)%3 != 0 {
+		return nil
+	}
+	r := &Ran{results: map[string]transport.Result{}}
+	for k := 0; k < len(parts); k += 3 {
+		ah, args, ok1 := bytes.Cut(parts[k], []byte("\n"))
+		oh, out, ok2 := bytes.Cut(parts[k+1], []byte("\n"))
+		st := string(parts[k+2])
+		if !ok1 || !ok2 || !strings.HasPrefix(string(ah), "args ") || !strings.HasSuffix(st, "\n") {
+			return nil
+		}
+		i := strings.TrimPrefix(string(ah), "args ")
+		if _, err := strconv.Atoi(i); err != nil || string(oh) != "out "+i || !strings.HasPrefix(st, "status "+i+" ") {
+			return nil
+		}
+		status := strings.TrimSuffix(strings.TrimPrefix(st, "status "+i+" "), "\n")
+		if _, err := strconv.Atoi(status); err != nil {
+			return nil
+		}
+		if len(args) == 0 || args[len(args)-1] != 0 {
+			return nil
+		}
+		if status != "0" {
+			continue
+		}
+		argv := strings.Split(string(args[:len(args)-1]), "\x00")
+		r.results[ranKey(argv, become)] = transport.Result{Stdout: bytes.Clone(out)}
+	}
+	return r
+}

@@ -204,3 +204,49 @@ func TestReadCache(t *testing.T) {
 		t.Errorf("apply: %s %v; want refused: the re-check reads the host", got.Status, got.Error)
 	}
 }
+
+// A dry run's Run takes the answer the gather ran ahead for the very same
+// command (facts/prerun.go), once; other arguments, other privileges,
+// stdin, or a journal (apply) ask the host.
+func TestRunTakesWhatRanAhead(t *testing.T) {
+	ctx := context.Background()
+	args := []string{"sh", "-c", "read state", "sh", "42"}
+	for _, tc := range []struct {
+		name    string
+		run     func(tg *Target) (transport.Result, error)
+		journal bool
+		hits    int
+	}{
+		{"same command", func(tg *Target) (transport.Result, error) { return tg.Run(ctx, args...) }, false, 1},
+		{"other arguments", func(tg *Target) (transport.Result, error) { return tg.Run(ctx, "sh", "-c", "read state", "sh", "43") }, false, 0},
+		{"with stdin", func(tg *Target) (transport.Result, error) { return tg.RunInput(ctx, []byte("x"), args...) }, false, 0},
+		{"journaled", func(tg *Target) (transport.Result, error) { return tg.Run(ctx, args...) }, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := &facts.Ran{}
+			ran.Keep(args, true, transport.Result{Stdout: []byte("ahead")})
+			c := &counting{Transport: prefetchHost(t, "")}
+			tg := &Target{Name: "fake", Transport: c, Become: true, Facts: &facts.Facts{Ran: ran}}
+			if tc.journal {
+				tg.Journal = NewJournal("20261202T110000Z-ahead1", "fake", testState, c, false)
+			}
+			for i := 0; i < 2; i++ {
+				res, _ := tc.run(tg)
+				if hit := string(res.Stdout) == "ahead"; hit != (i < tc.hits) {
+					t.Errorf("run %d: %q; want the answer run ahead %v", i, res.Stdout, i < tc.hits)
+				}
+			}
+			if want := 2 - tc.hits; c.runs != want {
+				t.Errorf("%d runs reached the host; want %d", c.runs, want)
+			}
+		})
+	}
+	// Run with the other privileges asks the host.
+	ran := &facts.Ran{}
+	ran.Keep(args, true, transport.Result{Stdout: []byte("ahead")})
+	c := &counting{Transport: prefetchHost(t, "")}
+	tg := &Target{Name: "fake", Transport: c, Become: false, Facts: &facts.Facts{Ran: ran}}
+	if res, _ := tg.Run(ctx, args...); string(res.Stdout) == "ahead" || c.runs != 1 {
+		t.Errorf("without become: %q, %d runs; want the host asked", res.Stdout, c.runs)
+	}
+}

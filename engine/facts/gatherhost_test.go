@@ -2,8 +2,10 @@ package facts
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,5 +116,69 @@ func TestGatherReadsKernelStrings(t *testing.T) {
 	}
 	if want := os.Getenv("SUDO_USER"); want != "" && f.User != want || want == "" && f.User != u.Username {
 		t.Errorf("user %q; want %q (SUDO_USER %q)", f.User, u.Username, want)
+	}
+}
+
+// On a real cluster, GatherHost runs the topology query and the modules'
+// postmaster runs in its own round trip: GatherTopology then asks the
+// host nothing and finds what it finds on its own, and a module's run
+// takes the gather's answer. Without the module in the play, or with a
+// pg_config_file the script cannot check, nothing of it is run ahead.
+func TestGatherHostRunsAheadLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a real cluster")
+	}
+	ctx := context.Background()
+	c := testhost.Postgres(t)
+	probe := []string{"sh", "-c", `echo "pid=$1 owner=$2"; cat "/proc/$1/comm"`, "sh", PMPid, PMOwner}
+	sets := []Set{{Name: "probe", PostmasterRuns: [][]string{probe}}}
+	local := transport.NewLocal()
+	f, err := GatherHost(ctx, local, Options{PGData: c.DataDir, Sets: sets, RunAhead: []string{"probe"}})
+	if err != nil || f.Postgres == nil || !f.Postgres.Running {
+		t.Fatalf("GatherHost: %v, %+v, %s", err, f.Postgres, f.PostgresError)
+	}
+	pg := f.Postgres
+	if f.Ran.Len() != 2 {
+		t.Fatalf("%d answers run ahead; want the probe's and the topology's", f.Ran.Len())
+	}
+	pid := strconv.Itoa(pg.PID)
+	res, ok := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
+	if want := "pid=" + pid + " owner=" + pg.Owner + "\npostgres\n"; !ok || string(res.Stdout) != want {
+		t.Errorf("probe: %q, %v; want %q", res.Stdout, ok, want)
+	}
+	counted := &countingTransport{}
+	ahead, err := GatherTopology(ctx, f.Ran.Transport(counted), false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Ran.Len() != 0 || counted.runs != 0 {
+		t.Errorf("the topology's answer was not taken (%d left, %d runs reached the host)", f.Ran.Len(), counted.runs)
+	}
+	asked, err := GatherTopology(ctx, local, false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(ahead)
+	b, _ := json.Marshal(asked)
+	if string(a) != string(b) || ahead.Role != "primary" || ahead.Settings["block_size"] == "" {
+		t.Errorf("topology run ahead\n %s\nasked on its own\n %s", a, b)
+	}
+
+	for name, opts := range map[string]Options{
+		"module not in the play": {PGData: c.DataDir, Sets: sets},
+		"pg_config_file":         {PGData: c.DataDir, PGConfigFile: c.ConfigFile(), Sets: sets, RunAhead: []string{"probe"}},
+	} {
+		f, err := GatherHost(ctx, local, opts)
+		if err != nil || f.Postgres == nil {
+			t.Fatalf("%s: %v, %s", name, err, f.PostgresError)
+		}
+		_, probed := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
+		if probed || (name == "pg_config_file") != (f.Ran.Len() == 0) {
+			t.Errorf("%s: probe run ahead %v, %d answers left", name, probed, f.Ran.Len())
+		}
+	}
+	c.Stop(t)
+	if f, err := GatherHost(ctx, local, Options{PGData: c.DataDir, Sets: sets, RunAhead: []string{"probe"}}); err != nil || f.Ran.Len() != 0 {
+		t.Errorf("stopped cluster: %v, %d answers run ahead; want none", err, f.Ran.Len())
 	}
 }

@@ -47,7 +47,8 @@ import (
 // comes from the owner running its own binary, never from root running
 // the owner's.
 const discoverScript = `export LC_ALL=C
-want_data=$1 want_bin=$2 only=$3
+# (The positional parameters are used again below: each is named here.)
+want_data=$1 want_bin=$2 only=$3 want_lsc=${5-} run_ahead=${6-}
 # The inventory's pg_bin is the controller's choice, trusted as such; a
 # bin directory found on the host ($2 of a re-read) never is.
 trusted_dir=${4-}
@@ -213,11 +214,31 @@ impostor() {
   rec reader_uid "$rh_me"
 }
 
+# lone_pm PID DIR notes the postmaster PID of data directory DIR (as the
+# controller will name it) for the commands run ahead ($6 post, when it
+# stays the only one): called just after pginfo accepted its binaries.
+# Its configuration file as the controller will choose it: Debian's as
+# the last argument, else DIR's when no config_file= or --config-file=
+# names another (the shell's read drops the NULs between arguments: an
+# argument's end is not known); else none, and what needs it is not run
+# ahead.
+lone_pm() {
+  lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=
+  lp_cl=
+  IFS= read -r lp_cl 2>/dev/null < "/proc/$1/cmdline" || :
+  case $lp_cl in
+  *config-file=*) ;;
+  *config_file=*) lp_cl=${lp_cl##*config_file=}; if debconf "$lp_cl"; then lp_conf=$lp_cl; fi;;
+  *) if [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi;;
+  esac
+}
+
 found= npm=0 pm_conf=
 if [ -n "$want_data" ]; then
   blk override
   pginfo "$want_data" "$want_bin" proc
   found=1
+  if [ -n "$alive" ] && [ -n "$bi_ok" ]; then lone_pm "$pf_pid" "${rd:-$want_data}"; fi
 fi
 [ "$only" = only ] && exit 0
 
@@ -257,19 +278,9 @@ for s in /proc/[0-9]*/stat; do
   # by the controller).
   cl=
   IFS= read -r cl 2>/dev/null < "/proc/$p/cmdline" || :
-  clr=$cl
   case $cl in *config_file=/etc/postgresql/*) cl=${cl##*config_file=};; *) cl=;; esac
   if [ -n "$cl" ] && debconf "$cl"; then rec debian_conf "$cl"; pm_conf=$cl; else pm_conf=; fi
-  # The first postmaster, for the commands run ahead ($6 post) should it
-  # stay alone: only one whose binaries were accepted; its configuration
-  # file as the controller will choose it (Debian's on the command line,
-  # else the data directory's when no config_file= names another).
-  if [ "$npm" = 0 ] && [ -n "$bi_ok" ]; then
-    lp_pid=$p lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=$pm_conf
-    if [ -z "$lp_conf" ]; then
-      case $clr in *config_file=*) ;; *) if [ -f "${rd:-$d}/postgresql.conf" ]; then lp_conf=${rd:-$d}/postgresql.conf; fi;; esac
-    fi
-  fi
+  if [ "$npm" = 0 ] && [ -n "$bi_ok" ]; then lone_pm "$p" "${rd:-$d}"; fi
   npm=$((npm+1))
   found=1
 done
@@ -282,7 +293,7 @@ done
 # A [list_skipped] block says the list was left out on that word alone.
 lsc= lsc_want=
 if [ -z "$want_data" ] || [ -z "$alive" ]; then lsc_want=1; fi
-if [ -n "$lsc_want" ] && [ "$npm" = 1 ] && [ -n "$pm_conf" ] && [ "${5-}" != lsc ]; then
+if [ -n "$lsc_want" ] && [ "$npm" = 1 ] && [ -n "$pm_conf" ] && [ "$want_lsc" != lsc ]; then
   lsc_want=
   blk list_skipped
 fi
@@ -299,9 +310,9 @@ if [ -n "$lsc" ]; then
     if [ -z "$found" ]; then pginfo "$d" "/usr/lib/postgresql/$v/bin" proc; else rec data "$d"; fi
   done
 fi
-# $6 post (GatherHost): the commands run ahead for a lone postmaster
-# (prerun.go), code the gather put in $gpost.
-if [ "${6-}" = post ] && [ "$npm" = 1 ] && [ -z "$want_data" ] && [ -n "$lp_pid" ]; then eval "$gpost"; fi
+# $6 post (GatherHost): the commands run ahead for pg_data's running
+# postmaster, else a lone one (prerun.go), code the gather put in $gpost.
+if [ "$run_ahead" = post ] && [ -n "$lp_pid" ] && { [ -n "$want_data" ] || [ "$npm" = 1 ]; }; then eval "$gpost"; fi
 exit 0
 `
 

@@ -159,6 +159,17 @@ func ranKey(args []string, become bool) string {
 	return strconv.FormatBool(become) + "\x00" + strings.Join(args, "\x00")
 }
 
+// Keep records res as the answer to args run with become: for tools and
+// tests that build facts by hand (GatherHost fills its own).
+func (r *Ran) Keep(args []string, become bool, res transport.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.results == nil {
+		r.results = map[string]transport.Result{}
+	}
+	r.results[ranKey(args, become)] = res
+}
+
 // Take returns the answer kept for cmd and forgets it; ok is false when
 // there is none (or cmd has stdin: nothing run ahead had any).
 func (r *Ran) Take(cmd transport.Command) (res transport.Result, ok bool) {
@@ -211,7 +222,7 @@ func parsePreRuns(parts [][]byte, become bool) *Ran {
 	if len(parts) == 0 || len(parts)%3 != 0 {
 		return nil
 	}
-	r := &Ran{results: map[string]transport.Result{}}
+	r := &Ran{}
 	for k := 0; k < len(parts); k += 3 {
 		ah, args, ok1 := bytes.Cut(parts[k], []byte("\n"))
 		oh, out, ok2 := bytes.Cut(parts[k+1], []byte("\n"))
@@ -234,7 +245,7 @@ func parsePreRuns(parts [][]byte, become bool) *Ran {
 			continue
 		}
 		argv := strings.Split(string(args[:len(args)-1]), "\x00")
-		r.results[ranKey(argv, become)] = transport.Result{Stdout: bytes.Clone(out)}
+		r.Keep(argv, become, transport.Result{Stdout: bytes.Clone(out)})
 	}
 	return r
 }

@@ -1,0 +1,191 @@
+package facts
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+func TestCheckPreRun(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"sh", "-c", "x", "sh", PMPid, PMOwner, PMBin + "/psql", PMSocket, PMPort, PMConfig}, ""},
+		{[]string{"cat", "/proc/{pg.pid}/status"}, "inside argument"},
+		{[]string{"x", "{pg.nope}"}, "unknown placeholder {pg.nope}"},
+		{[]string{"x", "/usr" + PMBin}, "inside argument"},
+		{nil, "an empty command"},
+	} {
+		err := checkPreRun(tc.args)
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("checkPreRun(%q) = %v; want %q", tc.args, err, tc.err)
+		}
+	}
+	if err := CheckSets([]Set{{Name: "m", PostmasterRuns: [][]string{{"x", "{pg.nope}"}}}}); err == nil || !strings.Contains(err.Error(), "fact set m: postmaster run") {
+		t.Errorf("CheckSets: %v; want the run refused", err)
+	}
+}
+
+// runAhead runs preRunScript for runs in a real sh with the discovery's
+// variables set as for a postmaster, inside a discovery frame, and parses
+// the output as GatherHost does.
+func runAhead(t *testing.T, runs [][]string, vars, pq string) (*Ran, []block) {
+	t.Helper()
+	nonce := discoveryNonce()
+	script := "dn=" + nonce + " pq=" + shellQuote(pq) + "\n" + vars + "\n" +
+		"gpost=" + shellQuote(preRunScript(runs)) + "\n" +
+		`printf 'D %s\n' "$dn"; printf '[override]\0data=/d\0'; ( eval "$gpost"; exit 0 ) </dev/null; printf '\n%s %s\n' "$dn" "$?"`
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, ran, answered, err := discoveryAnswer(out, nonce, true)
+	if err != nil || !answered {
+		t.Fatalf("discoveryAnswer: %v (answered %v)\n%q", err, answered, out)
+	}
+	return ran, blocks
+}
+
+// The gather runs the asked runs with the postmaster's values in place,
+// keeps a run's output under the exact command it ran, whatever that
+// output holds (line breaks, NULs, frames with a wrong nonce), and keeps
+// nothing of a run that failed, was not asked, or needs a configuration
+// file the script could not tell.
+func TestPreRunsRunAndKept(t *testing.T) {
+	fake := discoveryNonce()
+	runs := [][]string{
+		{"sh", "-c", `printf '%s|' "$@"; printf 'two\n'`, "sh", PMPid, PMOwner, PMBin + "/psql", PMSocket, PMPort},
+		{"sh", "-c", "echo failed; exit 3"},
+		{"sh", "-c", `echo "$1"`, "sh", PMConfig},
+		{"sh", "-c", "echo not asked"},
+		{"sh", "-c", `printf 'a\0b\n%s status 4 0\n%s 0\nno newline' "$1" "$1"`, "sh", fake},
+	}
+	vars := `lp_pid=42 lp_owner=pg lp_bin='/usr/lib/a b' lp_sock=/run/pg lp_port=5432 lp_conf=`
+	ran, blocks := runAhead(t, runs, vars, "post 0 1 2 4")
+	if len(blocks) != 1 || blocks[0].get("data") != "/d" {
+		t.Errorf("blocks %+v; want the discovery's records untouched", blocks)
+	}
+	if ran.Len() != 2 {
+		t.Errorf("%d answers kept; want 2 (runs 0 and 4)", ran.Len())
+	}
+	want := map[int]string{
+		0: "42|pg|/usr/lib/a b/psql|/run/pg|5432|two\n",
+		4: "a\x00b\n" + fake + " status 4 0\n" + fake + " 0\nno newline",
+	}
+	concrete := map[int][]string{
+		0: {"sh", "-c", runs[0][2], "sh", "42", "pg", "/usr/lib/a b/psql", "/run/pg", "5432"},
+		4: runs[4],
+	}
+	for i, args := range concrete {
+		if _, ok := ran.Take(transport.Command{Args: args, Become: false}); ok {
+			t.Errorf("run %d: taken without become; the gather ran it with", i)
+		}
+		if _, ok := ran.Take(transport.Command{Args: args, Become: true, Stdin: []byte("x")}); ok {
+			t.Errorf("run %d: taken by a command with stdin", i)
+		}
+		res, ok := ran.Take(transport.Command{Args: args, Become: true})
+		if !ok || string(res.Stdout) != want[i] {
+			t.Errorf("run %d: %q, %v; want %q", i, res.Stdout, ok, want[i])
+		}
+		if _, ok := ran.Take(transport.Command{Args: args, Become: true}); ok {
+			t.Errorf("run %d: taken twice", i)
+		}
+	}
+	// With the configuration file known, run 2 runs too.
+	ran, _ = runAhead(t, runs, vars+" lp_conf=/etc/pg.conf", "post 2")
+	if res, ok := ran.Take(transport.Command{Args: []string{"sh", "-c", runs[2][2], "sh", "/etc/pg.conf"}, Become: true}); !ok || string(res.Stdout) != "/etc/pg.conf\n" {
+		t.Errorf("run 2: %q, %v", res.Stdout, ok)
+	}
+}
+
+// A process left behind by a run writes without the nonce: whatever it
+// adds to the frames drops every answer run ahead (each command then
+// runs where it is asked), and never the discovery's records.
+func TestPreRunsMalformedDropped(t *testing.T) {
+	nonce := discoveryNonce()
+	sep := "\n" + nonce + " "
+	good := sep + "args 0\nsh\x00-c\x00true\x00" + sep + "out 0\nhello\n" + sep + "status 0 0\n"
+	for name, frames := range map[string]string{
+		"well formed":           good,
+		"garbage after status":  sep + "args 0\nx\x00" + sep + "out 0\n" + sep + "status 0 0\ngarbage",
+		"out of order":          sep + "out 0\nx" + sep + "args 0\nx\x00" + sep + "status 0 0\n",
+		"index mismatch":        sep + "args 0\nx\x00" + sep + "out 1\nx" + sep + "status 0 0\n",
+		"no status":             sep + "args 0\nx\x00" + sep + "out 0\nx",
+		"status not a number":   sep + "args 0\nx\x00" + sep + "out 0\nx" + sep + "status 0 zero\n",
+		"args without a NUL":    sep + "args 0\nx" + sep + "out 0\nx" + sep + "status 0 0\n",
+		"a frame of an unknown": good + sep + "extra\n",
+	} {
+		out := []byte("M MemTotal: 1 kB\nD " + nonce + "\n[override]\x00data=/d\x00" + frames + sep + "0\n")
+		blocks, ran, answered, err := discoveryAnswer(out, nonce, true)
+		if err != nil || !answered || len(blocks) != 1 || blocks[0].get("data") != "/d" {
+			t.Errorf("%s: %v, %+v; want the discovery's records", name, err, blocks)
+			continue
+		}
+		if wantKept := name == "well formed"; (ran.Len() == 1) != wantKept {
+			t.Errorf("%s: %d answers kept; want kept %v", name, ran.Len(), wantKept)
+		}
+	}
+	// The discovery's last line still decides: a failed discovery, or
+	// output after it, is refused as before.
+	for _, tail := range []string{sep + "1\n", sep + "0\nW 1\n"} {
+		out := []byte("D " + nonce + "\n[override]\x00data=/d\x00" + good + tail)
+		if _, _, _, err := discoveryAnswer(out, nonce, true); err == nil {
+			t.Errorf("tail %q: accepted", tail)
+		}
+	}
+}
+
+// Ran.Transport answers what was run ahead, once, and passes the rest on.
+func TestRanTransport(t *testing.T) {
+	r := &Ran{}
+	r.Keep([]string{"a"}, true, transport.Result{Stdout: []byte("kept")})
+	c := &countingTransport{}
+	tr := r.Transport(c)
+	for i, want := range []string{"kept", "ran"} {
+		res, err := tr.Run(context.Background(), transport.Command{Args: []string{"a"}, Become: true})
+		if err != nil || string(res.Stdout) != want {
+			t.Errorf("run %d: %q, %v; want %q", i, res.Stdout, err, want)
+		}
+	}
+	if c.runs != 1 {
+		t.Errorf("%d runs reached the host; want 1", c.runs)
+	}
+	var none *Ran
+	if none.Transport(c) != transport.Transport(c) || none.Len() != 0 {
+		t.Error("a nil Ran should pass everything on")
+	}
+}
+
+type countingTransport struct{ runs int }
+
+func (c *countingTransport) Run(_ context.Context, cmd transport.Command) (transport.Result, error) {
+	c.runs++
+	return transport.Result{Stdout: []byte("ran")}, nil
+}
+
+func (c *countingTransport) Close() error { return nil }
+
+// The gather script is the same whichever modules a play runs: the runs
+// asked are on stdin.
+func TestPreRunRequest(t *testing.T) {
+	sets := []Set{
+		{Name: "a", PostmasterRuns: [][]string{{"x"}, {"y"}}},
+		{Name: "b", PostmasterRuns: [][]string{{"z"}}},
+	}
+	for _, tc := range []struct {
+		ask  []string
+		want string
+	}{{nil, "post 3"}, {[]string{"a"}, "post 0 1 3"}, {[]string{"b", "c"}, "post 2 3"}} {
+		if got := preRunRequest(sets, tc.ask); got != tc.want {
+			t.Errorf("preRunRequest(%v) = %q; want %q", tc.ask, got, tc.want)
+		}
+	}
+	if !bytes.Contains([]byte(GatherScript(sets)), []byte(shellQuote("z"))) {
+		t.Error("the gather script lacks a run")
+	}
+}

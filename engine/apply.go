@@ -51,7 +51,7 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 		started = true
 		if i > 0 && (hr.steps[i-1].plan.HasChanges() || shrunk) {
 			// The previous module changed the host: plan from what it is now.
-			if err := s.gather(ctx, hr); err != nil {
+			if err := s.gather(ctx, hr, false); err != nil {
 				hr.err = err
 				return
 			}

@@ -36,7 +36,7 @@ func (r *Runner) FactsEach(ctx context.Context, hosts []*inventory.Host, done fu
 			return
 		}
 		hr.tr = tr
-		hr.err = s.gather(ctx, hr)
+		hr.err = s.gather(ctx, hr, false)
 		// Done with this host: free its sshd session now, not at the end.
 		_ = tr.Close()
 		hr.tr = nil

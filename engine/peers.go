@@ -86,7 +86,7 @@ func (s *Session) openPeer(ctx context.Context, name, suffix string, journaled b
 	}
 	pr := &hostRun{host: h, tr: tr, secrets: hostSecrets(h)}
 	closePeer := func() { _ = tr.Close() }
-	if err := s.gather(ctx, pr); err != nil {
+	if err := s.gather(ctx, pr, false); err != nil {
 		closePeer()
 		return nil, nil, err
 	}

@@ -56,7 +56,7 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 		return
 	}
 	hr.tr = tr
-	if err := s.gather(ctx, hr); err != nil {
+	if err := s.gather(ctx, hr, true); err != nil {
 		hr.err = err
 		return
 	}
@@ -87,10 +87,17 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 // gather (re)reads the host's facts: one round trip for the kernel side,
 // every module's declared facts and the cluster; one more for the running
 // cluster's replication topology.
-func (s *Session) gather(ctx context.Context, hr *hostRun) error {
+//
+// dryRun asks for the play's modules' commands run ahead with the facts
+// (facts.Set.PostmasterRuns): only a target without a journal takes
+// them.
+func (s *Session) gather(ctx context.Context, hr *hostRun, dryRun bool) error {
 	c := hr.host.Conn
 	opts := facts.Options{Become: c.Become, PGData: c.PGData, PGBin: c.PGBin, PGConfigFile: c.PGConfigFile,
-		Sets: FactSets(s.runner.Modules), RunAhead: playModules(hr.steps)}
+		Sets: FactSets(s.runner.Modules)}
+	if dryRun {
+		opts.RunAhead = playModules(hr.steps)
+	}
 	f, err := facts.GatherHost(ctx, hr.tr, opts)
 	if err != nil {
 		var exitErr *transport.ExitError

@@ -65,6 +65,9 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 		return
 	}
 	t := s.target(hr, nil)
+	// What the gather ran ahead is for these checks alone: later reads
+	// (apply, verify, cluster checks) ask the host.
+	defer func() { hr.facts.Ran = nil }()
 	for _, st := range hr.steps {
 		name := st.module.Name()
 		t.Module = name
@@ -85,8 +88,8 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 }
 
 // gather (re)reads the host's facts: one round trip for the kernel side,
-// every module's declared facts and the cluster; one more for the running
-// cluster's replication topology.
+// every module's declared facts, the cluster and (run ahead in it, else
+// one more) the running cluster's replication topology.
 //
 // dryRun asks for the play's modules' commands run ahead with the facts
 // (facts.Set.PostmasterRuns): only a target without a journal takes

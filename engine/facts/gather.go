@@ -155,7 +155,8 @@ func GatherScript(sets []Set) string {
 // delimiter of the discovery's answer (discoveryNonce), and "post I J..."
 // to run those of the commands run ahead (prerun.go), a line each (checkOverride keeps
 // line breaks out of them). Without it (Gather) no discovery runs.
-const discoverHead = `dq= pgd= pgb= dn= pq=
+const discoverHead = `unset dq pgd pgb dn pq gpost
+dq= pgd= pgb= dn= pq=
 IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
 if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 `
@@ -463,11 +464,9 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	nonce := discoveryNonce()
 	if overrideErr == nil {
 		ask = []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n" + nonce + "\n")
-		if opts.PGConfigFile == "" {
-			// Commands run ahead only where the script can tell the
-			// configuration file as the controller will (prerun.go).
-			ask = append(ask, preRunRequest(opts.Sets, opts.RunAhead)+"\n"...)
-		}
+		// The topology query only where the script can tell the
+		// configuration file as the controller will (prerun.go).
+		ask = append(ask, preRunRequest(opts.Sets, opts.RunAhead, opts.PGConfigFile == "")+"\n"...)
 	}
 	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
 	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask, Become: opts.Become})
@@ -560,11 +559,18 @@ func discoveryAnswer(out []byte, nonce string, become bool) (blocks []block, ran
 		return nil, nil, true, fmt.Errorf("malformed answer: the discovery's answer was cut short")
 	}
 	status, rest, _ := bytes.Cut(parts[len(parts)-1], []byte("\n"))
+	frames := parts[1 : len(parts)-1]
 	if len(bytes.TrimSpace(rest)) != 0 || bytes.Contains(rest, []byte(nonce)) {
-		return nil, nil, true, fmt.Errorf("malformed answer: output after the discovery's answer")
+		if len(frames) == 0 {
+			return nil, nil, true, fmt.Errorf("malformed answer: output after the discovery's answer")
+		}
+		// After commands run ahead, only a process one of them left
+		// behind writes there (it has no nonce): their answers are
+		// dropped, the discovery's records stand.
+		frames = nil
 	}
 	if string(status) != "0" {
 		return nil, nil, true, fmt.Errorf("the discovery script failed (status %.10q)", status)
 	}
-	return parseBlocks(parts[0]), parsePreRuns(parts[1:len(parts)-1], become), true, nil
+	return parseBlocks(parts[0]), parsePreRuns(frames, become), true, nil
 }

@@ -122,8 +122,9 @@ func TestGatherReadsKernelStrings(t *testing.T) {
 // On a real cluster, GatherHost runs the topology query and the modules'
 // postmaster runs in its own round trip: GatherTopology then asks the
 // host nothing and finds what it finds on its own, and a module's run
-// takes the gather's answer. Without the module in the play, or with a
-// pg_config_file the script cannot check, nothing of it is run ahead.
+// takes the gather's answer. A module not in the play has nothing run
+// ahead; with a pg_config_file (which the script cannot check) the
+// topology query is not.
 func TestGatherHostRunsAheadLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: a real cluster")
@@ -172,11 +173,22 @@ func TestGatherHostRunsAheadLive(t *testing.T) {
 		if err != nil || f.Postgres == nil {
 			t.Fatalf("%s: %v, %s", name, err, f.PostgresError)
 		}
+		// With pg_config_file the script cannot check the configuration
+		// file: the topology query is not run ahead, the module's run is.
+		withConf := name == "pg_config_file"
 		_, probed := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
-		if probed || (name == "pg_config_file") != (f.Ran.Len() == 0) {
+		if probed != withConf || (f.Ran.Len() == 1) == withConf {
 			t.Errorf("%s: probe run ahead %v, %d answers left", name, probed, f.Ran.Len())
 		}
 	}
+	// A run that leaves a process behind writing after the gather's last
+	// line: the cluster is still found, no answer is kept.
+	leaver := []Set{{Name: "leaver", PostmasterRuns: [][]string{{"sh", "-c", `( sleep 0.5; printf 'late\n' ) & echo early`}}}}
+	f, err = GatherHost(ctx, local, Options{PGData: c.DataDir, Sets: leaver, RunAhead: []string{"leaver"}})
+	if err != nil || f.Postgres == nil || f.PostgresError != "" || f.Ran.Len() != 0 {
+		t.Errorf("a run's leftover process: %v, %+v, %q, %d answers; want the cluster and no answers", err, f.Postgres, f.PostgresError, f.Ran.Len())
+	}
+
 	c.Stop(t)
 	if f, err := GatherHost(ctx, local, Options{PGData: c.DataDir, Sets: sets, RunAhead: []string{"probe"}}); err != nil || f.Ran.Len() != 0 {
 		t.Errorf("stopped cluster: %v, %d answers run ahead; want none", err, f.Ran.Len())

@@ -41,41 +41,52 @@ import (
 // Only status 0 is kept: a failed run is run again where it is asked,
 // for its error.
 
-// Placeholders in a pre-run's arguments, each a whole argument (PGBin
-// also a prefix: "{pg.bin}/psql").
+// Placeholders in a pre-run's arguments, each a whole argument. A
+// module's run (Set.PostmasterRuns) may use PMPid and PMOwner: values
+// the discovery checked (a number, a name from /etc/passwd). The others
+// are the owner's own text (postmaster.pid's lines, a directory the owner
+// may have chosen), for the engine's topology query alone, which runs as
+// the owner: never passed to a command run as root.
 const (
-	PMPid    = "{pg.pid}"    // the postmaster's pid
-	PMOwner  = "{pg.owner}"  // the cluster owner's name
-	PMBin    = "{pg.bin}"    // the binaries' directory
-	PMSocket = "{pg.socket}" // the socket directory, from postmaster.pid
-	PMPort   = "{pg.port}"   // the port, from postmaster.pid
-	PMConfig = "{pg.config}" // postgresql.conf; runs needing it are left out when the script cannot tell it
+	PMPid   = "{pg.pid}"   // the postmaster's pid
+	PMOwner = "{pg.owner}" // the cluster owner's name
+	// For the topology query only.
+	pmBin    = "{pg.bin}"    // the binaries' directory; also a prefix ("{pg.bin}/psql")
+	pmSocket = "{pg.socket}" // the socket directory, from postmaster.pid
+	pmPort   = "{pg.port}"   // the port, from postmaster.pid
+	pmConfig = "{pg.config}" // postgresql.conf; the query is left out when the script cannot tell it
 )
 
 // placeholderVar is the discovery script's variable for each placeholder.
 var placeholderVar = map[string]string{
-	PMPid: "lp_pid", PMOwner: "lp_owner", PMBin: "lp_bin", PMSocket: "lp_sock", PMPort: "lp_port", PMConfig: "lp_conf",
+	PMPid: "lp_pid", PMOwner: "lp_owner", pmBin: "lp_bin", pmSocket: "lp_sock", pmPort: "lp_port", pmConfig: "lp_conf",
 }
 
 var placeholderRE = regexp.MustCompile(`\{pg\.[a-z]+\}`)
 
-// checkPreRun refuses a pre-run the gather could not run as written:
-// an unknown placeholder, or one that is not a whole argument (PMBin may
-// start one).
+// checkPreRun refuses a module's run (Set.PostmasterRuns) the gather
+// could not run as written or must not run as root: a program that is
+// not an absolute path of the controller's (a placeholder, or a name the
+// discovery script's functions could answer), a placeholder other than
+// PMPid and PMOwner, or one that is not a whole argument.
 func checkPreRun(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("an empty command")
 	}
-	for _, a := range args {
+	if !strings.HasPrefix(args[0], "/") && args[0] != "sh" {
+		return fmt.Errorf("program %q: not an absolute path (or sh)", args[0])
+	}
+	for i, a := range args {
 		for _, loc := range placeholderRE.FindAllStringIndex(a, -1) {
 			p := a[loc[0]:loc[1]]
-			if _, ok := placeholderVar[p]; !ok {
-				return fmt.Errorf("unknown placeholder %s", p)
+			switch {
+			case p != PMPid && p != PMOwner:
+				return fmt.Errorf("placeholder %s: a module's run may use only %s and %s", p, PMPid, PMOwner)
+			case i == 0:
+				return fmt.Errorf("placeholder %s as the program", p)
+			case p != a:
+				return fmt.Errorf("placeholder %s inside argument %q", p, a)
 			}
-			if p == a || (p == PMBin && loc[0] == 0) {
-				continue
-			}
-			return fmt.Errorf("placeholder %s inside argument %q", p, a)
 		}
 	}
 	return nil
@@ -95,7 +106,7 @@ func preRunScript(runs [][]string) string {
   printf '\n%s args %s\n' "$dn" "$pr_i"
   printf '%s\0' "$@"
   printf '\n%s out %s\n' "$dn" "$pr_i"
-  "$@" </dev/null 2>/dev/null
+  ( exec "$@" ) </dev/null 2>/dev/null
   printf '\n%s status %s %s\n' "$dn" "$pr_i" "$?"
 }
 `)
@@ -106,9 +117,9 @@ func preRunScript(runs [][]string) string {
 			switch v, ok := placeholderVar[a]; {
 			case ok:
 				words = append(words, `"$`+v+`"`)
-				needConf = needConf || a == PMConfig
-			case strings.HasPrefix(a, PMBin):
-				words = append(words, `"$lp_bin"`+shellQuote(a[len(PMBin):]))
+				needConf = needConf || a == pmConfig
+			case strings.HasPrefix(a, pmBin):
+				words = append(words, `"$lp_bin"`+shellQuote(a[len(pmBin):]))
 			default:
 				words = append(words, shellQuote(a))
 			}
@@ -131,17 +142,17 @@ func preRunsOf(sets []Set) (runs [][]string, owners []string) {
 			runs, owners = append(runs, r), append(owners, s.Name)
 		}
 	}
-	runs = append(runs, topologyArgs(PMOwner, PMBin+"/psql", PMSocket, PMPort, PMPid, PMConfig))
+	runs = append(runs, topologyArgs(PMOwner, pmBin+"/psql", pmSocket, pmPort, PMPid, pmConfig))
 	return runs, append(owners, "")
 }
 
 // preRunRequest is the request's line that asks for the pre-runs of the
-// sets named in ask, and the topology's: "post I J ...".
-func preRunRequest(sets []Set, ask []string) string {
+// sets named in ask, and with topology the topology's: "post I J ...".
+func preRunRequest(sets []Set, ask []string, topology bool) string {
 	_, owners := preRunsOf(sets)
 	line := "post"
 	for i, o := range owners {
-		if o == "" || slices.Contains(ask, o) {
+		if (o == "" && topology) || (o != "" && slices.Contains(ask, o)) {
 			line += " " + strconv.Itoa(i)
 		}
 	}

@@ -15,10 +15,16 @@ func TestCheckPreRun(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"sh", "-c", "x", "sh", PMPid, PMOwner, PMBin + "/psql", PMSocket, PMPort, PMConfig}, ""},
-		{[]string{"cat", "/proc/{pg.pid}/status"}, "inside argument"},
-		{[]string{"x", "{pg.nope}"}, "unknown placeholder {pg.nope}"},
-		{[]string{"x", "/usr" + PMBin}, "inside argument"},
+		{[]string{"sh", "-c", "x", "sh", PMPid, PMOwner}, ""},
+		{[]string{"/usr/bin/cat", "--", PMPid}, ""},
+		{[]string{"sh", "-c", "x", "sh", pmBin + "/psql"}, "a module's run may use only"},
+		{[]string{"sh", "-c", "x", "sh", pmPort}, "a module's run may use only"},
+		{[]string{"sh", "-c", "x", "sh", pmSocket}, "a module's run may use only"},
+		{[]string{"sh", "-c", "x", "sh", pmConfig}, "a module's run may use only"},
+		{[]string{"/bin/cat", "/proc/{pg.pid}/status"}, "inside argument"},
+		{[]string{"/x", "{pg.nope}"}, "may use only"},
+		{[]string{PMPid}, "not an absolute path"},
+		{[]string{"rec", "x"}, "not an absolute path"},
 		{nil, "an empty command"},
 	} {
 		err := checkPreRun(tc.args)
@@ -26,7 +32,7 @@ func TestCheckPreRun(t *testing.T) {
 			t.Errorf("checkPreRun(%q) = %v; want %q", tc.args, err, tc.err)
 		}
 	}
-	if err := CheckSets([]Set{{Name: "m", PostmasterRuns: [][]string{{"x", "{pg.nope}"}}}}); err == nil || !strings.Contains(err.Error(), "fact set m: postmaster run") {
+	if err := CheckSets([]Set{{Name: "m", PostmasterRuns: [][]string{{"sh", "{pg.port}"}}}}); err == nil || !strings.Contains(err.Error(), "fact set m: postmaster run") {
 		t.Errorf("CheckSets: %v; want the run refused", err)
 	}
 }
@@ -59,14 +65,16 @@ func runAhead(t *testing.T, runs [][]string, vars, pq string) (*Ran, []block) {
 func TestPreRunsRunAndKept(t *testing.T) {
 	fake := discoveryNonce()
 	runs := [][]string{
-		{"sh", "-c", `printf '%s|' "$@"; printf 'two\n'`, "sh", PMPid, PMOwner, PMBin + "/psql", PMSocket, PMPort},
+		{"sh", "-c", `printf '%s|' "$@"; printf 'two\n'`, "sh", PMPid, PMOwner, pmBin + "/psql", pmSocket, pmPort},
 		{"sh", "-c", "echo failed; exit 3"},
-		{"sh", "-c", `echo "$1"`, "sh", PMConfig},
+		{"sh", "-c", `echo "$1"`, "sh", pmConfig},
 		{"sh", "-c", "echo not asked"},
 		{"sh", "-c", `printf 'a\0b\n%s status 4 0\n%s 0\nno newline' "$1" "$1"`, "sh", fake},
+		// A program the shell also has as a function runs as the program.
+		{"pr", "x"},
 	}
 	vars := `lp_pid=42 lp_owner=pg lp_bin='/usr/lib/a b' lp_sock=/run/pg lp_port=5432 lp_conf=`
-	ran, blocks := runAhead(t, runs, vars, "post 0 1 2 4")
+	ran, blocks := runAhead(t, runs, vars, "post 0 1 2 4 5")
 	if len(blocks) != 1 || blocks[0].get("data") != "/d" {
 		t.Errorf("blocks %+v; want the discovery's records untouched", blocks)
 	}
@@ -130,13 +138,17 @@ func TestPreRunsMalformedDropped(t *testing.T) {
 			t.Errorf("%s: %d answers kept; want kept %v", name, ran.Len(), wantKept)
 		}
 	}
-	// The discovery's last line still decides: a failed discovery, or
-	// output after it, is refused as before.
-	for _, tail := range []string{sep + "1\n", sep + "0\nW 1\n"} {
-		out := []byte("D " + nonce + "\n[override]\x00data=/d\x00" + good + tail)
-		if _, _, _, err := discoveryAnswer(out, nonce, true); err == nil {
-			t.Errorf("tail %q: accepted", tail)
-		}
+	// The discovery's last line still decides: a failed discovery is
+	// refused. Output after that line (a process a run left behind, as no
+	// nonce is in it) drops the answers run ahead, not the records.
+	out := []byte("D " + nonce + "\n[override]\x00data=/d\x00" + good + sep + "1\n")
+	if _, _, _, err := discoveryAnswer(out, nonce, true); err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Errorf("failed discovery: %v", err)
+	}
+	out = []byte("D " + nonce + "\n[override]\x00data=/d\x00" + good + sep + "0\nW 1\n")
+	blocks, ran, _, err := discoveryAnswer(out, nonce, true)
+	if err != nil || len(blocks) != 1 || ran.Len() != 0 {
+		t.Errorf("output after the last line: %v, %d blocks, %d answers; want the records, no answers", err, len(blocks), ran.Len())
 	}
 }
 
@@ -178,11 +190,15 @@ func TestPreRunRequest(t *testing.T) {
 		{Name: "b", PostmasterRuns: [][]string{{"z"}}},
 	}
 	for _, tc := range []struct {
-		ask  []string
-		want string
-	}{{nil, "post 3"}, {[]string{"a"}, "post 0 1 3"}, {[]string{"b", "c"}, "post 2 3"}} {
-		if got := preRunRequest(sets, tc.ask); got != tc.want {
-			t.Errorf("preRunRequest(%v) = %q; want %q", tc.ask, got, tc.want)
+		ask      []string
+		topology bool
+		want     string
+	}{
+		{nil, true, "post 3"}, {[]string{"a"}, true, "post 0 1 3"}, {[]string{"b", "c"}, true, "post 2 3"},
+		{[]string{"b"}, false, "post 2"}, {nil, false, "post"},
+	} {
+		if got := preRunRequest(sets, tc.ask, tc.topology); got != tc.want {
+			t.Errorf("preRunRequest(%v, %v) = %q; want %q", tc.ask, tc.topology, got, tc.want)
 		}
 	}
 	if !bytes.Contains([]byte(GatherScript(sets)), []byte(shellQuote("z"))) {

@@ -35,11 +35,13 @@ type Set struct {
 	// every number, refuse what is malformed.
 	Parse func(out []byte) (any, error)
 	// PostmasterRuns are read-only commands the module's check runs for
-	// the cluster's running postmaster, written with the placeholders of
-	// prerun.go (PMPid, ...). The gather runs them ahead, with its
-	// privileges, for a postmaster discovery found running alone, and the
-	// check's Run of the same command takes that answer (prerun.go). Fixed
-	// text, like Script.
+	// the cluster's running postmaster, written with the placeholders
+	// PMPid and PMOwner (prerun.go). The gather runs them ahead, with its
+	// privileges (root, with become), for pg_data's or a lone running
+	// postmaster, and the check's Run of the same command takes that
+	// answer. Fixed text, like Script, and like it never host code: a
+	// process a run left behind could write into the answers after it.
+	// Set.Name must be the module's name (the play selects by it).
 	PostmasterRuns [][]string
 }
 

@@ -351,3 +351,34 @@ func TestVerifyUnit(t *testing.T) {
 		}
 	}
 }
+
+// The read the module declares to run ahead is, with the postmaster's pid
+// in place, the very command Check runs for a running postmaster: so
+// Check takes the gather's answer and asks the host nothing.
+func TestCheckTakesTheReadRunAhead(t *testing.T) {
+	runs := New().FactSet().PostmasterRuns
+	if err := facts.CheckSets([]facts.Set{New().FactSet()}); err != nil || len(runs) != 1 {
+		t.Fatalf("FactSet: %v, %d runs", err, len(runs))
+	}
+	args := append([]string(nil), runs[0]...)
+	for i, a := range args {
+		if a == facts.PMPid {
+			args[i] = "4242"
+		}
+	}
+	ran := &facts.Ran{}
+	ran.Keep(args, false, transport.Result{Stdout: []byte("systemd=0\ncapeff=" + fullCaps + "\npm_start=777\npm_adj=0\nchild=4243 0\n")})
+	h := &fakeHost{report: "unreadable"} // a read on the host would fail Check
+	tg := target(h, running())
+	tg.Facts.Ran = ran
+	mp, err := New().Check(context.Background(), tg, &Params{PostmasterScoreAdj: expr.Literal(int64(-1000)), Systemd: expr.Literal("auto")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changes(mp); len(got) != 1 || !strings.Contains(got[0], "oom_score_adj (at the restart): 0") {
+		t.Errorf("changes %q; want the plan from the answer run ahead", got)
+	}
+	if len(h.ran) != 0 || ran.Len() != 0 {
+		t.Errorf("host asked %q, %d answers left; want the answer taken and nothing asked", h.ran, ran.Len())
+	}
+}

@@ -217,20 +217,17 @@ impostor() {
 # lone_pm PID DIR notes the postmaster PID of data directory DIR (as the
 # controller will name it) for the commands run ahead ($6 post, when it
 # stays the only one): called just after pginfo accepted its binaries.
-# Its configuration file as the controller will choose it: Debian's as
-# the last argument, else DIR's when no config_file= or --config-file=
-# names another (the shell's read drops the NULs between arguments: an
-# argument's end is not known); else none, and what needs it is not run
-# ahead.
+# Its configuration file is a guess (the shell's read drops the NULs
+# between arguments: where an argument ends is not known): Debian's when
+# the last argument names one, else DIR's (Patroni's --config-file, a
+# plain -D). The controller keeps an answer only for the very command it
+# would run: a wrong guess costs that run again, never a wrong answer.
 lone_pm() {
   lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=
   lp_cl=
   IFS= read -r lp_cl 2>/dev/null < "/proc/$1/cmdline" || :
-  case $lp_cl in
-  *config-file=*) ;;
-  *config_file=*) lp_cl=${lp_cl##*config_file=}; if debconf "$lp_cl"; then lp_conf=$lp_cl; fi;;
-  *) if [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi;;
-  esac
+  case $lp_cl in *config_file=/etc/postgresql/*) lp_cl=${lp_cl##*config_file=}; if debconf "$lp_cl"; then lp_conf=$lp_cl; fi;; esac
+  if [ -z "$lp_conf" ] && [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi
 }
 
 found= npm=0 pm_conf=

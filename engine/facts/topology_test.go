@@ -201,7 +201,40 @@ func TestTopologyPatroni(t *testing.T) {
 		if strings.Contains(string(b), testhost.PatroniPassword) {
 			t.Errorf("%s: a password from patroni.yml reached the facts: %s", m.Name, b)
 		}
+		// Patroni starts the server with --config-file: the topology
+		// query still comes with the gather, and finds the same.
+		f, err := GatherHost(context.Background(), transport.NewLocal(), Options{PGData: m.PG.DataDir})
+		if err != nil || f.Postgres == nil {
+			t.Fatalf("%s: GatherHost: %v %s", m.Name, err, f.PostgresError)
+		}
+		if f.Ran.Len() != 1 {
+			t.Errorf("%s: %d answers run ahead; want the topology query's", m.Name, f.Ran.Len())
+		}
+		seen := &seenRuns{Transport: transport.NewLocal()}
+		ahead, err := GatherTopology(context.Background(), f.Ran.Transport(seen), false, f.Postgres)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range seen.args {
+			if len(a) > 5 && a[5] == topologyScript {
+				t.Errorf("%s: the topology query ran on its own: not run ahead", m.Name)
+			}
+		}
+		if ahead.Role != topo.Role || ahead.SystemID != topo.SystemID || ahead.Patroni == nil || ahead.Patroni.Name != m.Name {
+			t.Errorf("%s: topology run ahead %+v; asked on its own %+v", m.Name, ahead, topo)
+		}
 	}
+}
+
+// seenRuns passes commands on and keeps their arguments.
+type seenRuns struct {
+	transport.Transport
+	args [][]string
+}
+
+func (s *seenRuns) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	s.args = append(s.args, cmd.Args)
+	return s.Transport.Run(ctx, cmd)
 }
 
 func TestParseStoppedTopology(t *testing.T) {

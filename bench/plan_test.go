@@ -170,6 +170,28 @@ func TestPlanReplay(t *testing.T) {
 	}
 }
 
+// TestRecordingCurrent: the recording BenchmarkPlan replays still
+// answers every command a check runs. A change to a host script needs a
+// new recording (go test ./bench -run TestPlanReplay -capture); without
+// it the benchmark fails, which make test would not show. Replay only:
+// no cluster, no kernel, the same on any machine.
+func TestRecordingCurrent(t *testing.T) {
+	rec, err := loadRecording(recordingFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, book := defaultBook(t)
+	base := newReplayer(rec)
+	r := runner(mods, func(context.Context, *inventory.Host) (transport.Transport, error) { return base.fork(), nil })
+	rep, err := check(context.Background(), r, fleet(t, 1, rec), book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := rep.Hosts[0]; h.Error != nil {
+		t.Fatalf("the recorded check no longer replays (re-record with go test ./bench -run TestPlanReplay -capture): %s", *h.Error)
+	}
+}
+
 // BenchmarkPlan is `pgtune check` over a fleet of 1, 100 and 1000 hosts
 // (the CLI's 20 forks) that all answer like the recorded machine: targets,
 // facts parsing, every module's check, the report. The transport replays

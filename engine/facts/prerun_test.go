@@ -3,6 +3,9 @@ package facts
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -203,5 +206,55 @@ func TestPreRunRequest(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(GatherScript(sets)), []byte(shellQuote("z"))) {
 		t.Error("the gather script lacks a run")
+	}
+}
+
+// askingHost answers the gather from a recorded output, failing it with
+// fail while its request asks for the topology query run ahead.
+type askingHost struct {
+	gather []byte
+	fail   error
+	asked  []string // each gather's request line of runs
+}
+
+func (h *askingHost) Run(_ context.Context, cmd transport.Command) (transport.Result, error) {
+	lines := strings.Split(string(cmd.Stdin), "\n")
+	if len(lines) < 5 || lines[0] != "discover" {
+		return transport.Result{}, nil // the discovery on its own: no cluster
+	}
+	h.asked = append(h.asked, lines[4])
+	if lines[4] != "post" {
+		return transport.Result{}, h.fail
+	}
+	return transport.Result{Stdout: h.gather}, nil
+}
+
+func (h *askingHost) Close() error { return nil }
+
+// The topology query is the owner's code inside the gather: when the
+// gather's output runs past the cap or its session is held open, the
+// gather runs again without it, and the host's facts stand.
+func TestGatherHostWithoutTheOwnersRunOnTrouble(t *testing.T) {
+	gather, err := os.ReadFile("testdata/gather-debian-vm.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fail := range []error{
+		fmt.Errorf("run: %w", transport.ErrOutputTooLarge),
+		fmt.Errorf("held: %w", transport.ErrNoResponse),
+	} {
+		h := &askingHost{gather: gather, fail: fail}
+		f, err := GatherHost(context.Background(), h, Options{})
+		if err != nil || f.MemTotal <= 0 {
+			t.Errorf("%v: %v; want the facts from the second gather", fail, err)
+		}
+		if strings.Join(h.asked, "|") != "post 0|post" {
+			t.Errorf("%v: requests %q; want the topology's run, then none", fail, h.asked)
+		}
+	}
+	// Any other failure is the gather's own: not run again.
+	h := &askingHost{gather: gather, fail: errors.New("connection lost")}
+	if _, err := GatherHost(context.Background(), h, Options{}); err == nil || len(h.asked) != 1 {
+		t.Errorf("other failure: %v after %d gathers; want it reported after one", err, len(h.asked))
 	}
 }

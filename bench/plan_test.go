@@ -170,19 +170,26 @@ func TestPlanReplay(t *testing.T) {
 	}
 }
 
+// replayRunner is a runner of the default policy whose every host replays
+// the recording, with the recording and the playbook.
+func replayRunner(tb testing.TB) (*engine.Runner, *recording, *playbook.Playbook) {
+	tb.Helper()
+	rec, err := loadRecording(recordingFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mods, book := defaultBook(tb)
+	base := newReplayer(rec)
+	return runner(mods, func(context.Context, *inventory.Host) (transport.Transport, error) { return base.fork(), nil }), rec, book
+}
+
 // TestRecordingCurrent: the recording BenchmarkPlan replays still
 // answers every command a check runs. A change to a host script needs a
 // new recording (go test ./bench -run TestPlanReplay -capture); without
 // it the benchmark fails, which make test would not show. Replay only:
 // no cluster, no kernel, the same on any machine.
 func TestRecordingCurrent(t *testing.T) {
-	rec, err := loadRecording(recordingFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods, book := defaultBook(t)
-	base := newReplayer(rec)
-	r := runner(mods, func(context.Context, *inventory.Host) (transport.Transport, error) { return base.fork(), nil })
+	r, rec, book := replayRunner(t)
 	rep, err := check(context.Background(), r, fleet(t, 1, rec), book)
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +205,7 @@ func TestRecordingCurrent(t *testing.T) {
 // the recording, so this is the engine's own cost; ns/host divides it by
 // the fleet size and stays flat while planning is linear.
 func BenchmarkPlan(b *testing.B) {
-	rec, err := loadRecording(recordingFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mods, book := defaultBook(b)
-	base := newReplayer(rec)
-	r := runner(mods, func(context.Context, *inventory.Host) (transport.Transport, error) { return base.fork(), nil })
+	r, rec, book := replayRunner(b)
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("hosts-%d", n), func(b *testing.B) {
 			inv := fleet(b, n, rec)

@@ -214,19 +214,26 @@ impostor() {
   rec reader_uid "$rh_me"
 }
 
+# pm_debconf PID sets pm_conf to the Debian configuration file its last
+# argument names ("" when none). The shell's read drops the NULs between
+# arguments (a hint, checked against the exact arguments by the
+# controller).
+pm_debconf() {
+  pm_conf= pm_cl=
+  IFS= read -r pm_cl 2>/dev/null < "/proc/$1/cmdline" || :
+  case $pm_cl in *config_file=/etc/postgresql/*) pm_cl=${pm_cl##*config_file=}; if debconf "$pm_cl"; then pm_conf=$pm_cl; fi;; esac
+}
+
 # lone_pm PID DIR notes the postmaster PID of data directory DIR (as the
 # controller will name it) for the commands run ahead ($6 post, when it
-# stays the only one): called just after pginfo accepted its binaries.
-# Its configuration file is a guess (the shell's read drops the NULs
-# between arguments: where an argument ends is not known): Debian's when
-# the last argument names one, else DIR's (Patroni's --config-file, a
-# plain -D). The controller keeps an answer only for the very command it
-# would run: a wrong guess costs that run again, never a wrong answer.
+# stays the only one): called just after pginfo accepted its binaries and
+# pm_debconf read its command line. Its configuration file is a guess
+# (where an argument ends is not known): Debian's (pm_conf), else DIR's
+# (Patroni's --config-file, a plain -D). The controller keeps an answer
+# only for the very command it would run: a wrong guess costs that run
+# again, never a wrong answer.
 lone_pm() {
-  lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=
-  lp_cl=
-  IFS= read -r lp_cl 2>/dev/null < "/proc/$1/cmdline" || :
-  case $lp_cl in *config_file=/etc/postgresql/*) lp_cl=${lp_cl##*config_file=}; if debconf "$lp_cl"; then lp_conf=$lp_cl; fi;; esac
+  lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=$pm_conf
   if [ -z "$lp_conf" ] && [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi
 }
 
@@ -235,7 +242,7 @@ if [ -n "$want_data" ]; then
   blk override
   pginfo "$want_data" "$want_bin" proc
   found=1
-  if [ -n "$alive" ] && [ -n "$bi_ok" ]; then lone_pm "$pf_pid" "${rd:-$want_data}"; fi
+  if [ -n "$alive" ] && [ -n "$bi_ok" ]; then pm_debconf "$pf_pid"; lone_pm "$pf_pid" "${rd:-$want_data}"; fi
 fi
 [ "$only" = only ] && exit 0
 
@@ -270,13 +277,9 @@ for s in /proc/[0-9]*/stat; do
   pginfo "$d" "$b" noproc
   pf_have=
   # Debian's configuration on the command line: pg_lsclusters has
-  # nothing to add for a lone postmaster (the shell's read drops the
-  # NULs between arguments: a hint, checked against the exact arguments
-  # by the controller).
-  cl=
-  IFS= read -r cl 2>/dev/null < "/proc/$p/cmdline" || :
-  case $cl in *config_file=/etc/postgresql/*) cl=${cl##*config_file=};; *) cl=;; esac
-  if [ -n "$cl" ] && debconf "$cl"; then rec debian_conf "$cl"; pm_conf=$cl; else pm_conf=; fi
+  # nothing to add for a lone postmaster.
+  pm_debconf "$p"
+  if [ -n "$pm_conf" ]; then rec debian_conf "$pm_conf"; fi
   if [ "$npm" = 0 ] && [ -n "$bi_ok" ]; then lone_pm "$p" "${rd:-$d}"; fi
   npm=$((npm+1))
   found=1

@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/pgtune
 GOFLAGS ?=
 
-.PHONY: all build demo test unit unit-nonroot vet deps bench bench-fleet bench-gain fuzz clean
+.PHONY: all build demo test unit unit-nonroot vet deps bench bench-fleet bench-profile bench-gain fuzz clean
 
 all: build
 
@@ -70,3 +70,8 @@ clean:
 # 1000, 0 none). Run as root.
 bench-fleet: build
 	PGTUNE_BIN=$(abspath $(BIN)) $(GO) test -tags benchfleet -run '^$$' -bench FleetCheck -benchtime 1x -timeout 60m -v ./internal/benchfleet
+
+# Where a check's host CPU goes, by command (bpftrace; root): HOSTS=1.
+HOSTS ?= 1
+bench-profile:
+	./scripts/profile-check.sh $(HOSTS)

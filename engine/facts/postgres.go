@@ -59,7 +59,8 @@ cd /
 rec() { printf '%s=%s\0' "$1" "$2"; }
 blk() { printf '[%s]\0' "$1"; }
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
-readsafe() { dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 2>/dev/null; }
+# readsafe FILE, only as $(readsafe FILE): the subshell becomes dd.
+readsafe() { exec dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 2>/dev/null; }
 nl='
 '
 # proccwd PID sets pc to its working directory ("" when not permitted):
@@ -150,13 +151,13 @@ bininfo() {
   rh_ids
   if [ -z "$b" ] && [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ]; then b=/usr/lib/postgresql/$v/bin; fi
   if [ -z "$b" ]; then pb=$(command -v postgres 2>/dev/null) && b=$(dirname -- "$pb"); fi
-  if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
+  if [ -z "$b" ] && pb=$(command -v pg_config 2>/dev/null); then b=$(sw_exec=exec; run_bin "$pb" --bindir </dev/null 2>/dev/null); fi
   rec bin "$b"
   if [ -n "$b" ] && [ -x "$b/postgres" ]; then
-    if how=$(run_how "$b/postgres"); then
-      rec bin_runs_as "$how"
+    if how_of "$b/postgres"; then
+      rec bin_runs_as "$rh_how"
       bi_ok=1
-      rec version "$(run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
+      rec version "$(sw_exec=exec; run_bin "$b/postgres" --version </dev/null 2>/dev/null)"
     else
       rec bin_refused 1
     fi
@@ -237,11 +238,12 @@ lone_pm() {
   if [ -z "$lp_conf" ] && [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi
 }
 
-found= npm=0 pm_conf=
+found= npm=0 pm_conf= want_pm=
 if [ -n "$want_data" ]; then
   blk override
   pginfo "$want_data" "$want_bin" proc
   found=1
+  if [ -n "$alive" ]; then want_pm=$pf_pid; fi
   if [ -n "$alive" ] && [ -n "$bi_ok" ]; then pm_debconf "$pf_pid"; lone_pm "$pf_pid" "${rd:-$want_data}"; fi
 fi
 [ "$only" = only ] && exit 0
@@ -253,6 +255,9 @@ for s in /proc/[0-9]*/stat; do
   st=${st##*) }
   set -- $st
   is_postgres "$2" && continue
+  # pg_data's own postmaster, checked above (its postmaster.pid names it,
+  # its owner runs it): no impostor.
+  [ "$p" = "$want_pm" ] && continue
   proccwd "$p"
   d=$pc
   if [ -z "$d" ]; then

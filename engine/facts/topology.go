@@ -185,7 +185,7 @@ shift 2
 cd /
 ` + SwitchOwnerFn + `rh_ids
 if [ -n "$rh_uid" ] && [ "$rh_me" = "$rh_uid" ]; then exec sh -c "$script" sh "$@"
-elif [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then sw_owner sh -c "$script" sh "$@"; exit
+elif [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then sw_exec=exec; sw_owner sh -c "$script" sh "$@"
 else exec sudo -n -u "$owner" -- sh -c "$script" sh "$@"; fi
 `
 

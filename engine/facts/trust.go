@@ -11,13 +11,16 @@ package facts
 //     others (a group write bit also stands for an ACL granting writes:
 //     the ACL mask shows there). It prints the real path: exec that, not
 //     PATH, so a link swapped after the check is never followed.
-//   - run_how PATH prints how run_bin would run PATH, with the least
+//   - how_of PATH sets rh_how to how run_bin would run PATH, with the least
 //     privilege that works: "owner" (we are root: drop to the cluster owner
 //     $owner, never uid 0), "self" (we are the owner; or PATH is in the
 //     inventory's pg_bin), "trusted" (as ourselves, root included, only
-//     when bin_trusted); it fails when PATH may not run at all.
+//     when bin_trusted); it fails when PATH may not run at all. It
+//     needs no subshell; run_how PATH prints the same word.
 //   - run_bin PATH ARGS... runs it that way, or refuses (status 126, the
-//     reason on stderr).
+//     reason on stderr). Inside a command substitution, with
+//     sw_exec=exec, the subshell becomes the binary (or the switch to
+//     the owner) instead of forking it.
 //
 // The script defines $owner (a user name) before calling run_bin; a
 // directory named in $trusted_dir (the inventory's pg_bin) skips the
@@ -52,25 +55,28 @@ BTSTAT
   [ "$bt_n" = 0 ] || return 1
   printf '%s\n' "$bt_r"
 }
-run_how() {
+how_of() {
   rh_ids
+  rh_how=
   case $rh_uid in
   ''|0) ;;
   *)
-    if [ "$rh_me" = "$rh_uid" ]; then echo self; return 0; fi
-    if [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then echo owner; return 0; fi;;
+    if [ "$rh_me" = "$rh_uid" ]; then rh_how=self; return 0; fi
+    if [ "$rh_me" = 0 ] && command -v runuser >/dev/null 2>&1; then rh_how=owner; return 0; fi;;
   esac
-  if [ -n "$trusted_dir" ] && [ "${1%/*}" = "${trusted_dir%/}" ]; then echo self; return 0; fi
-  if bin_trusted "$1" >/dev/null; then echo trusted; return 0; fi
+  if [ -n "$trusted_dir" ] && [ "${1%/*}" = "${trusted_dir%/}" ]; then rh_how=self; return 0; fi
+  if bin_trusted "$1" >/dev/null; then rh_how=trusted; return 0; fi
   return 1
 }
+run_how() { how_of "$1" && echo "$rh_how"; }
 run_bin() {
   rb_bin=$1
   shift
-  case $(run_how "$rb_bin") in
-  self) "$rb_bin" "$@";;
+  how_of "$rb_bin"
+  case $rh_how in
+  self) $sw_exec "$rb_bin" "$@";;
   owner) sw_owner "$rb_bin" "$@";;
-  trusted) rb_real=$(bin_trusted "$rb_bin") && "$rb_real" "$@";;
+  trusted) rb_real=$(bin_trusted "$rb_bin") && $sw_exec "$rb_real" "$@";;
   *)
     printf 'pgtune: not running %s: it or a directory above it may be changed by a user other than root, and it cannot run as the cluster owner (%s)\n' "$rb_bin" "${owner:-unknown}" >&2
     return 126;;
@@ -84,8 +90,8 @@ run_bin() {
 // Each is found once per script, not once per use, without a process
 // where the shell can read it; id answers for what the files do not say
 // (rh_gid and rh_home then stay empty). Call rh_ids in the main shell
-// before $(run_how ...) or $(run_bin ...): what a command substitution's
-// subshell learns dies with it.
+// before $(run_bin ...): what a command substitution's subshell learns
+// dies with it.
 const OwnerIDsFn = `rh_me= rh_for=- rh_uid= rh_gid= rh_home=
 rh_ids() {
   if [ -z "$rh_me" ]; then
@@ -113,8 +119,11 @@ rh_ids() {
 // setpriv is there; else with runuser. setpriv opens no PAM session
 // (runuser's costs about three times as much), so it is for commands that
 // start nothing that outlives them: a server started so would miss the
-// session's limits (restarts keep runuser).
-const SwitchOwnerFn = OwnerIDsFn + `sw_owner() {
+// session's limits (restarts keep runuser). A script whose last command
+// is the switch sets sw_exec=exec just before it: the shell then becomes
+// the switch instead of forking it and waiting.
+const SwitchOwnerFn = OwnerIDsFn + `sw_exec=
+sw_owner() {
   rh_ids
   # By number, from the passwd line rh_ids read (a name could resolve
   # elsewhere through NSS): a decimal uid other than 0, a decimal gid.
@@ -123,7 +132,7 @@ const SwitchOwnerFn = OwnerIDsFn + `sw_owner() {
   case $rh_gid in ''|*[!0-9]*) sw_ok=;; esac
   case $rh_home in /*) ;; *) sw_ok=;; esac
   if [ -n "$sw_ok" ] && command -v setpriv >/dev/null 2>&1; then
-    HOME=$rh_home USER=$owner LOGNAME=$owner setpriv --reuid="$rh_uid" --regid="$rh_gid" --init-groups -- "$@"
-  else runuser -u "$owner" -- "$@"; fi
+    HOME=$rh_home USER=$owner LOGNAME=$owner $sw_exec setpriv --reuid="$rh_uid" --regid="$rh_gid" --init-groups -- "$@"
+  else $sw_exec runuser -u "$owner" -- "$@"; fi
 }
 `

@@ -63,7 +63,7 @@ func newBecomeFeed(pw becomeSecret) *becomeFeed {
 // line is the remote command line: sudo reads the password from stdin
 // (-S) and prints our marker as its prompt (-p).
 func (f *becomeFeed) line(args []string) string {
-	return "sudo -S -p " + Quote(f.prompt) + " -- " + Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
+	return "exec sudo -S -p " + Quote(f.prompt) + " -- " + Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
 }
 
 // argv is line as an argument vector, for the local connection.

@@ -27,13 +27,16 @@ const pidMarker = "pgtune-pid:"
 // keeps the PID, the exit status and the argument vector untouched.
 const wrapperScript = `echo "` + pidMarker + `$$" >&2; exec "$@"`
 
-// remoteLine is the command line sent to the remote login shell.
+// remoteLine is the command line sent to the remote login shell. The
+// login shell execs it: it would otherwise fork it and wait, a process
+// more per session for nothing (the PID the wrapper reports, its group
+// and the exit status are the same either way).
 func remoteLine(args []string, become bool) string {
 	line := Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
 	if become {
 		line = "sudo -n -- " + line
 	}
-	return line
+	return "exec " + line
 }
 
 // killScript stops process $1 and its process group: TERM first, KILL if

@@ -399,9 +399,9 @@ func TestSSHBecome(t *testing.T) {
 		wantLine string
 		wantErr  string
 	}{
-		{user: "root", become: true, wantLine: "sh -c "},
-		{user: "tester", become: false, wantLine: "sh -c "},
-		{user: "tester", become: true, wantLine: "sudo -n -- sh -c ",
+		{user: "root", become: true, wantLine: "exec sh -c "},
+		{user: "tester", become: false, wantLine: "exec sh -c "},
+		{user: "tester", become: true, wantLine: "exec sudo -n -- sh -c ",
 			wantErr: "sudo: a password is required (become needs passwordless sudo for user tester)"},
 	}
 	for _, tc := range tests {

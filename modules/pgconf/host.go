@@ -31,13 +31,14 @@ import (
 var asOwnerFn = facts.SwitchOwnerFn + asOwnerBody
 
 // asOwnerBody is as_owner alone, for a script that has rh_ids and
-// sw_owner already (facts.RunBinFn brings them).
+// sw_owner already (facts.RunBinFn brings them). With sw_exec=exec (the
+// switch is the script's last command) the shell becomes the switch.
 const asOwnerBody = `as_owner() {
   rh_ids
   if [ "$rh_me" = 0 ] && [ "$owner" != root ] && command -v runuser >/dev/null 2>&1; then
-    if [ -n "${ao_quick:-}" ]; then sw_owner "$@"; else runuser -u "$owner" -- "$@"; fi
-  elif [ "$(id -un)" = "$owner" ]; then "$@"
-  else sudo -n -u "$owner" -- "$@"; fi
+    if [ -n "${ao_quick:-}" ]; then sw_owner "$@"; else $sw_exec runuser -u "$owner" -- "$@"; fi
+  elif [ "$(id -un)" = "$owner" ]; then $sw_exec "$@"
+  else $sw_exec sudo -n -u "$owner" -- "$@"; fi
 }
 `
 
@@ -46,6 +47,7 @@ const asOwnerBody = `as_owner() {
 var ownerScript = `owner=$1 script=$2 ao_quick=1
 shift 2
 ` + asOwnerFn + `cd /
+sw_exec=exec
 as_owner sh -c "$script" sh "$@"
 `
 
@@ -73,7 +75,9 @@ func runAsOwner(ctx context.Context, t *engine.Target, pg *facts.Postgres, stdin
 // file holds can shift the records that follow it. Names with a line
 // break are skipped.
 const readScript = `export LC_ALL=C
-b64() { if [ -z "$1" ]; then printf -; else printf %s "$1" | base64 -w0; fi; }
+# b64v TEXT sets bv to TEXT in base64, "-" when empty: a process only
+# for a path that links elsewhere.
+b64v() { if [ -z "$1" ]; then bv=-; else bv=$(printf %s "$1" | base64 -w0); fi; }
 # direct PATH: PATH is absolute and clean, and no part of it is a link, so
 # readlink -f would print it unchanged (tested with the shell's own test,
 # not a readlink process per path).
@@ -95,19 +99,20 @@ for a in "$@"; do
   case $a in
   p:*)
     if [ -e "$p" ] && direct "$p"; then printf 'P %d =\n' "$i"
-    else printf 'P %d %s\n' "$i" "$(b64 "$(readlink -f -- "$p" 2>/dev/null || true)")"; fi;;
+    else b64v "$(readlink -f -- "$p" 2>/dev/null || true)"; printf 'P %d %s\n' "$i" "$bv"; fi;;
   f:*)
     if direct "$p"; then real=
     else
       real=$(readlink -f -- "$p" 2>/dev/null) || real=$(readlink -- "$p" 2>/dev/null) || real=
       if [ "$real" = "$p" ]; then real=; fi
     fi
+    b64v "$real"
     if [ -f "$p" ] && [ -r "$p" ]; then
-      printf 'F %d 1 %s %s\n' "$i" "$(stat -L -c '%a %U %G' -- "$p")" "$(b64 "$real")"
+      printf 'F %d 1 %s %s\n' "$i" "$(stat -L -c '%a %U %G' -- "$p")" "$bv"
       base64 -w0 -- "$p" || true
       printf '\n'
-    elif [ -e "$p" ]; then printf 'F %d 2 %s\n' "$i" "$(b64 "$real")"
-    elif [ -L "$p" ]; then printf 'F %d 3 %s\n' "$i" "$(b64 "$real")"
+    elif [ -e "$p" ]; then printf 'F %d 2 %s\n' "$i" "$bv"
+    elif [ -L "$p" ]; then printf 'F %d 3 %s\n' "$i" "$bv"
     else printf 'F %d 0\n' "$i"; fi;;
   d:*)
     if [ -d "$p" ]; then
@@ -427,6 +432,7 @@ owner=$1 psql=$2 sock=$3 port=$4 sql=$5 ao_quick=1
 set -- "$psql" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
+sw_exec=exec
 as_owner "$@"
 `
 

@@ -2,7 +2,9 @@ package pgconf
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ func TestOwnerSwitchMatchesRunuser(t *testing.T) {
 	}
 	const owner = "pgtunesp"
 	testhost.EnsureUser(t, owner, false)
-	const probe = `id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; cat /proc/$PPID/comm`
+	const probe = `id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; cat /proc/$PPID/comm; echo "$PPID"`
 	want, err := exec.Command("runuser", "-u", owner, "--", "sh", "-c", probe).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -35,10 +37,11 @@ func TestOwnerSwitchMatchesRunuser(t *testing.T) {
 	if g, w := strings.Join(gotLines[:4], "\n"), strings.Join(wantLines[:4], "\n"); g != w {
 		t.Errorf("as the owner through ownerScript:\n%s\nthrough runuser:\n%s", g, w)
 	}
-	// setpriv execs the command (its parent is the script's shell);
-	// runuser forks it and waits, holding the PAM session.
-	if gotLines[4] != "sh" {
-		t.Errorf("ownerScript's command ran under %q, want the script's shell (setpriv, no runuser in between)", gotLines[4])
+	// The script's shell becomes setpriv (sw_exec), which execs the
+	// command: its parent is whoever ran the script, here this test;
+	// runuser would fork it and wait, holding the PAM session.
+	if len(gotLines) < 6 || gotLines[5] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("ownerScript's command ran under %q, want this test's process (the script's shell exec'd setpriv, no runuser or shell in between)", gotLines[4:])
 	}
 
 	// Without ao_quick (what restarts use), runuser and its PAM session.

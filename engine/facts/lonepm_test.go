@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,12 +29,18 @@ type pidNamespace struct {
 func newPIDNamespace(t *testing.T) *pidNamespace {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("a PID namespace needs root")
+		t.Skip("a PID namespace needs root")
 	}
 	// --kill-child: when unshare ends, its child (the namespace's init)
-	// is killed, and with it every process of the namespace.
+	// is killed, and with it every process of the namespace. Pdeathsig
+	// ends unshare when this test's process dies without its clean-up
+	// (a panic, a timeout); it follows the starting thread, hence the lock.
 	holder := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "sleep", "infinity")
-	if err := holder.Start(); err != nil {
+	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err := holder.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		t.Fatalf("unshare: %v", err)
 	}
 	ns := &pidNamespace{holder: holder}
@@ -51,14 +59,12 @@ func newPIDNamespace(t *testing.T) *pidNamespace {
 			t.Fatalf("unshare started no namespace (%s empty)", children)
 		}
 	}
-	// The namespace is ready once its /proc is mounted: only its own
-	// processes show there.
+	// The namespace is ready once its own /proc is mounted there: its
+	// pid 1 is the sleep.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err := ns.command("sh", "-c", "echo $$").Output()
-		if err == nil && strings.TrimSpace(string(out)) != "" {
-			if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n > 1 && n < 100 {
-				return ns
-			}
+		out, err := ns.command("cat", "/proc/1/comm").Output()
+		if err == nil && strings.TrimSpace(string(out)) == "sleep" {
+			return ns
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no PID namespace behind pid %d: %v %q", ns.init, err, out)
@@ -84,18 +90,14 @@ func (n nsTransport) Run(ctx context.Context, cmd transport.Command) (transport.
 
 func (n nsTransport) Close() error { return n.local.Close() }
 
-// startIn starts c's server inside ns (unix socket only) and makes sure
-// it is stopped there before the cluster's own clean-up runs: that one
-// reads postmaster.pid, whose PID means another process outside.
+// startIn starts c's server inside ns (unix socket only). Its clean-up,
+// registered before the start so that it runs even when the start fails
+// half-way, stops it there and removes postmaster.pid before the
+// cluster's own clean-up runs: that one reads postmaster.pid, whose PID
+// names another process outside the namespace.
 func startIn(t *testing.T, ns *pidNamespace, c *testhost.Cluster, options ...string) {
 	t.Helper()
 	pgctl := filepath.Join(c.BinDir, "pg_ctl")
-	start := ns.command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-l", c.LogFile, "-w", "-t", "60",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses='' %s", c.Port, c.SocketDir, strings.Join(options, " ")), "start")
-	start.Dir = "/"
-	if out, err := start.CombinedOutput(); err != nil {
-		t.Fatalf("pg_ctl start in the namespace: %v\n%s\n%s", err, out, c.Log(t))
-	}
 	t.Cleanup(func() {
 		stop := ns.command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-w", "-t", "30", "-m", "fast", "stop")
 		stop.Dir = "/"
@@ -104,6 +106,12 @@ func startIn(t *testing.T, ns *pidNamespace, c *testhost.Cluster, options ...str
 		}
 		_ = os.Remove(filepath.Join(c.DataDir, "postmaster.pid"))
 	})
+	start := ns.command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-l", c.LogFile, "-w", "-t", "60",
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses='' %s", c.Port, c.SocketDir, strings.Join(options, " ")), "start")
+	start.Dir = "/"
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl start in the namespace: %v\n%s\n%s", err, out, c.Log(t))
+	}
 }
 
 // With no pg_data, a postmaster running alone on the host is found in

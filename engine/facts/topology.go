@@ -178,7 +178,8 @@ exec "$@"
 
 // ownerRunScript runs the script $2 as the cluster owner $1 (we are the
 // owner, or root through runuser, or sudo -n -u), with the arguments after
-// it. Nothing found on the host runs as root.
+// it; each branch ends the script (exec; sw_owner with sw_exec=exec).
+// Nothing found on the host runs as root.
 // Who we are and the owner's uid come from rh_ids (SwitchOwnerFn).
 var ownerRunScript = `owner=$1 script=$2
 shift 2

@@ -29,8 +29,11 @@ const wrapperScript = `echo "` + pidMarker + `$$" >&2; exec "$@"`
 
 // remoteLine is the command line sent to the remote login shell. The
 // login shell execs it: it would otherwise fork it and wait, a process
-// more per session for nothing (the PID the wrapper reports, its group
-// and the exit status are the same either way).
+// more per session for nothing. The PID the wrapper reports and its group
+// are the same either way; a command killed by a signal now comes back
+// as sshd's exit-signal (as under a bash login shell before) rather than
+// a shell's 128+n status. (A restricted login shell, rbash, refuses exec:
+// pgtune never supported one; its quoting needs a POSIX shell.)
 func remoteLine(args []string, become bool) string {
 	line := Join(append([]string{"sh", "-c", wrapperScript, "sh"}, args...))
 	if become {

@@ -47,6 +47,7 @@ const asOwnerBody = `as_owner() {
 var ownerScript = `owner=$1 script=$2 ao_quick=1
 shift 2
 ` + asOwnerFn + `cd /
+# The last command: the shell becomes the switch (nothing after it runs).
 sw_exec=exec
 as_owner sh -c "$script" sh "$@"
 `
@@ -106,13 +107,13 @@ for a in "$@"; do
       real=$(readlink -f -- "$p" 2>/dev/null) || real=$(readlink -- "$p" 2>/dev/null) || real=
       if [ "$real" = "$p" ]; then real=; fi
     fi
-    b64v "$real"
     if [ -f "$p" ] && [ -r "$p" ]; then
+      b64v "$real"
       printf 'F %d 1 %s %s\n' "$i" "$(stat -L -c '%a %U %G' -- "$p")" "$bv"
       base64 -w0 -- "$p" || true
       printf '\n'
-    elif [ -e "$p" ]; then printf 'F %d 2 %s\n' "$i" "$bv"
-    elif [ -L "$p" ]; then printf 'F %d 3 %s\n' "$i" "$bv"
+    elif [ -e "$p" ]; then b64v "$real"; printf 'F %d 2 %s\n' "$i" "$bv"
+    elif [ -L "$p" ]; then b64v "$real"; printf 'F %d 3 %s\n' "$i" "$bv"
     else printf 'F %d 0\n' "$i"; fi;;
   d:*)
     if [ -d "$p" ]; then
@@ -432,6 +433,7 @@ owner=$1 psql=$2 sock=$3 port=$4 sql=$5 ao_quick=1
 set -- "$psql" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
+# The last command: the shell becomes the switch (nothing after it runs).
 sw_exec=exec
 as_owner "$@"
 `

@@ -2,117 +2,27 @@ package facts
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// pidNamespace is a PID namespace with its own /proc: a host on which the
-// only processes are the ones a test starts there. Discovery without
-// pg_data reads every process of /proc, and a machine running other
-// tests' clusters never has one postmaster alone.
-type pidNamespace struct {
-	holder *exec.Cmd // unshare, whose child (sleep) is the namespace's init
-	init   int       // that child's PID, as this machine sees it
-}
-
-func newPIDNamespace(t *testing.T) *pidNamespace {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a PID namespace needs root")
-	}
-	// --kill-child: when unshare ends, its child (the namespace's init)
-	// is killed, and with it every process of the namespace. Pdeathsig
-	// ends unshare when this test's process dies without its clean-up
-	// (a panic, a timeout); it follows the starting thread, hence the lock.
-	holder := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "sleep", "infinity")
-	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread()
-	err := holder.Start()
-	runtime.UnlockOSThread()
-	if err != nil {
-		t.Fatalf("unshare: %v", err)
-	}
-	ns := &pidNamespace{holder: holder}
-	t.Cleanup(func() {
-		_ = holder.Process.Kill()
-		_ = holder.Wait()
-	})
-	children := fmt.Sprintf("/proc/%d/task/%d/children", holder.Process.Pid, holder.Process.Pid)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(children)
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			ns.init, _ = strconv.Atoi(f[0])
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("unshare started no namespace (%s empty)", children)
-		}
-	}
-	// The namespace is ready once its own /proc is mounted there: its
-	// pid 1 is the sleep.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err := ns.command("cat", "/proc/1/comm").Output()
-		if err == nil && strings.TrimSpace(string(out)) == "sleep" {
-			return ns
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no PID namespace behind pid %d: %v %q", ns.init, err, out)
-		}
-	}
-}
-
-// command runs args inside the namespace (its PIDs and its /proc).
-func (ns *pidNamespace) command(args ...string) *exec.Cmd {
-	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(ns.init), "-p", "-m", "--"}, args...)...)
-}
-
-// nsTransport is the local transport inside the namespace.
+// nsTransport is the local transport inside a PID namespace.
 type nsTransport struct {
-	ns    *pidNamespace
+	ns    *testhost.PIDNamespace
 	local transport.Transport
 }
 
 func (n nsTransport) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	cmd.Args = append([]string{"nsenter", "-t", strconv.Itoa(n.ns.init), "-p", "-m", "--"}, cmd.Args...)
+	cmd.Args = n.ns.Args(cmd.Args...)
 	return n.local.Run(ctx, cmd)
 }
 
 func (n nsTransport) Close() error { return n.local.Close() }
-
-// startIn starts c's server inside ns (unix socket only). Its clean-up,
-// registered before the start so that it runs even when the start fails
-// half-way, stops it there and removes postmaster.pid before the
-// cluster's own clean-up runs: that one reads postmaster.pid, whose PID
-// names another process outside the namespace.
-func startIn(t *testing.T, ns *pidNamespace, c *testhost.Cluster, options ...string) {
-	t.Helper()
-	pgctl := filepath.Join(c.BinDir, "pg_ctl")
-	t.Cleanup(func() {
-		stop := ns.command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-w", "-t", "30", "-m", "fast", "stop")
-		stop.Dir = "/"
-		if out, err := stop.CombinedOutput(); err != nil {
-			t.Logf("pg_ctl stop in the namespace: %v: %s (the namespace's end kills it)", err, out)
-		}
-		_ = os.Remove(filepath.Join(c.DataDir, "postmaster.pid"))
-	})
-	start := ns.command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-l", c.LogFile, "-w", "-t", "60",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses='' %s", c.Port, c.SocketDir, strings.Join(options, " ")), "start")
-	start.Dir = "/"
-	if out, err := start.CombinedOutput(); err != nil {
-		t.Fatalf("pg_ctl start in the namespace: %v\n%s\n%s", err, out, c.Log(t))
-	}
-}
 
 // With no pg_data, a postmaster running alone on the host is found in
 // /proc, and the commands run ahead run for it: a module's read and the
@@ -124,10 +34,9 @@ func TestGatherHostRunsAheadForALonePostmaster(t *testing.T) {
 		t.Skip("integration: real clusters in a PID namespace (root)")
 	}
 	ctx := context.Background()
-	ns := newPIDNamespace(t)
+	ns := testhost.NewPIDNamespace(t)
 	c := testhost.Postgres(t, testhost.Stopped())
-	c.Port = 5432 // the namespace shares the network: unix socket only, any port
-	startIn(t, ns, c)
+	c.StartIn(t, ns)
 	host := nsTransport{ns: ns, local: transport.NewLocal()}
 
 	probe := []string{"sh", "-c", `echo "pid=$1 owner=$2"; cat "/proc/$1/comm"`, "sh", PMPid, PMOwner}
@@ -165,8 +74,7 @@ func TestGatherHostRunsAheadForALonePostmaster(t *testing.T) {
 
 	// A second postmaster: two candidates, the operator picks (pg_data).
 	other := testhost.Postgres(t, testhost.Stopped())
-	other.Port = 5433
-	startIn(t, ns, other)
+	other.StartIn(t, ns)
 	f, err = GatherHost(ctx, host, Options{Sets: sets, RunAhead: []string{"probe"}})
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +109,9 @@ func TestDiscoveryListsClustersWhenAskedAgain(t *testing.T) {
 		t.Fatalf("pg_lsclusters (postgresql-common) is not installed: %v", err)
 	}
 	ctx := context.Background()
-	ns := newPIDNamespace(t)
+	ns := testhost.NewPIDNamespace(t)
 	c := testhost.Postgres(t, testhost.Stopped())
-	c.Port = 5432
-	startIn(t, ns, c, "-c cluster_name=config_file=/etc/postgresql/15/pgtune-none/postgresql.conf")
+	c.StartIn(t, ns, "-c cluster_name=config_file=/etc/postgresql/15/pgtune-none/postgresql.conf")
 	host := &recordingTransport{Transport: nsTransport{ns: ns, local: transport.NewLocal()}}
 
 	f, err := GatherHost(ctx, host, Options{})

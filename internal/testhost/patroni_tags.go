@@ -77,4 +77,3 @@ func (pc *PatroniCluster) SetNofailover(t testing.TB, m *PatroniMember, on bool)
 		return false
 	})
 }
-

@@ -125,6 +125,32 @@ func TestGatherReadsKernelStrings(t *testing.T) {
 // takes the gather's answer. A module not in the play has nothing run
 // ahead; with a pg_config_file (which the script cannot check) the
 // topology query is not.
+// takeRanAhead checks what a gather ran ahead for its postmaster: the
+// probe's answer (it prints its pid and owner arguments and the pid's
+// comm) and the topology's, which GatherTopology takes without a run on
+// the host.
+func takeRanAhead(t *testing.T, f *Facts, probe []string) *Topology {
+	t.Helper()
+	pg := f.Postgres
+	if f.Ran.Len() != 2 {
+		t.Fatalf("%d answers run ahead; want the probe's and the topology's", f.Ran.Len())
+	}
+	pid := strconv.Itoa(pg.PID)
+	res, ok := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
+	if want := "pid=" + pid + " owner=" + pg.Owner + "\npostgres\n"; !ok || string(res.Stdout) != want {
+		t.Errorf("probe: %q, %v; want %q", res.Stdout, ok, want)
+	}
+	counted := &countingTransport{}
+	topo, err := GatherTopology(context.Background(), f.Ran.Transport(counted), false, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Ran.Len() != 0 || counted.runs != 0 {
+		t.Errorf("the topology's answer was not taken (%d left, %d runs reached the host)", f.Ran.Len(), counted.runs)
+	}
+	return topo
+}
+
 func TestGatherHostRunsAheadLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: a real cluster")
@@ -139,22 +165,8 @@ func TestGatherHostRunsAheadLive(t *testing.T) {
 		t.Fatalf("GatherHost: %v, %+v, %s", err, f.Postgres, f.PostgresError)
 	}
 	pg := f.Postgres
-	if f.Ran.Len() != 2 {
-		t.Fatalf("%d answers run ahead; want the probe's and the topology's", f.Ran.Len())
-	}
 	pid := strconv.Itoa(pg.PID)
-	res, ok := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
-	if want := "pid=" + pid + " owner=" + pg.Owner + "\npostgres\n"; !ok || string(res.Stdout) != want {
-		t.Errorf("probe: %q, %v; want %q", res.Stdout, ok, want)
-	}
-	counted := &countingTransport{}
-	ahead, err := GatherTopology(ctx, f.Ran.Transport(counted), false, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Ran.Len() != 0 || counted.runs != 0 {
-		t.Errorf("the topology's answer was not taken (%d left, %d runs reached the host)", f.Ran.Len(), counted.runs)
-	}
+	ahead := takeRanAhead(t, f, probe)
 	asked, err := GatherTopology(ctx, local, false, pg)
 	if err != nil {
 		t.Fatal(err)

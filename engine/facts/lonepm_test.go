@@ -3,7 +3,6 @@ package facts
 import (
 	"context"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -52,22 +51,7 @@ func TestGatherHostRunsAheadForALonePostmaster(t *testing.T) {
 	if pg.ConfigFile != c.ConfigFile() {
 		t.Errorf("configuration %q; want %q", pg.ConfigFile, c.ConfigFile())
 	}
-	if f.Ran.Len() != 2 {
-		t.Fatalf("%d answers run ahead; want the probe's and the topology's", f.Ran.Len())
-	}
-	pid := strconv.Itoa(pg.PID)
-	res, ok := f.Ran.Take(transport.Command{Args: []string{"sh", "-c", probe[2], "sh", pid, pg.Owner}})
-	if want := "pid=" + pid + " owner=" + pg.Owner + "\npostgres\n"; !ok || string(res.Stdout) != want {
-		t.Errorf("probe: %q, %v; want %q", res.Stdout, ok, want)
-	}
-	counted := &countingTransport{}
-	topo, err := GatherTopology(ctx, f.Ran.Transport(counted), false, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if counted.runs != 0 || f.Ran.Len() != 0 {
-		t.Errorf("the topology's answer was not taken (%d runs reached the host, %d answers left)", counted.runs, f.Ran.Len())
-	}
+	topo := takeRanAhead(t, f, probe)
 	if topo.Role != "primary" || topo.Settings["block_size"] == "" {
 		t.Errorf("topology run ahead: %+v", topo)
 	}
@@ -83,17 +67,6 @@ func TestGatherHostRunsAheadForALonePostmaster(t *testing.T) {
 		t.Errorf("two postmasters: found %+v (%q), %d answers run ahead; want both named, none chosen, nothing run ahead",
 			f.Postgres, f.PostgresError, f.Ran.Len())
 	}
-}
-
-// recordingTransport keeps every command's arguments.
-type recordingTransport struct {
-	transport.Transport
-	ran [][]string
-}
-
-func (r *recordingTransport) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	r.ran = append(r.ran, cmd.Args)
-	return r.Transport.Run(ctx, cmd)
 }
 
 // A lone postmaster whose command line reads like Debian's configuration
@@ -112,7 +85,7 @@ func TestDiscoveryListsClustersWhenAskedAgain(t *testing.T) {
 	ns := testhost.NewPIDNamespace(t)
 	c := testhost.Postgres(t, testhost.Stopped())
 	c.StartIn(t, ns, "-c cluster_name=config_file=/etc/postgresql/15/pgtune-none/postgresql.conf")
-	host := &recordingTransport{Transport: nsTransport{ns: ns, local: transport.NewLocal()}}
+	host := &seenRuns{Transport: nsTransport{ns: ns, local: transport.NewLocal()}}
 
 	f, err := GatherHost(ctx, host, Options{})
 	if err != nil || f.Postgres == nil {
@@ -122,7 +95,7 @@ func TestDiscoveryListsClustersWhenAskedAgain(t *testing.T) {
 		t.Errorf("found %s (configuration %s); want %s (%s)", f.Postgres.DataDir, f.Postgres.ConfigFile, c.DataDir, c.ConfigFile())
 	}
 	asked := 0
-	for _, args := range host.ran {
+	for _, args := range host.args {
 		if args[len(args)-1] == "lsc" {
 			asked++
 		}

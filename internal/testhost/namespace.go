@@ -1,6 +1,7 @@
 package testhost
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // PIDNamespace is a PID namespace with its own /proc: a host on which the
@@ -32,12 +32,20 @@ func NewPIDNamespace(t testing.TB) *PIDNamespace {
 	}
 	// --kill-child: when unshare ends, its child (the namespace's init)
 	// is killed, and with it every process of the namespace. Pdeathsig
-	// ends unshare when the test's process dies without its clean-up (a
-	// panic, a timeout); it follows the starting thread, hence the lock.
-	holder := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "sleep", "infinity")
+	// ends unshare when the thread that started it ends, which for a
+	// test is its process dying without its clean-up (a panic, a
+	// timeout): the lock keeps the start on one thread. The child says
+	// when it runs, after unshare mounted the namespace's /proc, and then
+	// becomes the sleep.
+	holder := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+		"sh", "-c", "echo ready; exec sleep infinity")
 	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatalf("testhost: unshare: %v", err)
+	}
 	runtime.LockOSThread()
-	err := holder.Start()
+	err = holder.Start()
 	runtime.UnlockOSThread()
 	if err != nil {
 		t.Fatalf("testhost: unshare: %v", err)
@@ -46,28 +54,20 @@ func NewPIDNamespace(t testing.TB) *PIDNamespace {
 		_ = holder.Process.Kill()
 		_ = holder.Wait()
 	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("testhost: unshare started no namespace: %q, %v", line, err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", holder.Process.Pid, holder.Process.Pid))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) != 1 {
+		t.Fatalf("testhost: the namespace's init: %q, %v", b, err)
+	}
 	ns := &PIDNamespace{}
-	children := fmt.Sprintf("/proc/%d/task/%d/children", holder.Process.Pid, holder.Process.Pid)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(children)
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			ns.init, _ = strconv.Atoi(f[0])
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testhost: unshare started no namespace (%s empty)", children)
-		}
+	if ns.init, err = strconv.Atoi(f[0]); err != nil {
+		t.Fatalf("testhost: the namespace's init: %q", b)
 	}
-	// Ready once its own /proc is mounted there: its pid 1 is the sleep.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err := ns.Command("cat", "/proc/1/comm").Output()
-		if err == nil && strings.TrimSpace(string(out)) == "sleep" {
-			return ns
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testhost: no PID namespace behind pid %d: %v %q", ns.init, err, out)
-		}
-	}
+	return ns
 }
 
 // Args is args run inside the namespace (its PIDs and its /proc).
@@ -107,6 +107,7 @@ func (c *Cluster) StartIn(t testing.TB, ns *PIDNamespace, options ...string) {
 	if c.Port == 0 {
 		c.Port = 5432 // its own socket directory: any port
 	}
+	c.inNamespace = true
 	pgctl := filepath.Join(c.BinDir, "pg_ctl")
 	t.Cleanup(func() {
 		stop := ns.Command("runuser", "-u", c.Owner, "--", pgctl, "-D", c.DataDir, "-w", "-t", "30", "-m", "fast", "stop")

@@ -24,6 +24,10 @@ type Cluster struct {
 	LogFile   string // pg_ctl -l: the postmaster's stderr
 	Owner     string
 	Port      int
+	// inNamespace: started by StartIn. Its postmaster.pid holds a PID of
+	// the namespace, which names another process here: Stop and Running
+	// refuse, and StartIn's clean-up stops it.
+	inNamespace bool
 }
 
 // PGOption tunes Postgres.
@@ -178,11 +182,14 @@ func (c *Cluster) Start(t testing.TB) {
 // Stop stops the server (fast mode).
 func (c *Cluster) Stop(t testing.TB) {
 	t.Helper()
+	if c.inNamespace {
+		t.Fatalf("testhost: %s runs in a PID namespace: Stop would signal a process of this machine", c.DataDir)
+	}
 	c.AsOwner(t, filepath.Join(c.BinDir, "pg_ctl"), "-D", c.DataDir, "-w", "-t", "60", "-m", "fast", "stop")
 }
 
 func (c *Cluster) stopForCleanup(t testing.TB) {
-	if !c.Running() {
+	if c.inNamespace || !c.Running() {
 		return
 	}
 	pgctl := filepath.Join(c.BinDir, "pg_ctl")
@@ -194,8 +201,12 @@ func (c *Cluster) stopForCleanup(t testing.TB) {
 	}
 }
 
-// Running reports whether the postmaster of postmaster.pid is alive.
+// Running reports whether the postmaster of postmaster.pid is alive (not
+// known, and false, for a cluster started in a PID namespace).
 func (c *Cluster) Running() bool {
+	if c.inNamespace {
+		return false
+	}
 	pid, err := c.readPID()
 	if err != nil {
 		return false

@@ -16,7 +16,7 @@ package facts
 //     $owner, never uid 0), "self" (we are the owner; or PATH is in the
 //     inventory's pg_bin), "trusted" (as ourselves, root included, only
 //     when bin_trusted); it fails when PATH may not run at all. It
-//     needs no subshell; run_how PATH prints the same word.
+//     needs no subshell.
 //   - run_bin PATH ARGS... runs it that way, or refuses (status 126, the
 //     reason on stderr). Inside a command substitution, with
 //     sw_exec=exec, the subshell becomes the binary (or the switch to
@@ -25,7 +25,7 @@ package facts
 // The script defines $owner (a user name) before calling run_bin; a
 // directory named in $trusted_dir (the inventory's pg_bin) skips the
 // ownership check, since the controller vouches for it. It brings
-// SwitchOwnerFn (rh_ids, sw_owner) with it: run_how without rh_ids
+// SwitchOwnerFn (rh_ids, sw_owner) with it: how_of without rh_ids
 // would take every binary for root's.
 const RunBinFn = SwitchOwnerFn + `bin_trusted() {
   bt_r=$(readlink -f -- "$1" 2>/dev/null) || return 1
@@ -68,7 +68,6 @@ how_of() {
   if bin_trusted "$1" >/dev/null; then rh_how=trusted; return 0; fi
   return 1
 }
-run_how() { how_of "$1" && echo "$rh_how"; }
 run_bin() {
   rb_bin=$1
   shift

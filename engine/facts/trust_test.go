@@ -15,10 +15,12 @@ import (
 )
 
 // runBinScript runs one RunBinFn function on this machine: $1 owner,
-// $2 trusted_dir, then the function's name and arguments.
+// $2 trusted_dir, then the function's name and arguments; how PATH
+// prints the word how_of sets.
 const runBinScript = `owner=$1 trusted_dir=$2
 shift 2
-` + RunBinFn + `"$@"`
+` + RunBinFn + `how() { how_of "$1" && echo "$rh_how"; }
+"$@"`
 
 func runBinFn(t *testing.T, owner, trustedDir string, args ...string) (string, int) {
 	t.Helper()
@@ -158,9 +160,9 @@ func TestRunBin(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(root, tc.bin)
-			how, code := runBinFn(t, tc.owner, tc.trustedDir, "run_how", bin)
+			how, code := runBinFn(t, tc.owner, tc.trustedDir, "how", bin)
 			if how != tc.how || (code == 0) != (tc.how != "") {
-				t.Errorf("run_how = %q (status %d); want %q", how, code, tc.how)
+				t.Errorf("how_of: %q (status %d); want %q", how, code, tc.how)
 			}
 			uid, code := runBinFn(t, tc.owner, tc.trustedDir, "run_bin", bin)
 			switch {

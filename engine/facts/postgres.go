@@ -243,8 +243,10 @@ if [ -n "$want_data" ]; then
   blk override
   pginfo "$want_data" "$want_bin" proc
   found=1
-  if [ -n "$alive" ]; then want_pm=$pf_pid; fi
-  if [ -n "$alive" ] && [ -n "$bi_ok" ]; then pm_debconf "$pf_pid"; lone_pm "$pf_pid" "${rd:-$want_data}"; fi
+  if [ -n "$alive" ]; then
+    want_pm=$pf_pid
+    if [ -n "$bi_ok" ]; then pm_debconf "$pf_pid"; lone_pm "$pf_pid" "${rd:-$want_data}"; fi
+  fi
 fi
 [ "$only" = only ] && exit 0
 

@@ -461,26 +461,28 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 	}
 	overrideErr := checkOverrides(opts)
 	nonce := discoveryNonce()
-	// ask is the request on stdin (empty: no discovery); with topology,
-	// the topology query is run ahead too, where the script can tell the
+	// ask is the request on stdin (empty: no discovery); with owner, the
+	// runs as the cluster owner (the topology query, the modules'
+	// OwnerRuns) are run ahead too, where the script can tell the
 	// configuration file as the controller will (prerun.go).
-	ask := func(topology bool) []byte {
+	ask := func(owner bool) []byte {
 		if overrideErr != nil {
 			return nil
 		}
 		return []byte("discover\n" + opts.PGData + "\n" + opts.PGBin + "\n" + nonce + "\n" +
-			preRunRequest(opts.Sets, opts.RunAhead, topology) + "\n")
+			preRunRequest(opts.Sets, opts.RunAhead, owner) + "\n")
 	}
-	topology := opts.PGConfigFile == "" && overrideErr == nil
+	owner := opts.PGConfigFile == "" && overrideErr == nil
 	args := append([]string{"sh", "-c", GatherScript(opts.Sets), "sh"}, SysctlKeys(opts.Sets)...)
-	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask(topology), Become: opts.Become})
-	if err != nil && topology && ctx.Err() == nil &&
+	res, err := t.Run(ctx, transport.Command{Args: args, Stdin: ask(owner), Become: opts.Become})
+	if err != nil && owner && ctx.Err() == nil &&
 		(errors.Is(err, transport.ErrOutputTooLarge) || errors.Is(err, transport.ErrNoResponse)) {
-		// The topology query is the cluster owner's code in the gather's
-		// session: output past the cap, or a process it left holding the
-		// session open, is the owner's doing as likely as the host's. The
-		// gather again without it, so the owner can fail the topology (its
-		// own session, as before) but not the host's facts.
+		// The runs as the owner are the cluster owner's code in the
+		// gather's session: output past the cap, or a process one left
+		// holding the session open, is the owner's doing as likely as the
+		// host's. The gather again without them, so the owner can fail
+		// those (each then a session of its own, as before) but not the
+		// host's facts.
 		res, err = t.Run(ctx, transport.Command{Args: args, Stdin: ask(false), Become: opts.Become})
 	}
 	if err != nil {

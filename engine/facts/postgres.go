@@ -53,7 +53,7 @@ want_data=$1 want_bin=$2 only=$3 want_lsc=${5-} run_ahead=${6-}
 # bin directory found on the host ($2 of a re-read) never is.
 trusted_dir=${4-}
 owner= alive=
-lp_pid= lp_owner= lp_bin= lp_sock= lp_port= lp_conf= bi_ok=
+lp_pid= lp_owner= lp_bin= lp_sock= lp_port= lp_conf= lp_data= bi_ok=
 cd /
 ` + RunBinFn + `
 rec() { printf '%s=%s\0' "$1" "$2"; }
@@ -234,7 +234,7 @@ pm_debconf() {
 # only for the very command it would run: a wrong guess costs that run
 # again, never a wrong answer.
 lone_pm() {
-  lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=$pm_conf
+  lp_pid=$1 lp_owner=$owner lp_bin=$b lp_sock=$pf_sock lp_port=$pf_port lp_conf=$pm_conf lp_data=$2
   if [ -z "$lp_conf" ] && [ -f "$2/postgresql.conf" ]; then lp_conf=$2/postgresql.conf; fi
 }
 

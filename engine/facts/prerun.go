@@ -41,34 +41,40 @@ import (
 // Only status 0 is kept: a failed run is run again where it is asked,
 // for its error.
 
-// Placeholders in a pre-run's arguments, each a whole argument. A
-// module's run (Set.PostmasterRuns) may use PMPid and PMOwner: values
-// the discovery checked (a number, a name from /etc/passwd). The others
-// are the owner's own text (postmaster.pid's lines, a directory the owner
-// may have chosen), for the engine's topology query alone, which runs as
-// the owner: never passed to a command run as root.
+// Placeholders in a pre-run's arguments. A module's run as root
+// (Set.PostmasterRuns) may use PMPid and PMOwner, each a whole argument:
+// values the discovery checked (a number, a name from /etc/passwd). The
+// others are the owner's own text (postmaster.pid's lines, directories
+// the owner may have chosen): only in runs as the owner (Set.OwnerRuns,
+// the engine's topology query), where they may also be part of an
+// argument ("f:{pg.data}/postmaster.opts"); never passed to a command run
+// as root.
 const (
 	PMPid   = "{pg.pid}"   // the postmaster's pid
 	PMOwner = "{pg.owner}" // the cluster owner's name
-	// For the topology query only.
-	pmBin    = "{pg.bin}"    // the binaries' directory; also a prefix ("{pg.bin}/psql")
-	pmSocket = "{pg.socket}" // the socket directory, from postmaster.pid
-	pmPort   = "{pg.port}"   // the port, from postmaster.pid
-	pmConfig = "{pg.config}" // postgresql.conf; the query is left out when the script cannot tell it
+	// For runs as the owner only.
+	PMData      = "{pg.data}"    // the data directory, as Postgres.DataDir names it
+	PMConfig    = "{pg.config}"  // postgresql.conf; a run naming it is left out when the script cannot tell it
+	PMConfigDir = "{pg.confdir}" // PMConfig's directory (its text up to the last slash)
+	pmBin       = "{pg.bin}"     // the binaries' directory
+	pmSocket    = "{pg.socket}"  // the socket directory, from postmaster.pid
+	pmPort      = "{pg.port}"    // the port, from postmaster.pid
 )
 
-// placeholderVar is the discovery script's variable for each placeholder.
-var placeholderVar = map[string]string{
-	PMPid: "lp_pid", PMOwner: "lp_owner", pmBin: "lp_bin", pmSocket: "lp_sock", pmPort: "lp_port", pmConfig: "lp_conf",
+// placeholderWord is the discovery script's expansion of each
+// placeholder, quoted: part of one shell word.
+var placeholderWord = map[string]string{
+	PMPid: `"$lp_pid"`, PMOwner: `"$lp_owner"`, PMData: `"$lp_data"`, PMConfig: `"$lp_conf"`,
+	PMConfigDir: `"${lp_conf%/*}"`, pmBin: `"$lp_bin"`, pmSocket: `"$lp_sock"`, pmPort: `"$lp_port"`,
 }
 
 var placeholderRE = regexp.MustCompile(`\{pg\.[a-z]+\}`)
 
-// checkPreRun refuses a module's run (Set.PostmasterRuns) the gather
-// could not run as written or must not run as root: a program that is
-// not an absolute path of the controller's (a placeholder, or a name the
-// discovery script's functions could answer), a placeholder other than
-// PMPid and PMOwner, or one that is not a whole argument.
+// checkPreRun refuses a module's run as root (Set.PostmasterRuns) the
+// gather could not run as written or must not run as root: a program
+// that is not an absolute path of the controller's (a placeholder, or a
+// name the discovery script's functions could answer), a placeholder
+// other than PMPid and PMOwner, or one that is not a whole argument.
 func checkPreRun(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("an empty command")
@@ -92,11 +98,71 @@ func checkPreRun(args []string) error {
 	return nil
 }
 
+// OwnerRun is a read-only script a module's check runs as the cluster
+// owner, with OwnerRunArgs: the gather runs it ahead (Set.OwnerRuns).
+type OwnerRun struct {
+	Script string   // fixed text, run by sh -c
+	Args   []string // its arguments, with placeholders
+}
+
+// OwnerRunArgs is the command that runs script as the cluster owner with
+// args (ownerRunScript: nothing found on the host runs as root). A
+// module's check runs its OwnerRuns through it, so that the gather's
+// answer is taken.
+func OwnerRunArgs(owner, script string, args ...string) []string {
+	return append([]string{"sh", "-c", ownerRunScript, "sh", owner, script}, args...)
+}
+
+// checkOwnerRun refuses an owner run with no script or a placeholder the
+// gather does not know.
+func checkOwnerRun(r OwnerRun) error {
+	if r.Script == "" {
+		return fmt.Errorf("an empty script")
+	}
+	for _, a := range r.Args {
+		for _, p := range placeholderRE.FindAllString(a, -1) {
+			if placeholderWord[p] == "" {
+				return fmt.Errorf("placeholder %s: not one the gather knows", p)
+			}
+		}
+	}
+	return nil
+}
+
+// shellWord is argument a as one shell word, each placeholder in it the
+// discovery's value.
+func shellWord(a string) string {
+	var b strings.Builder
+	last := 0
+	for _, loc := range placeholderRE.FindAllStringIndex(a, -1) {
+		if w := placeholderWord[a[loc[0]:loc[1]]]; w != "" {
+			if loc[0] > last {
+				b.WriteString(shellQuote(a[last:loc[0]]))
+			}
+			b.WriteString(w)
+			last = loc[1]
+		}
+	}
+	if last < len(a) || last == 0 {
+		b.WriteString(shellQuote(a[last:]))
+	}
+	return b.String()
+}
+
+// namesConfig says whether a run names the configuration file (or its
+// directory): the script's guess, so the run is asked only where the
+// script can tell the file as the controller will (preRunRequest).
+func namesConfig(args []string) bool {
+	return slices.ContainsFunc(args, func(a string) bool {
+		return strings.Contains(a, PMConfig) || strings.Contains(a, PMConfigDir)
+	})
+}
+
 // preRunScript is the shell code that runs the pre-runs (runs, in order),
 // evaluated at the end of the discovery script for a lone postmaster: of
 // those, the ones whose index the request lists ($pq: "post I J ...",
 // preRunRequest), so the script is the same whichever modules a play
-// runs.
+// runs. A run naming a value the script does not have is left out.
 func preRunScript(runs [][]string) string {
 	var b strings.Builder
 	b.WriteString(`pr() {
@@ -111,48 +177,60 @@ func preRunScript(runs [][]string) string {
 }
 `)
 	for i, args := range runs {
-		var words []string
-		needConf := false
-		for _, a := range args {
-			switch v, ok := placeholderVar[a]; {
-			case ok:
-				words = append(words, `"$`+v+`"`)
-				needConf = needConf || a == pmConfig
-			case strings.HasPrefix(a, pmBin):
-				words = append(words, `"$lp_bin"`+shellQuote(a[len(pmBin):]))
-			default:
-				words = append(words, shellQuote(a))
-			}
+		words := make([]string, len(args))
+		for j, a := range args {
+			words[j] = shellWord(a)
 		}
 		line := "pr " + strconv.Itoa(i) + " " + strings.Join(words, " ")
-		if needConf {
-			line = `if [ -n "$lp_conf" ]; then ` + line + "; fi"
+		var need []string
+		if namesConfig(args) {
+			need = append(need, `[ -n "$lp_conf" ]`)
+		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, PMData) }) {
+			need = append(need, `[ -n "$lp_data" ]`)
+		}
+		if len(need) > 0 {
+			line = "if " + strings.Join(need, " && ") + "; then " + line + "; fi"
 		}
 		b.WriteString(line + "\n")
 	}
 	return b.String()
 }
 
-// preRunsOf is every pre-run of the gather: the sets' (run as root where
-// the gather is) first, the topology query (as the owner) last; owners
-// has each one's set name ("" for the topology).
+// preRunsOf is every pre-run of the gather: the sets' runs as root
+// first (where the gather is), then their runs as the owner, the topology
+// query (as the owner) last; owners has each one's set name ("" for the
+// topology).
 func preRunsOf(sets []Set) (runs [][]string, owners []string) {
 	for _, s := range sets {
 		for _, r := range s.PostmasterRuns {
 			runs, owners = append(runs, r), append(owners, s.Name)
 		}
 	}
-	runs = append(runs, topologyArgs(PMOwner, pmBin+"/psql", pmSocket, pmPort, PMPid, pmConfig))
+	for _, s := range sets {
+		for _, r := range s.OwnerRuns {
+			runs, owners = append(runs, OwnerRunArgs(PMOwner, r.Script, r.Args...)), append(owners, s.Name)
+		}
+	}
+	runs = append(runs, topologyArgs(PMOwner, pmBin+"/psql", pmSocket, pmPort, PMPid, PMConfig))
 	return runs, append(owners, "")
 }
 
 // preRunRequest is the request's line that asks for the pre-runs of the
-// sets named in ask, and with topology the topology's: "post I J ...".
-func preRunRequest(sets []Set, ask []string, topology bool) string {
+// sets named in ask, and the topology's: "post I J ...". Runs as the
+// owner (the sets' OwnerRuns, the topology query) are asked only with
+// owner: where the script can tell the configuration file as the
+// controller will (the inventory does not name it), and not when the
+// gather runs again because the owner's output failed it.
+func preRunRequest(sets []Set, ask []string, owner bool) string {
 	_, owners := preRunsOf(sets)
+	root := 0
+	for _, s := range sets {
+		root += len(s.PostmasterRuns)
+	}
 	line := "post"
 	for i, o := range owners {
-		if (o == "" && topology) || (o != "" && slices.Contains(ask, o)) {
+		if (o == "" || slices.Contains(ask, o)) && (owner || i < root) {
 			line += " " + strconv.Itoa(i)
 		}
 	}

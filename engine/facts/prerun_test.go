@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +25,7 @@ func TestCheckPreRun(t *testing.T) {
 		{[]string{"sh", "-c", "x", "sh", pmBin + "/psql"}, "a module's run may use only"},
 		{[]string{"sh", "-c", "x", "sh", pmPort}, "a module's run may use only"},
 		{[]string{"sh", "-c", "x", "sh", pmSocket}, "a module's run may use only"},
-		{[]string{"sh", "-c", "x", "sh", pmConfig}, "a module's run may use only"},
+		{[]string{"sh", "-c", "x", "sh", PMConfig}, "a module's run may use only"},
 		{[]string{"/bin/cat", "/proc/{pg.pid}/status"}, "inside argument"},
 		{[]string{"/x", "{pg.nope}"}, "may use only"},
 		{[]string{PMPid}, "not an absolute path"},
@@ -37,6 +39,55 @@ func TestCheckPreRun(t *testing.T) {
 	}
 	if err := CheckSets([]Set{{Name: "m", PostmasterRuns: [][]string{{"sh", "{pg.port}"}}}}); err == nil || !strings.Contains(err.Error(), "fact set m: postmaster run") {
 		t.Errorf("CheckSets: %v; want the run refused", err)
+	}
+	// Runs as the owner may use every placeholder, inside arguments too.
+	for _, tc := range []struct {
+		run OwnerRun
+		err string
+	}{
+		{OwnerRun{Script: "x", Args: []string{"f:" + PMConfig, PMData + "/postmaster.opts", "p:" + PMConfigDir, pmBin + "/psql", pmSocket, pmPort, PMPid, PMOwner}}, ""},
+		{OwnerRun{Script: "x"}, ""},
+		{OwnerRun{Args: []string{"a"}}, "an empty script"},
+		{OwnerRun{Script: "x", Args: []string{"f:{pg.nope}"}}, "placeholder {pg.nope}"},
+	} {
+		err := CheckSets([]Set{{Name: "m", OwnerRuns: []OwnerRun{tc.run}}})
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), "fact set m: owner run: "+tc.err)) {
+			t.Errorf("CheckSets(owner run %q) = %v; want %q", tc.run, err, tc.err)
+		}
+	}
+}
+
+// A run as the owner gets the discovery's values as data, inside its
+// arguments too, whatever they hold (the owner's text: quotes, $(...),
+// blanks), and is left out when a value it names is unknown.
+func TestPreRunsComposeOwnerValues(t *testing.T) {
+	dir := t.TempDir()
+	touched := filepath.Join(dir, "touched")
+	show := `printf '%s|' "$@"`
+	runs := [][]string{
+		{"sh", "-c", show, "sh", "f:" + PMConfig, "d:" + PMConfigDir + "/conf.d", PMData + "/auto", "p:/etc/postgresql", "a'b{pg.x}"},
+		{"sh", "-c", show, "sh", "p:" + PMData},
+	}
+	data := "/d $(touch " + touched + ") `touch " + touched + "`"
+	vars := "lp_pid=42 lp_owner=pg lp_conf=\"/etc/pg 'x'/main/postgresql.conf\" lp_data=" + shellQuote(data)
+	ran, _ := runAhead(t, runs, vars, "post 0 1")
+	want := []string{"f:/etc/pg 'x'/main/postgresql.conf", "d:/etc/pg 'x'/main/conf.d", data + "/auto", "p:/etc/postgresql", "a'b{pg.x}"}
+	res, ok := ran.Take(transport.Command{Args: append([]string{"sh", "-c", show, "sh"}, want...), Become: true})
+	if !ok || string(res.Stdout) != strings.Join(want, "|")+"|" {
+		t.Errorf("run 0: %q, %v; want %q", res.Stdout, ok, want)
+	}
+	if _, err := os.Stat(touched); err == nil {
+		t.Error("a value was run as code")
+	}
+	// Without the configuration file, run 0 is left out; without the
+	// data directory, run 1.
+	ran, _ = runAhead(t, runs, "lp_pid=42 lp_owner=pg lp_conf= lp_data=/d", "post 0 1")
+	if ran.Len() != 1 {
+		t.Errorf("no configuration file: %d answers; want 1 (run 1's)", ran.Len())
+	}
+	ran, _ = runAhead(t, runs, "lp_pid=42 lp_owner=pg lp_conf=/c/p.conf lp_data=", "post 0 1")
+	if _, ok := ran.Take(transport.Command{Args: []string{"sh", "-c", show, "sh", "f:/c/p.conf", "d:/c/conf.d", "/auto", "p:/etc/postgresql", "a'b{pg.x}"}, Become: true}); ok || ran.Len() != 0 {
+		t.Errorf("no data directory: %d answers; want none", ran.Len())
 	}
 }
 
@@ -70,7 +121,7 @@ func TestPreRunsRunAndKept(t *testing.T) {
 	runs := [][]string{
 		{"sh", "-c", `printf '%s|' "$@"; printf 'two\n'`, "sh", PMPid, PMOwner, pmBin + "/psql", pmSocket, pmPort},
 		{"sh", "-c", "echo failed; exit 3"},
-		{"sh", "-c", `echo "$1"`, "sh", pmConfig},
+		{"sh", "-c", `echo "$1"`, "sh", PMConfig},
 		{"sh", "-c", "echo not asked"},
 		{"sh", "-c", `printf 'a\0b\n%s status 4 0\n%s 0\nno newline' "$1" "$1"`, "sh", fake},
 		// A program the shell also has as a function runs as the program.
@@ -189,19 +240,28 @@ func (c *countingTransport) Close() error { return nil }
 // asked are on stdin.
 func TestPreRunRequest(t *testing.T) {
 	sets := []Set{
-		{Name: "a", PostmasterRuns: [][]string{{"x"}, {"y"}}},
-		{Name: "b", PostmasterRuns: [][]string{{"z"}}},
+		{Name: "a", PostmasterRuns: [][]string{{"x"}, {"y"}}, OwnerRuns: []OwnerRun{{Script: "w", Args: []string{"f:" + PMConfig}}}},
+		{Name: "b", PostmasterRuns: [][]string{{"z"}}, OwnerRuns: []OwnerRun{{Script: "v", Args: []string{PMData}}}},
+	}
+	// Runs as root first (0-2), then as the owner (3 a's, 4 b's), the
+	// topology query last (5).
+	runs, owners := preRunsOf(sets)
+	if len(runs) != 6 || owners[3] != "a" || owners[4] != "b" || owners[5] != "" ||
+		!slices.Equal(runs[3], OwnerRunArgs(PMOwner, "w", "f:"+PMConfig)) {
+		t.Fatalf("preRunsOf: %q, %q", runs, owners)
 	}
 	for _, tc := range []struct {
-		ask      []string
-		topology bool
-		want     string
+		ask   []string
+		owner bool
+		want  string
 	}{
-		{nil, true, "post 3"}, {[]string{"a"}, true, "post 0 1 3"}, {[]string{"b", "c"}, true, "post 2 3"},
-		{[]string{"b"}, false, "post 2"}, {nil, false, "post"},
+		{nil, true, "post 5"}, {[]string{"a"}, true, "post 0 1 3 5"}, {[]string{"b", "c"}, true, "post 2 4 5"},
+		// Without owner, no run as the owner: not the topology's, not
+		// one that names the data directory alone.
+		{[]string{"b"}, false, "post 2"}, {[]string{"a", "b"}, false, "post 0 1 2"}, {nil, false, "post"},
 	} {
-		if got := preRunRequest(sets, tc.ask, tc.topology); got != tc.want {
-			t.Errorf("preRunRequest(%v, %v) = %q; want %q", tc.ask, tc.topology, got, tc.want)
+		if got := preRunRequest(sets, tc.ask, tc.owner); got != tc.want {
+			t.Errorf("preRunRequest(%v, %v) = %q; want %q", tc.ask, tc.owner, got, tc.want)
 		}
 	}
 	if !bytes.Contains([]byte(GatherScript(sets)), []byte(shellQuote("z"))) {

@@ -43,6 +43,14 @@ type Set struct {
 	// process a run left behind could write into the answers after it.
 	// Set.Name must be the module's name (the play selects by it).
 	PostmasterRuns [][]string
+	// OwnerRuns are read-only scripts the module's check runs as the
+	// cluster owner (OwnerRunArgs), for the running postmaster, written
+	// with any placeholder (prerun.go), whole or inside an argument. The
+	// gather runs them ahead, after every run as root, where it runs
+	// PostmasterRuns and the script can tell the configuration file as
+	// the controller will; a guess the check does not repeat word for
+	// word costs the check its own run, never a wrong answer. Fixed text.
+	OwnerRuns []OwnerRun
 }
 
 // setName is what a set may be called: a word usable in expressions.
@@ -66,6 +74,11 @@ func CheckSets(sets []Set) error {
 		for _, r := range s.PostmasterRuns {
 			if err := checkPreRun(r); err != nil {
 				return fmt.Errorf("fact set %s: postmaster run: %w", s.Name, err)
+			}
+		}
+		for _, r := range s.OwnerRuns {
+			if err := checkOwnerRun(r); err != nil {
+				return fmt.Errorf("fact set %s: owner run: %w", s.Name, err)
 			}
 		}
 		seen[s.Name] = true

@@ -264,7 +264,7 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 // topologyArgs is the command that asks a running server its topology
 // (GatherTopology; the gather runs it ahead with placeholders, prerun.go).
 func topologyArgs(owner, psql, sock, port, pid, conf string) []string {
-	return []string{"sh", "-c", ownerRunScript, "sh", owner, topologyScript, psql, sock, port, pid, conf, topologySQL}
+	return OwnerRunArgs(owner, topologyScript, psql, sock, port, pid, conf, topologySQL)
 }
 
 // controldataScript prints pg_control, as the owner: $1 bin dir, $2 data

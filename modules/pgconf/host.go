@@ -180,22 +180,47 @@ func linkPlaces(pg *facts.Postgres) []string {
 	return []string{pg.DataDir, path.Dir(pg.ConfigFile), "/etc/postgresql"}
 }
 
+// firstRead is readConfiguration's first request to readScript: the
+// main file, auto.conf, the drop-in and its directory, postmaster.opts,
+// then the places of the link policy (linkPlaces). The module's fact set
+// asks it with the gather's placeholders, so it is built from the data
+// directory, the main file and its directory as given, never derived
+// from them here: a placeholder has no directory to take.
+func firstRead(dataDir, config, confDir, dropin string) []string {
+	return []string{"f:" + config, "f:" + path.Join(dataDir, "postgresql.auto.conf"), "f:" + dropin,
+		"d:" + path.Dir(dropin), "f:" + path.Join(dataDir, "postmaster.opts"),
+		"p:" + dataDir, "p:" + confDir, "p:/etc/postgresql"}
+}
+
+// readRequest is readScript's request for the files and directories in
+// want ("f:PATH", "d:PATH"), the places of the link policy after them.
+func readRequest(pg *facts.Postgres, want []string) []string {
+	args := append([]string{}, want...)
+	for _, p := range linkPlaces(pg) {
+		args = append(args, "p:"+p)
+	}
+	return args
+}
+
 // readInto reads the requested files and directories into fs, in one
 // round trip, as the cluster owner, and applies the link policy.
 func readInto(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *confFS, want []string) error {
 	if len(want) == 0 {
 		return nil
 	}
-	for _, w := range want {
-		if strings.ContainsAny(w, "\n\x00") {
-			return fmt.Errorf("refusing path %q: contains a line break", w[2:])
+	return readArgs(ctx, t, pg, fs, readRequest(pg, want))
+}
+
+// readArgs runs readScript for args (readRequest), as the cluster owner
+// (facts.OwnerRunArgs, as the gather runs firstRead ahead: a dry run
+// takes that answer), and applies the link policy to the files.
+func readArgs(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *confFS, args []string) error {
+	for _, a := range args {
+		if strings.ContainsAny(a, "\n\x00") {
+			return fmt.Errorf("refusing path %q: contains a line break", a[2:])
 		}
 	}
-	args := append([]string{}, want...)
-	for _, p := range linkPlaces(pg) {
-		args = append(args, "p:"+p)
-	}
-	res, err := runAsOwner(ctx, t, pg, nil, readScript, args...)
+	res, err := t.Run(ctx, facts.OwnerRunArgs(pg.Owner, readScript, args...)...)
 	if err != nil {
 		return fmt.Errorf("read configuration files as %s: %w", pg.Owner, err)
 	}
@@ -204,9 +229,9 @@ func readInto(ctx context.Context, t *engine.Target, pg *facts.Postgres, fs *con
 		return err
 	}
 	lp := linkPolicy{Owner: pg.Owner, Places: slices.Compact(places)}
-	for _, w := range want {
-		if f := fs.Files[w[2:]]; w[0] == 'f' && f != nil {
-			if err := lp.check(w[2:], f); err != nil {
+	for _, a := range args {
+		if f := fs.Files[a[2:]]; a[0] == 'f' && f != nil {
+			if err := lp.check(a[2:], f); err != nil {
 				return err
 			}
 		}

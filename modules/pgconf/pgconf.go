@@ -67,11 +67,26 @@ func (*Module) NewParams() any {
 	return &Params{
 		Restart:    expr.Literal(true),
 		OnOverride: expr.Literal("fail"),
-		Dropin:     expr.Literal("conf.d/002-hugepages.conf"),
+		Dropin:     expr.Literal(defaultDropin),
 		Primary:    expr.Literal(primaryRestart),
 
 		SwitchoverTimeout: expr.Literal(defaultSwitchoverTimeout),
 	}
+}
+
+// defaultDropin is the drop-in's path when the play names none: relative
+// to the directory of postgresql.conf.
+const defaultDropin = "conf.d/002-hugepages.conf"
+
+// FactSet has the gather read the configuration ahead, as readConfiguration
+// first asks for it with the default drop-in (firstRead), as the cluster
+// owner: a dry run's check then takes that answer instead of a session
+// of its own. With another drop-in, or when the gather's guess of the
+// configuration file is not the one discovery settles on, the request
+// differs and the check reads in its own round trip, as before.
+func (*Module) FactSet() facts.Set {
+	return facts.Set{Name: Name, OwnerRuns: []facts.OwnerRun{{Script: readScript,
+		Args: firstRead(facts.PMData, facts.PMConfig, facts.PMConfigDir, path.Join(facts.PMConfigDir, defaultDropin))}}}
 }
 
 // placeholder is the shared_buffers the drop-in holds while sizing.
@@ -366,9 +381,9 @@ func newCheckRun(pg *facts.Postgres, s settings) *checkRun {
 func (c *checkRun) readConfiguration(ctx context.Context, t *engine.Target) error {
 	pg := c.pg
 	c.fs = newConfFS()
-	want := []string{"f:" + pg.ConfigFile, "f:" + c.autoConf, "f:" + c.dropin, "d:" + path.Dir(c.dropin), "f:" + c.optsFile}
+	args := firstRead(pg.DataDir, pg.ConfigFile, c.confDir, c.dropin)
 	for round := 0; ; round++ {
-		if err := readInto(ctx, t, pg, c.fs, want); err != nil {
+		if err := readArgs(ctx, t, pg, c.fs, args); err != nil {
 			return err
 		}
 		cur, err := walkConfig(c.fs, pg.ConfigFile, c.autoConf)
@@ -381,7 +396,7 @@ func (c *checkRun) readConfiguration(ctx context.Context, t *engine.Target) erro
 		if round > maxDepth {
 			return fmt.Errorf("configuration includes do not settle after %d rounds", round)
 		}
-		want = cur.Missing
+		args = readRequest(pg, cur.Missing)
 	}
 	c.main = c.fs.Files[pg.ConfigFile]
 	if !c.main.Exists {

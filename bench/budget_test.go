@@ -17,8 +17,8 @@ import (
 // Budget of one check of a host whose cluster runs (pg_data set, the
 // default policy), on the host: what issue 11's speed rests on, counted
 // where timing would not be steady. Sessions: facts (with discovery, the
-// modules' files and the commands run ahead), pgconf's configuration
-// read, pgconf's sizing. Processes: everything those start on the host,
+// modules' files and the commands run ahead: the topology query, oom's
+// read and pgconf's configuration read), pgconf's sizing. Processes: everything those start on the host,
 // the topology query's backend included, as root over the local
 // transport (an SSH login adds its shell and sudo per session). Two
 // things depend on the machine's memory, and the budget allows for
@@ -28,7 +28,7 @@ import (
 // first candidate errs a little under the pool), of at most
 // budgetPerProbe processes.
 const (
-	budgetSessions  = 3
+	budgetSessions  = 2
 	budgetProcesses = 36
 	// A sizing session of its own: nsenter's child (which becomes the
 	// owner's shell), mktemp, tar, cp, postgres -C of the size and of the

@@ -250,8 +250,42 @@ if [ -n "$want_data" ]; then
 fi
 [ "$only" = only ] && exit 0
 
-for s in /proc/[0-9]*/stat; do
-  p=${s#/proc/}; p=${p%/stat}
+# The processes worth the loop below. awk reads every process's stat
+# once (the shell's read costs a system call per byte: on a server with
+# 300 connections, 0.2 CPU-s) and leaves out only what it can tell: a
+# process not named postgres or postmaster, and one whose parent is (a
+# backend). A line it cannot parse (a name with a line break) it lists,
+# and so does the loop's own check. In /proc's order; without awk, every
+# process, each checked by the loop alone.
+if ! pm_list=$(awk '
+BEGIN {
+  for (i = 1; i < ARGC; i++) {
+    f = ARGV[i]; p = substr(f, 7, length(f) - 11)
+    if (f != "/proc/" p "/stat" || p !~ /^[0-9]+$/) continue
+    l = ""
+    if ((getline l < f) <= 0) { close(f); continue }
+    close(f); pid[++n] = p
+    if (substr(l, 1, length(p) + 2) != p " (") continue
+    r = substr(l, length(p) + 3); j = 0
+    while ((k = index(substr(r, j + 1), ") ")) > 0) j += k
+    if (j == 0 || split(substr(r, j + 2), fl, " ") < 2 || fl[2] !~ /^[0-9]+$/) continue
+    comm[p] = substr(r, 1, j - 1); ppid[p] = fl[2]
+  }
+  for (i = 1; i <= n; i++) {
+    p = pid[i]
+    if (p in comm) {
+      if (comm[p] != "postgres" && comm[p] != "postmaster") continue
+      q = ppid[p]
+      if (q in comm && (comm[q] == "postgres" || comm[q] == "postmaster")) continue
+    }
+    print p
+  }
+}' /proc/[0-9]*/stat 2>/dev/null); then
+  pm_list=
+  for s in /proc/[0-9]*/stat; do p=${s#/proc/}; pm_list="$pm_list ${p%/stat}"; done
+fi
+for p in $pm_list; do
+  s=/proc/$p/stat
   is_postgres "$p" || continue
   read -r st 2>/dev/null < "$s" || continue
   st=${st##*) }

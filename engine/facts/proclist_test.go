@@ -1,0 +1,102 @@
+package facts
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
+)
+
+// named starts, as nobody, a shell that names itself name (its comm, as
+// prctl or a write to /proc/PID/comm can) and waits; with child set, a
+// child shell of it names itself child and waits too. It returns their
+// PIDs (kid 0 without child). Both are killed in Cleanup.
+func named(t *testing.T, name, child string) (shell, kid int) {
+	t.Helper()
+	dir := testhost.OwnedDir(t, "nobody")
+	script := `printf %s "$1" > /proc/$$/comm || exit 1
+if [ -n "$2" ]; then sh -c 'printf %s "$1" > /proc/$$/comm && echo $$ > "$2.tmp" && mv "$2.tmp" "$2" && sleep 600' sh "$2" "$3/kid" & fi
+echo $$ > "$3/shell.tmp" && mv "$3/shell.tmp" "$3/shell"
+sleep 600`
+	pid := testhost.StartAs(t, "nobody", "/", "/bin/sh", "-c", script, "sh", name, child, dir)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }) // the group: children too
+	read := func(f string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for shell = read("shell"); shell == 0 || (child != "" && read("kid") == 0); shell = read("shell") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q did not start", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if child != "" {
+		kid = read("kid")
+	}
+	return shell, kid
+}
+
+// The processes the discovery's loop looks at are chosen by awk, which
+// reads each process's stat once: it must pick what the loop alone picks
+// (awk missing or failing: every process, as before), postmasters and
+// impostors alike, whatever the processes call themselves. Here: a real
+// postmaster with its children; a process named postgres with a child
+// named postgres (to the loop a backend, not looked at); names with a
+// line break, with ") ", and "postmaster".
+func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
+	testhost.WatchKernel(t) // other packages' clusters must not come and go mid-read
+	c := testhost.Postgres(t)
+	realPID := c.PID(t)
+	parent, kid := named(t, "postgres", "postgres")
+	newline, _ := named(t, "postgres\nx", "")
+	paren, _ := named(t, "x) S 1 (pg", "")
+	pm, _ := named(t, "postmaster", "")
+	ours := []int{realPID, parent, kid, newline, paren, pm}
+
+	stub := t.TempDir()
+	if err := os.WriteFile(filepath.Join(stub, "awk"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	discover := func(path string) map[int]string {
+		t.Helper()
+		args := []string{"env", "PATH=" + path, "sh", "-c", discoverScript, "sh", "", "", ""}
+		res, err := transport.NewLocal().Run(context.Background(), transport.Command{Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int]string{}
+		for _, b := range parseBlocks(res.Stdout) {
+			pid, _ := strconv.Atoi(b.get("pid"))
+			if slices.Contains(ours, pid) && (b.kind == "postmaster" || b.kind == "impostor") {
+				got[pid] = b.kind + " " + b.get("why")
+			}
+		}
+		return got
+	}
+	path := os.Getenv("PATH")
+	alone, withAwk := discover(stub+":"+path), discover(path)
+	if !maps.Equal(alone, withAwk) {
+		t.Errorf("the loop alone found %v; with awk %v", alone, withAwk)
+	}
+	// The real postmaster; each process named postgres or postmaster but
+	// the one under a postgres (a backend, to the loop) is an impostor;
+	// a name that only holds "(pg" is nothing.
+	want := map[int]string{realPID: "postmaster", parent: "impostor", newline: "impostor", pm: "impostor"}
+	for _, pid := range ours {
+		if kind, _, _ := strings.Cut(withAwk[pid], " "); kind != want[pid] {
+			t.Errorf("pid %d: %q; want %q (pids: postmaster %d, postgres %d and %d under it, line break %d, paren %d, postmaster-named %d)",
+				pid, withAwk[pid], want[pid], realPID, parent, kid, newline, paren, pm)
+		}
+	}
+}

@@ -18,8 +18,9 @@ import (
 // default policy), on the host: what issue 11's speed rests on, counted
 // where timing would not be steady. Sessions: facts (with discovery, the
 // modules' files and the commands run ahead: the topology query, oom's
-// read and pgconf's configuration read), pgconf's sizing. Processes: everything those start on the host,
-// the topology query's backend included, as root over the local
+// read, pgconf's configuration read), pgconf's sizing. Processes:
+// everything those start on the host, the topology query's backend and
+// the discovery's awk over /proc included, as root over the local
 // transport (an SSH login adds its shell and sudo per session). Two
 // things depend on the machine's memory, and the budget allows for
 // them: one more postgres -C when the candidate's size is a whole number
@@ -29,7 +30,7 @@ import (
 // budgetPerProbe processes.
 const (
 	budgetSessions  = 2
-	budgetProcesses = 36
+	budgetProcesses = 37
 	// A sizing session of its own: nsenter's child (which becomes the
 	// owner's shell), mktemp, tar, cp, postgres -C of the size and of the
 	// page count, rm.

@@ -480,9 +480,10 @@ func GatherHost(ctx context.Context, t transport.Transport, opts Options) (*Fact
 		// The runs as the owner are the cluster owner's code in the
 		// gather's session: output past the cap, or a process one left
 		// holding the session open, is the owner's doing as likely as the
-		// host's. The gather again without them, so the owner can fail
-		// those (each then a session of its own, as before) but not the
-		// host's facts.
+		// host's. The gather again without them, so that those fail (each
+		// then a session of its own, as before) and not the host's facts.
+		// (A run that never ends holds the gather as it would hold its
+		// own session: no step has a deadline of its own.)
 		res, err = t.Run(ctx, transport.Command{Args: args, Stdin: ask(false), Become: opts.Become})
 	}
 	if err != nil {

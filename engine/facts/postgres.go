@@ -13,6 +13,48 @@ import (
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
+// procFilter is an awk program, given every /proc/PID/stat, that lists
+// the PIDs the discovery's loop over processes must look at, in the
+// order given: all but those it can tell the loop would pass over, each
+// told from one read of its stat (the shell's read costs a system call
+// per byte: on a server with 300 connections the loop alone took 0.2
+// CPU-s). It passes over a process not named postgres or postmaster, and
+// one whose parent is so named (a backend), comparing names as the
+// loop's read does (blanks at either end dropped). It judges only from a
+// whole record: a first line with all of stat's fields after the name.
+// A name with a line break cuts that line short (and could fake a few
+// fields, never 20): such a process, and any child of it, is listed, for
+// the loop to judge as before.
+const procFilter = `
+function pg(c) {
+  sub(/^[ \t]+/, "", c); sub(/[ \t]+$/, "", c)
+  return c == "postgres" || c == "postmaster"
+}
+BEGIN {
+  for (i = 1; i < ARGC; i++) {
+    f = ARGV[i]; p = substr(f, 7, length(f) - 11)
+    if (f != "/proc/" p "/stat" || p !~ /^[0-9]+$/) continue
+    l = ""
+    if ((getline l < f) <= 0) { close(f); continue }
+    close(f); pid[++n] = p
+    if (substr(l, 1, length(p) + 2) != p " (") continue
+    r = substr(l, length(p) + 3); j = 0
+    while ((k = index(substr(r, j + 1), ") ")) > 0) j += k
+    if (j == 0 || split(substr(r, j + 2), fl, " ") < 20 || fl[2] !~ /^[0-9]+$/) continue
+    comm[p] = substr(r, 1, j - 1); ppid[p] = fl[2]
+  }
+  for (i = 1; i <= n; i++) {
+    p = pid[i]
+    if (p in comm) {
+      if (!pg(comm[p])) continue
+      q = ppid[p]
+      if (q in comm && pg(comm[q])) continue
+    }
+    print p
+  }
+}
+`
+
 // discoverScript finds and describes PostgreSQL clusters in one round trip.
 // It is fixed text; the inventory overrides arrive as positional
 // parameters ($1 pg_data, $2 pg_bin, $3 "only": describe $1 and nothing
@@ -250,37 +292,9 @@ if [ -n "$want_data" ]; then
 fi
 [ "$only" = only ] && exit 0
 
-# The processes worth the loop below. awk reads every process's stat
-# once (the shell's read costs a system call per byte: on a server with
-# 300 connections, 0.2 CPU-s) and leaves out only what it can tell: a
-# process not named postgres or postmaster, and one whose parent is (a
-# backend). A line it cannot parse (a name with a line break) it lists,
-# and so does the loop's own check. In /proc's order; without awk, every
-# process, each checked by the loop alone.
-if ! pm_list=$(awk '
-BEGIN {
-  for (i = 1; i < ARGC; i++) {
-    f = ARGV[i]; p = substr(f, 7, length(f) - 11)
-    if (f != "/proc/" p "/stat" || p !~ /^[0-9]+$/) continue
-    l = ""
-    if ((getline l < f) <= 0) { close(f); continue }
-    close(f); pid[++n] = p
-    if (substr(l, 1, length(p) + 2) != p " (") continue
-    r = substr(l, length(p) + 3); j = 0
-    while ((k = index(substr(r, j + 1), ") ")) > 0) j += k
-    if (j == 0 || split(substr(r, j + 2), fl, " ") < 2 || fl[2] !~ /^[0-9]+$/) continue
-    comm[p] = substr(r, 1, j - 1); ppid[p] = fl[2]
-  }
-  for (i = 1; i <= n; i++) {
-    p = pid[i]
-    if (p in comm) {
-      if (comm[p] != "postgres" && comm[p] != "postmaster") continue
-      q = ppid[p]
-      if (q in comm && (comm[q] == "postgres" || comm[q] == "postmaster")) continue
-    }
-    print p
-  }
-}' /proc/[0-9]*/stat 2>/dev/null); then
+# The processes worth the loop below (procFilter), in /proc's order;
+# without awk, every process, each checked by the loop alone.
+if ! pm_list=$(awk '` + procFilter + `' /proc/[0-9]*/stat 2>/dev/null); then
   pm_list=
   for s in /proc/[0-9]*/stat; do p=${s#/proc/}; pm_list="$pm_list ${p%/stat}"; done
 fi

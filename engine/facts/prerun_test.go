@@ -68,7 +68,9 @@ func TestPreRunsComposeOwnerValues(t *testing.T) {
 		{"sh", "-c", show, "sh", "f:" + PMConfig, "d:" + PMConfigDir + "/conf.d", PMData + "/auto", "p:/etc/postgresql", "a'b{pg.x}"},
 		{"sh", "-c", show, "sh", "p:" + PMData},
 	}
-	data := "/d $(touch " + touched + ") `touch " + touched + "`"
+	// A line break and text shaped like a frame (another nonce's) too.
+	fake := discoveryNonce()
+	data := "/d $(touch " + touched + ") `touch " + touched + "`\n" + fake + " status 0 0\n" + fake + " args 1"
 	vars := "lp_pid=42 lp_owner=pg lp_conf=\"/etc/pg 'x'/main/postgresql.conf\" lp_data=" + shellQuote(data)
 	ran, _ := runAhead(t, runs, vars, "post 0 1")
 	want := []string{"f:/etc/pg 'x'/main/postgresql.conf", "d:/etc/pg 'x'/main/conf.d", data + "/auto", "p:/etc/postgresql", "a'b{pg.x}"}
@@ -82,8 +84,8 @@ func TestPreRunsComposeOwnerValues(t *testing.T) {
 	// Without the configuration file, run 0 is left out; without the
 	// data directory, run 1.
 	ran, _ = runAhead(t, runs, "lp_pid=42 lp_owner=pg lp_conf= lp_data=/d", "post 0 1")
-	if ran.Len() != 1 {
-		t.Errorf("no configuration file: %d answers; want 1 (run 1's)", ran.Len())
+	if res, ok := ran.Take(transport.Command{Args: []string{"sh", "-c", show, "sh", "p:/d"}, Become: true}); !ok || string(res.Stdout) != "p:/d|" || ran.Len() != 0 {
+		t.Errorf("no configuration file: run 1 %q, %v, %d answers left; want run 1's alone", res.Stdout, ok, ran.Len())
 	}
 	ran, _ = runAhead(t, runs, "lp_pid=42 lp_owner=pg lp_conf=/c/p.conf lp_data=", "post 0 1")
 	if _, ok := ran.Take(transport.Command{Args: []string{"sh", "-c", show, "sh", "f:/c/p.conf", "d:/c/conf.d", "/auto", "p:/etc/postgresql", "a'b{pg.x}"}, Become: true}); ok || ran.Len() != 0 {

@@ -2,8 +2,10 @@ package facts
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -47,13 +49,16 @@ sleep 600`
 	return shell, kid
 }
 
-// The processes the discovery's loop looks at are chosen by awk, which
-// reads each process's stat once: it must pick what the loop alone picks
-// (awk missing or failing: every process, as before), postmasters and
-// impostors alike, whatever the processes call themselves. Here: a real
-// postmaster with its children; a process named postgres with a child
-// named postgres (to the loop a backend, not looked at); names with a
-// line break, with ") ", and "postmaster".
+// The processes the discovery's loop looks at are chosen by procFilter
+// (awk), which reads each process's stat once: it must pick what the loop
+// alone picks (awk missing or failing: every process, as before),
+// postmasters and impostors alike, whatever the processes call
+// themselves. Here: a real postmaster with its children; a process named
+// postgres with a child named postgres (to the loop a backend, not looked
+// at); names with a line break, with ") ", with blanks around
+// "postgres" (the loop's read drops them), "postmaster"; and a parent
+// whose name, cut at its line break, reads as a short stat record of a
+// process named postgres: its child is looked at.
 func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 	testhost.WatchKernel(t) // other packages' clusters must not come and go mid-read
 	c := testhost.Postgres(t)
@@ -62,7 +67,12 @@ func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 	newline, _ := named(t, "postgres\nx", "")
 	paren, _ := named(t, "x) S 1 (pg", "")
 	pm, _ := named(t, "postmaster", "")
-	ours := []int{realPID, parent, kid, newline, paren, pm}
+	trail, _ := named(t, "postgres ", "")
+	lead, _ := named(t, "\tpostgres", "")
+	fakeParent, fakeKid := named(t, "postgres) 1 2\nx", "postgres")
+	ours := []int{realPID, parent, kid, newline, paren, pm, trail, lead, fakeParent, fakeKid}
+	names := fmt.Sprintf("pids: postmaster %d, postgres %d and %d under it, line break %d, paren %d, postmaster-named %d, blanks %d %d, short record %d and %d under it",
+		realPID, parent, kid, newline, paren, pm, trail, lead, fakeParent, fakeKid)
 
 	stub := t.TempDir()
 	if err := os.WriteFile(filepath.Join(stub, "awk"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
@@ -87,16 +97,64 @@ func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 	path := os.Getenv("PATH")
 	alone, withAwk := discover(stub+":"+path), discover(path)
 	if !maps.Equal(alone, withAwk) {
-		t.Errorf("the loop alone found %v; with awk %v", alone, withAwk)
+		t.Errorf("the loop alone found %v; with awk %v (%s)", alone, withAwk, names)
 	}
-	// The real postmaster; each process named postgres or postmaster but
-	// the one under a postgres (a backend, to the loop) is an impostor;
-	// a name that only holds "(pg" is nothing.
-	want := map[int]string{realPID: "postmaster", parent: "impostor", newline: "impostor", pm: "impostor"}
+	want := map[int]string{realPID: "postmaster", parent: "impostor", newline: "impostor", pm: "impostor",
+		trail: "impostor", lead: "impostor", fakeKid: "impostor"}
 	for _, pid := range ours {
 		if kind, _, _ := strings.Cut(withAwk[pid], " "); kind != want[pid] {
-			t.Errorf("pid %d: %q; want %q (pids: postmaster %d, postgres %d and %d under it, line break %d, paren %d, postmaster-named %d)",
-				pid, withAwk[pid], want[pid], realPID, parent, kid, newline, paren, pm)
+			t.Errorf("pid %d: %q; want %q (%s)", pid, withAwk[pid], want[pid], names)
 		}
 	}
+
+	// The filter itself lists what the loop must judge, and leaves out
+	// the backends (the postmaster's children, the child of "postgres")
+	// and names it can tell are not postgres.
+	out, err := exec.Command("sh", "-c", `exec awk "$1" /proc/[0-9]*/stat`, "sh", procFilter).Output()
+	if err != nil {
+		t.Fatalf("awk: %v", err)
+	}
+	listed := map[int]bool{}
+	for _, f := range strings.Fields(string(out)) {
+		n, _ := strconv.Atoi(f)
+		listed[n] = true
+	}
+	leftOut := []int{kid, paren}
+	for _, b := range childrenOf(t, realPID) {
+		leftOut = append(leftOut, b)
+	}
+	if len(leftOut) < 3 {
+		t.Fatalf("the postmaster %d has no children to leave out", realPID)
+	}
+	for _, pid := range []int{realPID, parent, newline, pm, trail, lead, fakeParent, fakeKid} {
+		if !listed[pid] {
+			t.Errorf("filter: pid %d not listed (%s)", pid, names)
+		}
+	}
+	for _, pid := range leftOut {
+		if listed[pid] {
+			t.Errorf("filter: pid %d listed; a backend or not postgres (%s)", pid, names)
+		}
+	}
+}
+
+// childrenOf is the PIDs whose parent is pid, from /proc.
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var kids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		l := string(b)
+		if i := strings.LastIndex(l, ") "); i >= 0 {
+			if fl := strings.Fields(l[i+2:]); len(fl) > 1 && fl[1] == strconv.Itoa(pid) {
+				n, _ := strconv.Atoi(strings.Fields(l)[0])
+				kids = append(kids, n)
+			}
+		}
+	}
+	return kids
 }

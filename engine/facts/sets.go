@@ -49,7 +49,9 @@ type Set struct {
 	// gather runs them ahead, after every run as root, where it runs
 	// PostmasterRuns and the script can tell the configuration file as
 	// the controller will; a guess the check does not repeat word for
-	// word costs the check its own run, never a wrong answer. Fixed text.
+	// word costs the check its own run, never a wrong answer. Fixed text
+	// that runs nothing found on the host (no binary of the cluster's):
+	// a process it left behind could write into the answers after it.
 	OwnerRuns []OwnerRun
 }
 

@@ -170,7 +170,9 @@ done
 while IFS= read -r l; do rec conf_line "$l"; done <<HEAD
 $(head -c 512 -- "$conf" 2>/dev/null)
 HEAD
-set -- "$psql" -X -A -t -q -0 -v ON_ERROR_STOP=1 -d postgres -c "$sql"
+# connect_timeout: a server that accepts the connection but never
+# answers (stopped, its disk hung) fails the query, not the whole run.
+set -- "$psql" -X -A -t -q -0 -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
 exec "$@"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/transport"
@@ -256,5 +257,34 @@ func TestParseStoppedTopology(t *testing.T) {
 		if got := parseStoppedTopology(bad); got != nil {
 			t.Errorf("%q: got %+v, want none", bad, got)
 		}
+	}
+}
+
+// A server that accepts connections but never answers (stopped here,
+// its disk hung in life) fails the topology query with psql's timeout,
+// on the gather's pre-run and on its own session alike: the host fails,
+// the run goes on.
+func TestTopologyOfAServerThatNeverAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a real cluster")
+	}
+	c := testhost.Postgres(t)
+	ctx := context.Background()
+	local := transport.NewLocal()
+	f, err := GatherHost(ctx, local, Options{PGData: c.DataDir})
+	if err != nil || f.Postgres == nil || !f.Postgres.Running {
+		t.Fatalf("GatherHost: %v, %+v", err, f)
+	}
+	pid := c.PID(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	if _, err := GatherTopology(ctx, local, false, f.Postgres); err == nil || !strings.Contains(err.Error(), "timeout expired") {
+		t.Errorf("GatherTopology: %v; want psql's timeout", err)
+	}
+	f, err = GatherHost(ctx, local, Options{PGData: c.DataDir})
+	if err != nil || f.Postgres == nil || f.Ran.Len() != 0 {
+		t.Errorf("GatherHost: %v, %+v; want the cluster and no answer run ahead", err, f)
 	}
 }

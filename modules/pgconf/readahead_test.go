@@ -3,7 +3,9 @@ package pgconf
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/expr"
@@ -93,4 +95,27 @@ func TestConfigurationReadRunsAhead(t *testing.T) {
 // outputs and notes (fmt prints maps sorted).
 func renderedPlan(p *plan.ModulePlan) string {
 	return fmt.Sprintf("%+v\n%v\n%q", p.Changes, p.Outputs, p.Notes)
+}
+
+// A running server that accepts connections but never answers (stopped
+// here, its disk hung in life) fails the check with psql's timeout, from
+// the sizing's read of its settings: the host fails, the run goes on.
+func TestCheckServerThatNeverAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	c := testhost.Postgres(t)
+	tg := liveTarget(t, c)
+	pid := c.PID(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	hp := hugePageSize(t)
+	if _, err := New().Check(context.Background(), tg, params(testPages(hp)*hp, nil)); err == nil || !strings.Contains(err.Error(), "timeout expired") {
+		t.Errorf("Check: %v; want psql's timeout", err)
+	}
+	if _, err := liveSettings(context.Background(), tg, tg.Facts.Postgres); err == nil || !strings.Contains(err.Error(), "timeout expired") {
+		t.Errorf("liveSettings: %v; want psql's timeout", err)
+	}
 }

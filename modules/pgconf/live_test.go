@@ -143,11 +143,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	// change its answer. Other processes may hold pages of it: the pool is
 	// grown to make the test's share free beside them (check would refuse
 	// a segment that does not fit), so the lock is taken to change it.
-	kernel := testhost.LockKernel(t)
-	c := testhost.Postgres(t)
-	hp := hugePageSize(t)
-	pool := testPages(hp) * hp
-	reserve(t, kernel, pool/hp)
+	c, pool, hp := clusterWithPool(t)
 	tg := liveTarget(t, c)
 
 	before := takeSnapshot(t, c)
@@ -246,6 +242,19 @@ func short(s string) string {
 // testPages is the pool a test cluster is sized to: 128 MiB in pages of
 // the default size hp, at least one (a 1 GiB default size gets one page).
 func testPages(hp int64) int64 { return max(1, 128<<20/hp) }
+
+// clusterWithPool starts a cluster and, under the kernel lock held until
+// the test ends, makes room in the default pool for testPages of its
+// huge pages: the pool (bytes) and the page size it returns.
+func clusterWithPool(t *testing.T) (c *testhost.Cluster, pool, hp int64) {
+	t.Helper()
+	kernel := testhost.LockKernel(t)
+	c = testhost.Postgres(t)
+	hp = hugePageSize(t)
+	pool = testPages(hp) * hp
+	reserve(t, kernel, pool/hp)
+	return c, pool, hp
+}
 
 // reserve makes room for n pages for the test's cluster in the default
 // pool, beside the pages other processes hold when the lock was taken

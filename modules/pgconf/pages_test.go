@@ -119,10 +119,11 @@ func TestPagesQueryMatchesPostgres(t *testing.T) {
 	}
 }
 
-// recorder counts the commands that start psql.
+// recorder counts the commands that start psql, and the configuration
+// reads (readScript, as the owner).
 type recorder struct {
 	transport.Transport
-	psql int
+	psql, reads int
 }
 
 func (r *recorder) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
@@ -131,6 +132,9 @@ func (r *recorder) Run(ctx context.Context, cmd transport.Command) (transport.Re
 			r.psql++
 			break
 		}
+	}
+	if len(cmd.Args) > 5 && cmd.Args[5] == readScript {
+		r.reads++
 	}
 	return r.Transport.Run(ctx, cmd)
 }
@@ -143,11 +147,7 @@ func TestCheckTakesLiveSettingsFromTopology(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	kernel := testhost.LockKernel(t)
-	c := testhost.Postgres(t)
-	hp := hugePageSize(t)
-	pool := testPages(hp) * hp
-	reserve(t, kernel, pool/hp)
+	c, pool, _ := clusterWithPool(t)
 	ctx := context.Background()
 
 	plain := liveTarget(t, c)

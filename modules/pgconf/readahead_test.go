@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -15,23 +14,6 @@ import (
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// readCounter passes every run to the host and counts the configuration
-// reads (readScript, as the owner) among them.
-type readCounter struct {
-	transport.Transport
-	mu    sync.Mutex
-	reads int
-}
-
-func (r *readCounter) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
-	if len(cmd.Args) > 5 && cmd.Args[5] == readScript {
-		r.mu.Lock()
-		r.reads++
-		r.mu.Unlock()
-	}
-	return r.Transport.Run(ctx, cmd)
-}
-
 // The gather reads a running cluster's configuration ahead, as the owner,
 // with the default drop-in (FactSet): a dry run's check takes that answer
 // instead of a read of its own, and plans what a check that reads for
@@ -41,11 +23,7 @@ func TestConfigurationReadRunsAhead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	kernel := testhost.LockKernel(t)
-	c := testhost.Postgres(t)
-	hp := hugePageSize(t)
-	pool := testPages(hp) * hp
-	reserve(t, kernel, pool/hp)
+	c, pool, _ := clusterWithPool(t)
 	ctx := context.Background()
 	local := transport.NewLocal()
 	gather := func() *facts.Facts {
@@ -56,10 +34,10 @@ func TestConfigurationReadRunsAhead(t *testing.T) {
 		}
 		return f
 	}
-	check := func(f *facts.Facts, set func(*Params)) (*plan.ModulePlan, *readCounter) {
+	check := func(f *facts.Facts, set func(*Params)) (*plan.ModulePlan, *recorder) {
 		t.Helper()
 		tg := liveTarget(t, c)
-		counter := &readCounter{Transport: local}
+		counter := &recorder{Transport: local}
 		tg.Transport, tg.Facts.Postgres, tg.Facts.Ran = counter, f.Postgres, f.Ran
 		p, err := New().Check(ctx, tg, params(pool, set))
 		if err != nil {

@@ -24,7 +24,8 @@ import (
 // whole record: a first line with all of stat's fields after the name.
 // A name with a line break cuts that line short (and could fake a few
 // fields, never 20): such a process, and any child of it, is listed, for
-// the loop to judge as before.
+// the loop to judge as before. Its last line is "." (an awk that stops
+// short, or prints nothing and exits 0, is not taken for an empty list).
 const procFilter = `
 function pg(c) {
   sub(/^[ \t]+/, "", c); sub(/[ \t]+$/, "", c)
@@ -52,6 +53,7 @@ BEGIN {
     }
     print p
   }
+  print "."
 }
 `
 
@@ -293,11 +295,14 @@ fi
 [ "$only" = only ] && exit 0
 
 # The processes worth the loop below (procFilter), in /proc's order;
-# without awk, every process, each checked by the loop alone.
-if ! pm_list=$(awk '` + procFilter + `' /proc/[0-9]*/stat 2>/dev/null); then
-  pm_list=
-  for s in /proc/[0-9]*/stat; do p=${s#/proc/}; pm_list="$pm_list ${p%/stat}"; done
-fi
+# without awk's whole answer (its last line "."), every process, each
+# checked by the loop alone.
+pm_list=$(awk '` + procFilter + `' /proc/[0-9]*/stat 2>/dev/null) || pm_list=
+case $pm_list in
+.|*"$nl".) pm_list=${pm_list%.};;
+*) pm_list=
+  for s in /proc/[0-9]*/stat; do p=${s#/proc/}; pm_list="$pm_list ${p%/stat}"; done;;
+esac
 for p in $pm_list; do
   s=/proc/$p/stat
   is_postgres "$p" || continue

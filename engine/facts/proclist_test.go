@@ -74,9 +74,12 @@ func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 	names := fmt.Sprintf("pids: postmaster %d, postgres %d and %d under it, line break %d, paren %d, postmaster-named %d, blanks %d %d, short record %d and %d under it",
 		realPID, parent, kid, newline, paren, pm, trail, lead, fakeParent, fakeKid)
 
-	stub := t.TempDir()
-	if err := os.WriteFile(filepath.Join(stub, "awk"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
+	// awk failing, and awk saying nothing but exiting 0: the loop alone.
+	stub, mute := t.TempDir(), t.TempDir()
+	for dir, body := range map[string]string{stub: "#!/bin/sh\nexit 1\n", mute: "#!/bin/sh\nexit 0\n"} {
+		if err := os.WriteFile(filepath.Join(dir, "awk"), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	discover := func(path string) map[int]string {
 		t.Helper()
@@ -95,9 +98,9 @@ func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 		return got
 	}
 	path := os.Getenv("PATH")
-	alone, withAwk := discover(stub+":"+path), discover(path)
-	if !maps.Equal(alone, withAwk) {
-		t.Errorf("the loop alone found %v; with awk %v (%s)", alone, withAwk, names)
+	alone, muted, withAwk := discover(stub+":"+path), discover(mute+":"+path), discover(path)
+	if !maps.Equal(alone, withAwk) || !maps.Equal(muted, withAwk) {
+		t.Errorf("the loop alone found %v (awk mute: %v); with awk %v (%s)", alone, muted, withAwk, names)
 	}
 	want := map[int]string{realPID: "postmaster", parent: "impostor", newline: "impostor", pm: "impostor",
 		trail: "impostor", lead: "impostor", fakeKid: "impostor"}
@@ -114,8 +117,12 @@ func TestDiscoveryProcessListAsTheLoopAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("awk: %v", err)
 	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 || fields[len(fields)-1] != "." {
+		t.Fatalf("filter: %q; want its last line \".\"", out)
+	}
 	listed := map[int]bool{}
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range fields[:len(fields)-1] {
 		n, _ := strconv.Atoi(f)
 		listed[n] = true
 	}

@@ -171,8 +171,10 @@ while IFS= read -r l; do rec conf_line "$l"; done <<HEAD
 $(head -c 512 -- "$conf" 2>/dev/null)
 HEAD
 # connect_timeout: a server that accepts the connection but never
-# answers (stopped, its disk hung) fails the query, not the whole run.
-set -- "$psql" -X -A -t -q -0 -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
+# answers it (stopped, say) fails the query after 10 s, not at the host's
+# --timeout; -w: psql never asks for a password (on the operator's
+# terminal, for a server the owner runs).
+set -- "$psql" -X -w -A -t -q -0 -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
 exec "$@"

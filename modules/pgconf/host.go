@@ -175,28 +175,40 @@ func (lp linkPolicy) check(p string, f *confFile) error {
 	return refuse("outside the allowed places")
 }
 
-// linkPlaces are the allowed places of the link policy, unresolved.
-func linkPlaces(pg *facts.Postgres) []string {
-	return []string{pg.DataDir, path.Dir(pg.ConfigFile), "/etc/postgresql"}
+// linkPlaces are the allowed places of the link policy, unresolved: the
+// data directory, the main file's directory, /etc/postgresql.
+func linkPlaces(dataDir, confDir string) []string {
+	return []string{dataDir, confDir, "/etc/postgresql"}
 }
+
+// The files of the data directory every read asks for (newCheckRun,
+// firstRead).
+const (
+	autoConfName = "postgresql.auto.conf"
+	optsName     = "postmaster.opts"
+)
 
 // firstRead is readConfiguration's first request to readScript: the
 // main file, auto.conf, the drop-in and its directory, postmaster.opts,
-// then the places of the link policy (linkPlaces). The module's fact set
-// asks it with the gather's placeholders, so it is built from the data
-// directory, the main file and its directory as given, never derived
-// from them here: a placeholder has no directory to take.
+// then the places of the link policy. The module's fact set asks it with
+// the gather's placeholders, so it is built from the data directory, the
+// main file and its directory as given, never derived from them here: a
+// placeholder has no directory to take.
 func firstRead(dataDir, config, confDir, dropin string) []string {
-	return []string{"f:" + config, "f:" + path.Join(dataDir, "postgresql.auto.conf"), "f:" + dropin,
-		"d:" + path.Dir(dropin), "f:" + path.Join(dataDir, "postmaster.opts"),
-		"p:" + dataDir, "p:" + confDir, "p:/etc/postgresql"}
+	return withPlaces([]string{"f:" + config, "f:" + path.Join(dataDir, autoConfName), "f:" + dropin,
+		"d:" + path.Dir(dropin), "f:" + path.Join(dataDir, optsName)}, dataDir, confDir)
 }
 
 // readRequest is readScript's request for the files and directories in
 // want ("f:PATH", "d:PATH"), the places of the link policy after them.
 func readRequest(pg *facts.Postgres, want []string) []string {
-	args := append([]string{}, want...)
-	for _, p := range linkPlaces(pg) {
+	return withPlaces(want, pg.DataDir, path.Dir(pg.ConfigFile))
+}
+
+// withPlaces is want with the places of the link policy ("p:PATH") after it.
+func withPlaces(want []string, dataDir, confDir string) []string {
+	args := slices.Clone(want)
+	for _, p := range linkPlaces(dataDir, confDir) {
 		args = append(args, "p:"+p)
 	}
 	return args
@@ -379,7 +391,7 @@ func scratchArchive(fs *confFS, w *walk, autoConf string) ([]byte, error) {
 		}
 		name := path.Join("f", p)
 		if p == autoConf {
-			name = "postgresql.auto.conf"
+			name = autoConfName
 		}
 		if err := addFile(name, content); err != nil {
 			return nil, err

@@ -23,7 +23,7 @@ func (*Module) Manages(t *engine.Target, kind, target string) bool {
 	}
 	config, data := path.Clean(t.Facts.Postgres.ConfigFile), path.Clean(t.Facts.Postgres.DataDir)
 	switch {
-	case target == config, target == path.Join(data, "postgresql.auto.conf"):
+	case target == config, target == path.Join(data, autoConfName):
 		return true
 	case !strings.HasSuffix(target, ".conf"):
 		return false

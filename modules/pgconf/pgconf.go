@@ -371,8 +371,8 @@ func newCheckRun(pg *facts.Postgres, s settings) *checkRun {
 		c.dropin = path.Join(c.confDir, c.dropin)
 	}
 	c.dropin = path.Clean(c.dropin)
-	c.autoConf = path.Join(pg.DataDir, "postgresql.auto.conf")
-	c.optsFile = path.Join(pg.DataDir, "postmaster.opts")
+	c.autoConf = path.Join(pg.DataDir, autoConfName)
+	c.optsFile = path.Join(pg.DataDir, optsName)
 	return c
 }
 

@@ -316,7 +316,7 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember) ([]repoin
 		line := conninfoLine(repoint(base, host, cand.pg.Port, drop...))
 		file := m.file
 		if file == "" {
-			file = path.Join(m.pg.DataDir, "postgresql.auto.conf") // where pg_basebackup -R writes it
+			file = path.Join(m.pg.DataDir, autoConfName) // where pg_basebackup -R writes it
 		}
 		b, _, err := m.t.ReadFile(ctx, file)
 		if err != nil {

@@ -129,6 +129,15 @@ UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recov
   || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication
 UNION ALL SELECT 'setting=' || r FROM (` + LiveSettingsSQL + `) AS s(r)`
 
+// PsqlConnect is how every query pgtune asks a running server starts
+// psql (shell words, to follow "$psql"): no .psqlrc (-X), never a
+// password prompt (-w: on the operator's terminal, for a server the owner
+// runs), the postgres database, and at most 10 s to connect
+// (connect_timeout, authentication included): a server that accepts the
+// connection but never answers it (stopped, say) fails the query then,
+// not at the host's --timeout.
+const PsqlConnect = `-X -w -d 'dbname=postgres connect_timeout=10'`
+
 // topologyScript runs as the cluster owner (ownerRunScript). It prints
 // NUL-ended records: first the postmaster's parent (Patroni, when it
 // manages the server) and, when that parent looks like Patroni, the
@@ -170,11 +179,7 @@ done
 while IFS= read -r l; do rec conf_line "$l"; done <<HEAD
 $(head -c 512 -- "$conf" 2>/dev/null)
 HEAD
-# connect_timeout: a server that accepts the connection but never
-# answers it (stopped, say) fails the query after 10 s, not at the host's
-# --timeout; -w: psql never asks for a password (on the operator's
-# terminal, for a server the owner runs).
-set -- "$psql" -X -w -A -t -q -0 -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
+set -- "$psql" ` + PsqlConnect + ` -A -t -q -0 -v ON_ERROR_STOP=1 -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
 exec "$@"

@@ -260,10 +260,10 @@ func TestParseStoppedTopology(t *testing.T) {
 	}
 }
 
-// A server that accepts connections but never answers (stopped here,
-// its disk hung in life) fails the topology query with psql's timeout,
-// on the gather's pre-run and on its own session alike: the host fails,
-// the run goes on.
+// A server that accepts connections but never answers them (stopped
+// here) fails the topology query with psql's timeout, on the gather's
+// pre-run and on its own session alike: the host's facts are gathered
+// all the same, and the run goes on.
 func TestTopologyOfAServerThatNeverAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: a real cluster")

@@ -467,8 +467,7 @@ func relPath(dir, target string) string {
 var psqlScript = `export LC_ALL=C
 owner=$1 psql=$2 sock=$3 port=$4 sql=$5 ao_quick=1
 ` + asOwnerFn + `cd /
-# connect_timeout and -w: as the topology query's (facts).
-set -- "$psql" -X -w -A -t -q -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
+set -- "$psql" ` + facts.PsqlConnect + ` -A -t -q -v ON_ERROR_STOP=1 -c "$sql"
 if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
 if [ -n "$port" ] && [ "$port" != 0 ]; then set -- "$@" -p "$port"; fi
 # The last command: the shell becomes the switch (nothing after it runs).

@@ -75,8 +75,8 @@ func renderedPlan(p *plan.ModulePlan) string {
 	return fmt.Sprintf("%+v\n%v\n%q", p.Changes, p.Outputs, p.Notes)
 }
 
-// A running server that accepts connections but never answers (stopped
-// here, its disk hung in life) fails the check with psql's timeout, from
+// A running server that accepts connections but never answers them
+// (stopped here) fails the check with psql's timeout, from
 // the sizing's read of its settings: the host fails, the run goes on.
 func TestCheckServerThatNeverAnswers(t *testing.T) {
 	if testing.Short() {

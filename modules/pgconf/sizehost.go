@@ -79,7 +79,7 @@ pages() {
 }
 if [ -n "$psql" ]; then
   if out=$(
-    set -- "$psql" -X -w -A -t -q -v ON_ERROR_STOP=1 -d 'dbname=postgres connect_timeout=10' -c "$sql"
+    set -- "$psql" ` + facts.PsqlConnect + ` -A -t -q -v ON_ERROR_STOP=1 -c "$sql"
     if [ -n "$sock" ]; then set -- "$@" -h "$sock"; fi
     if [ -n "$port" ]; then set -- "$@" -p "$port"; fi
     "$@" 2>"$s/.perr"); then

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -209,6 +211,11 @@ func TestSSHBannerTrickle(t *testing.T) {
 // fakeSudo makes the server's sudo a script: a kill session (killScript)
 // always passes through it, so that stopping a shell works; what else it
 // does is body's. Logins are "tester" and need become.
+//
+// Its mktemp logs what it makes (madeTemps), and the test removes it all:
+// a shell killed with SIGKILL never runs the EXIT trap that removes its
+// scratch directory (/run/pgtune-sh.*, or /tmp/tmp.* where /run is not
+// writable), and each run would leave one behind.
 func fakeSudo(t *testing.T, srv *testServer, body string) string {
 	t.Helper()
 	bin := t.TempDir()
@@ -216,8 +223,51 @@ func fakeSudo(t *testing.T, srv *testServer, body string) string {
 	if err := os.WriteFile(filepath.Join(bin, "sudo"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Resolved now: once bin leads PATH, "mktemp" is the wrapper itself.
+	mktemp, err := exec.LookPath("mktemp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := "#!/bin/sh\np=$(" + Quote(mktemp) + " \"$@\") || exit\n" +
+		"printf '%s\\n' \"$p\" >> " + Quote(filepath.Join(bin, madeTempsLog)) + " || exit\n" +
+		"printf '%s\\n' \"$p\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "mktemp"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after bin's own cleanup, so it runs first, while the log
+	// is still there.
+	t.Cleanup(func() {
+		for _, p := range madeTemps(t, bin) {
+			if err := os.RemoveAll(p); err != nil {
+				t.Errorf("removing %s: %v", p, err)
+			}
+		}
+	})
 	srv.env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "FAKE_SUDO_DIR=" + bin}
 	return bin
+}
+
+// madeTempsLog is the file, in fakeSudo's directory, where its mktemp logs
+// each path it made.
+const madeTempsLog = "mktemp.log"
+
+// madeTemps returns the paths the mktemp of fakeSudo's dir made so far.
+func madeTemps(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, madeTempsLog))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no mktemp yet
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, p := range strings.Split(string(b), "\n") {
+		if p != "" {
+			made = append(made, p)
+		}
+	}
+	return made
 }
 
 // passThrough is a sudo -n that lets everything run.
@@ -347,6 +397,11 @@ func TestSSHShellKilledMidCommand(t *testing.T) {
 	}
 	if n := shellStarts(srv); n != 2 {
 		t.Errorf("%d shells started, want 2 (the killed one never reused)", n)
+	}
+	// The killed shell's scratch directory outlives it: fakeSudo's cleanup
+	// removes it only if its mktemp saw it made.
+	if made := madeTemps(t, dir); len(made) == 0 {
+		t.Error("fakeSudo's mktemp logged no directory: the killed shell's would be left behind")
 	}
 }
 

@@ -54,8 +54,16 @@ else method=pg_ctl; fi
 echo "method=$method"
 echo "log=$log"
 echo "old_pid=$pid"
-out=$(mktemp) res=$(mktemp)
-trap 'rm -f -- "$out" "$res"' EXIT
+# pg_ctl's output and the detached part's report, in files named for
+# pgtune. They go on the way out, a signal's way too: a controller killed
+# mid-restart leaves this script waiting for the detached part, and its
+# first write after that meets a closed connection (SIGPIPE). Only KILL
+# skips the trap; then the detached part removes them (restartInner).
+res=
+out=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
+trap 'rm -f -- "$out" ${res:+"$res"}' EXIT
+trap 'exit 1' HUP INT TERM PIPE
+res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
 # The restart and the wait for readiness run detached (setsid: a session
 # and process group of their own, stdio on files), so that once begun they
 # complete even when this script is killed — a cancelled run or timeout
@@ -67,7 +75,7 @@ trap 'rm -f -- "$out" "$res"' EXIT
 # inheriting it would keep this command from ever finishing. The lock is
 # taken on "$data/.": the owner may have swapped the data directory for a
 # link, and flock creates what it cannot open — as root, never a file.
-set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid"
+set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid" "$$" "$res"
 if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
   setsid -w flock -o -w "$timeout" "$data/." sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 else
@@ -93,7 +101,7 @@ exit 0
 // runs as the owner (it refuses root anyway), pg_isready through run_bin
 // (facts.RunBinFn), as the owner too, or as root only when root alone can
 // change it.
-var restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14}
+var restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14} outer=${15} res=${16}
 trusted_dir=
 ` + facts.RunBinFn + asOwnerBody + `if [ "$method" != status ] && [ -n "$marker" ]; then
   mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true
@@ -135,6 +143,11 @@ case $npid in *[!0-9]*) npid=;; esac
 if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
 echo "new_pid=$npid"
 if [ "$ready" = 1 ] && [ -n "$marker" ]; then rm -f -- "$marker"; fi
+# restartScript reads the two files and removes them on its way out. When
+# it is gone by now (SIGKILL, the one signal its trap cannot take),
+# nothing will: they go here. A pid taken again since leaves them, never
+# removes what is still read.
+if [ -n "$outer" ] && ! kill -0 "$outer" 2>/dev/null; then rm -f -- "$out" "$res"; fi
 `
 
 // restartTimeout bounds the stop (a fast shutdown still writes a

@@ -87,6 +87,28 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// restartTemps lists the restart's files in /tmp (restartScript's
+// mktemp), by name.
+func restartTemps() map[string]bool {
+	m, _ := filepath.Glob("/tmp/pgtune-restart.*")
+	names := map[string]bool{}
+	for _, p := range m {
+		names[p] = true
+	}
+	return names
+}
+
+// newNames is the names in now that were not in before.
+func newNames(now, before map[string]bool) []string {
+	var out []string
+	for n := range now {
+		if !before[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // strayTemps lists pgtune's temporary files (.pgtune-*) under dirs.
 func strayTemps(dirs ...string) []string {
 	var out []string

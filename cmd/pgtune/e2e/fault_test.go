@@ -90,10 +90,14 @@ func TestKilledMidApply(t *testing.T) {
 	})
 
 	t.Run("SIGTERM then SIGKILL while postgres is down", func(t *testing.T) {
+		before := restartTemps()
 		p := startPgtune(t, bin, args...)
 		waitFor(t, "the restart hook's stop", p, filepath.Dir(flag), func() bool { return exists(flag) })
 		if pg.Running() {
 			t.Fatal("the hook signalled before postgres was down")
+		}
+		if len(newNames(restartTemps(), before)) == 0 {
+			t.Error("no /tmp/pgtune-restart.* file while the restart runs: the check of their removal below would hold whatever happened to them")
 		}
 		// SIGTERM cancels the run (pgtune kills its remote commands);
 		// the SIGKILL a second later ends pgtune before it can do
@@ -112,6 +116,11 @@ func TestKilledMidApply(t *testing.T) {
 			m, _ := filepath.Glob(filepath.Join(stateDir, "restart-pending*"))
 			return len(m) == 0
 		})
+		// The restart's report and pg_ctl's output go too, however the
+		// host's restart script ended: its trap when its write met the
+		// dead connection, its detached part when the cancel's kill
+		// reached it first (TestRestartScriptLeavesNoFiles has each).
+		waitFor(t, "the restart's temporary files to go", nil, "/tmp", func() bool { return len(newNames(restartTemps(), before)) == 0 })
 	})
 
 	// A host where a restart never brought postgres back (the host lost

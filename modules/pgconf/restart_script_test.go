@@ -1,0 +1,146 @@
+package pgconf
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// restartRun is restartScript run here, as it runs on a host, with a
+// pg_restart command that waits for a file: the restart is in flight
+// until the test lets it end.
+type restartRun struct {
+	cmd     *exec.Cmd
+	stdout  io.ReadCloser
+	tmp     string // TMPDIR: where the script's own files go
+	started string // made by the restart command when it begins
+	release string // the restart command ends once this exists
+}
+
+func startRestartScript(t *testing.T) *restartRun {
+	t.Helper()
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := &restartRun{
+		tmp:     filepath.Join(dir, "tmp"),
+		started: filepath.Join(dir, "started"),
+		release: filepath.Join(dir, "release"),
+	}
+	data, bin := filepath.Join(dir, "data"), filepath.Join(dir, "bin")
+	for _, d := range []string{r.tmp, data, bin} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	custom := "touch " + transport.Quote(r.started) + " && while [ ! -e " + transport.Quote(r.release) + " ]; do sleep 0.05; done"
+	// No postmaster.pid, no socket: the wait for readiness gives up
+	// after the timeout (1 s); these cases are about the script's files.
+	r.cmd = exec.Command("sh", "-c", restartScript, "sh", custom, data, bin, me.Username,
+		"15", "", "", "0", "1", "restart", "", "test-run", restartInner)
+	r.cmd.Env = append(os.Environ(), "TMPDIR="+r.tmp)
+	r.cmd.Stderr = io.Discard
+	if r.stdout, err = r.cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.WriteFile(r.release, nil, 0o600)
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	})
+	r.waitFor(t, "the restart command to start", func() bool { return exists(r.started) })
+	if n := len(r.files(t)); n != 2 {
+		t.Fatalf("%d files in TMPDIR while the restart runs, want 2 (pg_ctl's output, the report)", n)
+	}
+	return r
+}
+
+func (r *restartRun) files(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(r.tmp, "pgtune-restart.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitFor polls ok for up to 20 s (a slow machine's sleep and fork, not
+// a timing expectation).
+func (r *restartRun) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("still waiting for %s after 20s", what)
+		}
+	}
+}
+
+// TestRestartScriptLeavesNoFiles: the script's two temporary files go
+// however it ends — normally, killed outright (a cancelled run's kill
+// escalates to SIGKILL while the script waits for the detached restart),
+// or cut off from its reader (a controller killed mid-restart: the
+// script's next write meets a closed pipe).
+func TestRestartScriptLeavesNoFiles(t *testing.T) {
+	t.Run("normal end", func(t *testing.T) {
+		r := startRestartScript(t)
+		if err := os.WriteFile(r.release, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(r.stdout)
+		if err := r.cmd.Wait(); err != nil {
+			t.Fatalf("restart script: %v\n%s", err, out)
+		}
+		if !bytes.Contains(out, []byte("\nrc=0\n")) {
+			t.Errorf("the report lacks the restart's rc=0:\n%s", out)
+		}
+		if f := r.files(t); len(f) != 0 {
+			t.Errorf("left behind: %v", f)
+		}
+	})
+
+	t.Run("SIGKILL while the restart runs", func(t *testing.T) {
+		r := startRestartScript(t)
+		if err := r.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.cmd.Wait()
+		if len(r.files(t)) != 2 {
+			t.Fatal("the files went with the killed script, before the restart ended: the case below tests nothing")
+		}
+		if err := os.WriteFile(r.release, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(t, "the detached part to remove the files", func() bool { return len(r.files(t)) == 0 })
+	})
+
+	t.Run("stdout closed while the restart runs", func(t *testing.T) {
+		r := startRestartScript(t)
+		_ = r.stdout.Close()
+		if err := os.WriteFile(r.release, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := r.cmd.Wait()
+		if f := r.files(t); len(f) != 0 {
+			t.Errorf("left behind: %v", f)
+		}
+		// It ended through its trap (exit 1), not killed by the signal.
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signaled() {
+			t.Errorf("script ended with %v, want exit status 1 from its PIPE trap", err)
+		}
+	})
+}

@@ -55,14 +55,16 @@ echo "method=$method"
 echo "log=$log"
 echo "old_pid=$pid"
 # pg_ctl's output and the detached part's report, in files named for
-# pgtune. They go on the way out, a signal's way too: a controller killed
-# mid-restart leaves this script waiting for the detached part, and its
-# first write after that meets a closed connection (SIGPIPE). Only KILL
-# skips the trap; then the detached part removes them (restartInner).
+# pgtune. They go on the way out. A controller killed mid-restart leaves
+# this script waiting for the detached part, and its first write after
+# that meets a closed connection: SIGPIPE, trapped so the EXIT trap runs.
+# Other signals stay fatal at once (a trapped TERM would wait for the
+# restart, holding up a cancel); the detached part removes the files of a
+# script killed so (restartInner).
 res=
 out=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
 trap 'rm -f -- "$out" ${res:+"$res"}' EXIT
-trap 'exit 1' HUP INT TERM PIPE
+trap 'exit 1' PIPE
 res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
 # The restart and the wait for readiness run detached (setsid: a session
 # and process group of their own, stdio on files), so that once begun they
@@ -144,8 +146,8 @@ if [ -n "$npid" ] && [ ! -d "/proc/$npid" ]; then npid=; fi
 echo "new_pid=$npid"
 if [ "$ready" = 1 ] && [ -n "$marker" ]; then rm -f -- "$marker"; fi
 # restartScript reads the two files and removes them on its way out. When
-# it is gone by now (SIGKILL, the one signal its trap cannot take),
-# nothing will: they go here. A pid taken again since leaves them, never
+# it is gone by now (killed: a cancel's TERM, a KILL), nothing will:
+# they go here. A pid taken again since leaves them, never
 # removes what is still read.
 if [ -n "$outer" ] && ! kill -0 "$outer" 2>/dev/null; then rm -f -- "$out" "$res"; fi
 `

@@ -90,9 +90,8 @@ func (r *restartRun) waitFor(t *testing.T, what string, ok func() bool) {
 }
 
 // TestRestartScriptLeavesNoFiles: the script's two temporary files go
-// however it ends — normally, killed outright (a cancelled run's kill
-// escalates to SIGKILL while the script waits for the detached restart),
-// or cut off from its reader (a controller killed mid-restart: the
+// however it ends — normally, killed while it waits for the detached
+// restart (a cancelled run's TERM, a KILL), or cut off from its reader (a controller killed mid-restart: the
 // script's next write meets a closed pipe).
 func TestRestartScriptLeavesNoFiles(t *testing.T) {
 	t.Run("normal end", func(t *testing.T) {
@@ -112,20 +111,28 @@ func TestRestartScriptLeavesNoFiles(t *testing.T) {
 		}
 	})
 
-	t.Run("SIGKILL while the restart runs", func(t *testing.T) {
-		r := startRestartScript(t)
-		if err := r.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = r.cmd.Wait()
-		if len(r.files(t)) != 2 {
-			t.Fatal("the files went with the killed script, before the restart ended: the case below tests nothing")
-		}
-		if err := os.WriteFile(r.release, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r.waitFor(t, "the detached part to remove the files", func() bool { return len(r.files(t)) == 0 })
-	})
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String()+" while the restart runs", func(t *testing.T) {
+			r := startRestartScript(t)
+			if err := r.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			// It ends without waiting for the restart, which is held
+			// until the test releases it (a cancel must not wait here).
+			r.waitFor(t, "the script to end on "+sig.String(), func() bool {
+				var ws syscall.WaitStatus
+				pid, err := syscall.Wait4(r.cmd.Process.Pid, &ws, syscall.WNOHANG, nil)
+				return pid == r.cmd.Process.Pid || err != nil
+			})
+			if len(r.files(t)) != 2 {
+				t.Fatal("the files went with the killed script, before the restart ended: the case below tests nothing")
+			}
+			if err := os.WriteFile(r.release, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r.waitFor(t, "the detached part to remove the files", func() bool { return len(r.files(t)) == 0 })
+		})
+	}
 
 	t.Run("stdout closed while the restart runs", func(t *testing.T) {
 		r := startRestartScript(t)

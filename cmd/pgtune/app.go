@@ -106,8 +106,12 @@ func (a *App) load(o *options) (*loaded, map[string]engine.Module, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if hosts, err = o.fleet.inShard(hosts); err != nil {
+	hosts, note, err := o.fleet.inShard(hosts)
+	if err != nil {
 		return nil, nil, err
+	}
+	if note != "" {
+		fmt.Fprintf(a.Stderr, "pgtune: note: %s\n", note)
 	}
 	if err := applyExtraVars(o, hosts); err != nil {
 		return nil, nil, err

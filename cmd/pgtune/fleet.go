@@ -93,19 +93,23 @@ func resumeArgs(args []string) []string {
 	return out
 }
 
-func (f fleetOptions) inShard(hosts []*inventory.Host) ([]*inventory.Host, error) {
+// inShard keeps the hosts of --shard. A shard with none of the selected
+// hosts is no error: a CI matrix may have more shards than the fleet has
+// hosts, and every job must still print its (empty) report for the merge.
+// note says so; the caller shows it.
+func (f fleetOptions) inShard(hosts []*inventory.Host) (out []*inventory.Host, note string, err error) {
 	if f.shard == "" {
-		return hosts, nil
+		return hosts, "", nil
 	}
 	s, err := rollout.ParseShard(f.shard)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := s.Filter(hosts)
+	out = s.Filter(hosts)
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--shard %s: no host of the selection falls in this shard (%d hosts selected)", s, len(hosts))
+		return []*inventory.Host{}, fmt.Sprintf("--shard %s: no host of the selection falls in this shard (%d hosts selected): nothing to do", s, len(hosts)), nil
 	}
-	return out, nil
+	return out, "", nil
 }
 
 // overrides returns the playbook's rollout with the command line's flags
@@ -155,6 +159,12 @@ func (a *App) rolloutApply(o *options) int {
 	l, mods, err := a.load(o)
 	if err != nil {
 		return a.fail(err)
+	}
+	if len(l.hosts) == 0 {
+		// An empty --shard (load noted it): nothing to apply and no run
+		// state written, as there is nothing a resume could continue.
+		a.render(o, a.newLive(o, "apply", report.ModeApply, a.textOut(o)), &report.Report{Mode: report.ModeApply})
+		return 0
 	}
 	plan, err := o.fleet.overrides(l.book.Rollout)
 	if err != nil {

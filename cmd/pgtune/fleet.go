@@ -148,7 +148,7 @@ func (a *App) rolloutApply(o *options) int {
 	}
 	var st *rollout.State
 	if o.fleet.resume.set {
-		if st, err = rollout.Load(dir, o.fleet.resume.id); err != nil {
+		if st, err = rollout.Resume(dir, o.fleet.resume.id); err != nil {
 			return a.fail(err)
 		}
 		o.resumeFrom(st)

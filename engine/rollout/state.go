@@ -155,7 +155,8 @@ func (s *State) Save() error {
 	return nil
 }
 
-// Load reads the state of run id from dir; id "" is the latest run.
+// Load reads the state of run id from dir; id "" is the latest run,
+// whatever its status (Resume is what --resume picks).
 func Load(dir, id string) (*State, error) {
 	if id == "" {
 		latest, err := Latest(dir)
@@ -186,6 +187,67 @@ func Load(dir, id string) (*State, error) {
 	return s, nil
 }
 
+// Resume is the state of the run --resume continues: run id, or with id
+// "" the newest run that did not finish (interrupted, stopped by its
+// failure budget, or still "running": killed). A finished run is never
+// picked by itself, whatever its age: --resume alone must not land on a
+// completed run when an older one was cut short. Named by its id, a
+// finished run is resumed only when some host is left to retry (one
+// that failed); with every host verified there is nothing to resume.
+func Resume(dir, id string) (*State, error) {
+	if id == "" {
+		return latestUnfinished(dir)
+	}
+	s, err := Load(dir, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.Status == Finished && s.left() == 0 {
+		return nil, fmt.Errorf("--resume %s: nothing to resume: the run finished and verified every host (%d); start a new apply to check them again", id, len(s.Hosts))
+	}
+	return s, nil
+}
+
+// left counts the hosts a resume would work on again.
+func (s *State) left() int {
+	n := 0
+	for _, h := range s.Hosts {
+		if !h.Done() {
+			n++
+		}
+	}
+	return n
+}
+
+// latestUnfinished is the newest run in dir whose status is not finished.
+func latestUnfinished(dir string) (*State, error) {
+	ids, err := runIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("--resume: no run to resume in %s", dir)
+	}
+	var newest *State
+	for i := len(ids) - 1; i >= 0; i-- {
+		s, err := Load(dir, ids[i])
+		if err != nil {
+			// Not skipped: an unreadable newer run could be the one meant.
+			return nil, fmt.Errorf("%w; name the run to resume: --resume ID", err)
+		}
+		if s.Status != Finished {
+			return s, nil
+		}
+		if newest == nil {
+			newest = s
+		}
+	}
+	if n := newest.left(); n > 0 {
+		return nil, fmt.Errorf("--resume: no interrupted or stopped run in %s: every run there finished; the newest, %s, left %s not verified: --resume %s retries them", dir, newest.ID, hostsWord(n), newest.ID)
+	}
+	return nil, fmt.Errorf("--resume: nothing to resume in %s: every run there finished (the newest, %s, verified every host)", dir, newest.ID)
+}
+
 // Exists reports whether dir holds the state of run id.
 func Exists(dir, id string) bool {
 	if !engine.ValidRunID(id) {
@@ -195,11 +257,24 @@ func Exists(dir, id string) bool {
 	return err == nil
 }
 
-// Latest is the id of the newest run in dir (run ids sort by time).
+// Latest is the id of the newest run in dir, whatever its status.
 func Latest(dir string) (string, error) {
+	ids, err := runIDs(dir)
+	if err != nil {
+		return "", err
+	}
+	if len(ids) == 0 {
+		return "", fmt.Errorf("--resume: no run to resume in %s", dir)
+	}
+	return ids[len(ids)-1], nil
+}
+
+// runIDs are the ids of the runs in dir, oldest first (run ids sort by
+// time).
+func runIDs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("run state: %w", err)
+		return nil, fmt.Errorf("run state: %w", err)
 	}
 	var ids []string
 	for _, e := range entries {
@@ -207,9 +282,6 @@ func Latest(dir string) (string, error) {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		return "", fmt.Errorf("--resume: no run to resume in %s", dir)
-	}
 	sort.Strings(ids)
-	return ids[len(ids)-1], nil
+	return ids, nil
 }

@@ -151,7 +151,9 @@ func (a *App) rolloutApply(o *options) int {
 		if st, err = rollout.Resume(dir, o.fleet.resume.id); err != nil {
 			return a.fail(err)
 		}
-		o.resumeFrom(st)
+		if err := o.resumeFrom(st); err != nil {
+			return a.fail(err)
+		}
 	}
 	if o.fleet.confirmEach && !a.IsTerminal() {
 		return a.fail(errors.New("--confirm-each-batch asks on a terminal, and stdin is not one"))
@@ -180,6 +182,9 @@ func (a *App) rolloutApply(o *options) int {
 		st = rollout.NewState(dir, runner.RunID, a.Now())
 		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
 		st.Flags = o.fleet.savedFlags()
+		if st.ExtraVarsSHA256, err = extraVarsSum(st.ID, o.extraVars); err != nil {
+			return a.fail(err)
+		}
 	} else if st.PlaybookSHA256 != sum {
 		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
 	}
@@ -213,8 +218,17 @@ func (a *App) rolloutApply(o *options) int {
 	return out.Report.ExitCode()
 }
 
-// resumeFrom fills what the command line leaves out from the run resumed.
-func (o *options) resumeFrom(st *rollout.State) {
+// resumeFrom fills what the command line leaves out from the run resumed,
+// and refuses -e vars other than the run's: they are not stored (only
+// their fingerprint), so the user must give them again.
+func (o *options) resumeFrom(st *rollout.State) error {
+	sum, err := extraVarsSum(st.ID, o.extraVars)
+	if err != nil {
+		return err
+	}
+	if sum != st.ExtraVarsSHA256 {
+		return fmt.Errorf("--resume %s: the extra vars (-e) are not the run's: its verified hosts were verified with other vars; pass the same -e as the run that started it (pgtune keeps only a fingerprint of them, as they may hold secrets), or start a new apply", st.ID)
+	}
 	if !o.given["i"] && !o.given["inventory"] {
 		o.inventory = st.Inventory
 	}
@@ -235,6 +249,24 @@ func (o *options) resumeFrom(st *rollout.State) {
 	if !o.given["any-errors-fatal"] && st.Flags["any-errors-fatal"] == "true" {
 		o.fleet.anyErrorsFatal = true
 	}
+	return nil
+}
+
+// extraVarsSum fingerprints a run's -e vars for its resume to compare ("":
+// none). The run state keeps this SHA-256 and never the vars: -e may carry
+// secrets (a password for a policy, the plain value of a Vault var), and
+// no secret reaches a file. The vars are hashed as parsed, so -e 'a=1 b=2'
+// and -e a=1 -e b=2 agree and an edited -e @FILE does not; %#v prints
+// maps sorted by key. The run id salts the sum: equal vars in two runs
+// give different sums, and no table of known sums applies.
+func extraVarsSum(runID string, args []string) (string, error) {
+	vars, err := parseExtraVars(args)
+	if err != nil || len(vars) == 0 {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%#v", runID, vars)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // flags are the rollout flags a resume takes over from its run.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,6 +85,70 @@ func TestResumeRefusals(t *testing.T) {
 			}
 			if code, r, stderr := run(resume...); code != 0 || len(m.events) == 0 {
 				t.Errorf("resume: exit %d, events %v, hosts %v\n%s", code, m.events, statuses(r), stderr)
+			}
+		})
+	}
+}
+
+// TestResumeBudgetOverTheRun: on resume the failure budget is counted over
+// every host of the run, and a host counts as failed while its latest state
+// is failed: a failure of an earlier attempt counts until the host is
+// retried, then as the retry went (once, if it fails again).
+func TestResumeBudgetOverTheRun(t *testing.T) {
+	tests := []struct {
+		name        string
+		first, fail []string
+		fixed       []string // hosts that apply after the first run
+		resume      []string // flags of the resume (--resume ID)
+		wantApplied []string // by the resume
+		wantStopped string   // "" when the resume runs to its end
+	}{{
+		// First run: h1 fails in [h1 h2] (1 of 5, at the budget), h3 in
+		// [h3 h4] (2 of 5) stops it; h5 not reached. The resume's batches
+		// are [h1 h3] [h5]: h3 now applies, h1 fails again and counts once:
+		// 1 of 5, so h5 is applied (counted over the 3 hosts left it was
+		// 1 of 3, over the budget; h1 counted per attempt, 3 of 5).
+		name:  "the run's hosts, a retried host counted once",
+		first: []string{"--serial", "2", "--max-fail-percentage", "20"}, fail: []string{"h1", "h3"},
+		fixed:       []string{"h3"},
+		wantApplied: []string{"h1", "h3", "h5"},
+	}, {
+		// First run: h1 and h2 fail, the run finishes. The resume retries
+		// them one by one with a budget of 0%: h1 applies, but h2's failure
+		// of the first run still counts (1 of 5) until its retry, which
+		// never comes.
+		name:  "an earlier failure counts until retried",
+		first: []string{"--serial", "3", "--max-fail-percentage", "100"}, fail: []string{"h1", "h2"},
+		fixed:       []string{"h1"},
+		resume:      []string{"--serial", "1", "--max-fail-percentage", "0"},
+		wantApplied: []string{"h1"},
+		wantStopped: "1 of 5 hosts failed (20.0%), more than max_fail_percentage 0%",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMark(tt.fail...)
+			run, inv, book := fleetApp(t, m)
+			if code, r, stderr := run(append([]string{"apply", "-i", inv, "--yes", "--forks", "1", book}, tt.first...)...); code != 1 {
+				t.Fatalf("first run: exit %d, %v\n%s", code, statuses(r), stderr)
+			}
+			dir, _ := rollout.Dir()
+			st, err := rollout.Load(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range tt.fixed {
+				delete(m.fail, h)
+			}
+			m.applied = nil
+			code, r, stderr := run(append([]string{"apply", "--resume", st.ID, "--yes", "--forks", "1"}, tt.resume...)...)
+			if code != 1 || !slices.Equal(m.applied, tt.wantApplied) {
+				t.Errorf("resume: exit %d, applied %v; want exit 1, applied %v\n%s", code, m.applied, tt.wantApplied, stderr)
+			}
+			if tt.wantStopped == "" && strings.Contains(stderr, "rollout stopped") || !strings.Contains(stderr, tt.wantStopped) {
+				t.Errorf("stderr does not say %q:\n%s", tt.wantStopped, stderr)
+			}
+			if got := r.Summary["hosts"]; got != 5 {
+				t.Errorf("the resume reports %d hosts, want the run's 5: %v", got, statuses(r))
 			}
 		})
 	}

@@ -42,7 +42,8 @@ func sizeOf(b playbook.BatchSize, n int) int {
 
 // Budget is when a rollout stops early.
 type Budget struct {
-	// Hosts is how many hosts the run works on.
+	// Hosts is how many hosts the run has, those an earlier attempt
+	// verified included.
 	Hosts int
 	// MaxFailPercentage: stop once more than this share of Hosts failed.
 	MaxFailPercentage *float64
@@ -53,7 +54,8 @@ type Budget struct {
 // Stop says, after a batch, whether the rollout must stop and why ("":
 // go on). batch is the batch's number (from 1), batchHosts and batchFailed
 // its hosts and how many of them failed (unreachable counts as failed),
-// runFailed the failures of the whole run so far, this batch included.
+// runFailed the failures of the whole run so far, this batch and earlier
+// attempts included.
 // A batch where every host failed stops the rollout whatever the budget:
 // whatever broke them will break the next batch too.
 func (b Budget) Stop(batch, batchHosts, batchFailed, runFailed int) string {

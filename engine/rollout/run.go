@@ -69,10 +69,9 @@ func (r *Rollout) Run(ctx context.Context) (*Outcome, error) {
 
 type run struct {
 	*Rollout
-	mu        sync.Mutex // guards State and lastSave while hosts report
-	lastSave  time.Time
-	results   map[string]report.Host
-	runFailed int
+	mu       sync.Mutex // guards State and lastSave while hosts report
+	lastSave time.Time
+	results  map[string]report.Host
 }
 
 func (r *run) do(ctx context.Context) (*Outcome, error) {
@@ -89,7 +88,9 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 	}
 	todo = r.Order.sort(todo)
 	sizes := Sizes(len(todo), r.Plan.Serial)
-	budget := Budget{Hosts: len(todo), MaxFailPercentage: r.Plan.MaxFailPercentage, AnyErrorsFatal: r.Plan.AnyErrorsFatal}
+	// The failure budget is over every host of the run, those earlier
+	// attempts verified included, not over what is left (failedHosts).
+	budget := Budget{Hosts: len(r.Hosts), MaxFailPercentage: r.Plan.MaxFailPercentage, AnyErrorsFatal: r.Plan.AnyErrorsFatal}
 	out := &Outcome{}
 	if err := r.save(true); err != nil {
 		return nil, err
@@ -110,7 +111,6 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 		batch := todo[next : next+size]
 		next += size
 		failed, err := r.batch(ctx, Batch{Number: b + 1, Of: len(sizes)}, batch, out)
-		r.runFailed += failed
 		if err != nil && r.stopped() {
 			out.Interrupted = true
 			break
@@ -124,7 +124,7 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 			break
 		}
 		if b+1 < len(sizes) {
-			if why := budget.Stop(b+1, size, failed, r.runFailed); why != "" {
+			if why := budget.Stop(b+1, size, failed, r.failedHosts()); why != "" {
 				out.Stopped = why
 				r.Log.Error("rollout stopped", "after batch", b+1, "of", len(sizes), "reason", why)
 				break
@@ -250,6 +250,23 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		r.results[h.Name] = h
 	}
 	return failed, true, nil
+}
+
+// failedHosts counts the run's failures so far for the budget: the hosts
+// whose latest state is failed. A host an earlier attempt failed counts
+// from the start of a resume until it is retried, then as its retry went:
+// not at all once verified, once (not once per attempt) if it failed
+// again. Hosts left not reached by a stop or Ctrl-C are no failures.
+func (r *run) failedHosts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range r.Hosts {
+		if r.State.Host(h.Name).State == Failed {
+			n++
+		}
+	}
+	return n
 }
 
 // finish marks every host the rollout did not get to.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/pgtune/pgtune/engine/facts"
@@ -17,12 +18,80 @@ import (
 // (engine/topology); the members of a replicated cluster are applied one
 // at a time, standbys first, each back, streaming and caught up before
 // the next, the primary last. Hosts in no replicated cluster are applied
-// together with the first standbys, Forks at a time, as before.
+// together with the first standbys, Forks at a time, as before. A member
+// that fails stops the rest of its cluster for the whole run (the
+// Runner's stops), across the sessions of a rollout's waves and batches.
 
 // PartialClusterVar, set true on a primary's host in the inventory,
 // lets apply restart the primary of a cluster some of whose members the
 // run does not include (not in the inventory, or left out by --limit).
+// In a shard (Runner.Shard) it is asked of every member alike.
 const PartialClusterVar = "pgtune_restart_partial_cluster"
+
+// ErrNotTouched is in the error of a host apply left alone because
+// another member of its replication cluster failed or is down: the
+// cluster's rollout stopped before it. Nothing was done on the host.
+var ErrNotTouched = errors.New("not touched")
+
+// clusterStops records, by host name, the members that stopped their
+// cluster. Host names, not *topology.Cluster: without Runner.Layout each
+// session groups its own hosts into clusters of its own.
+type clusterStops struct {
+	mu sync.Mutex
+	// now: failed in this run; earlier: failed in an earlier attempt of
+	// a resumed rollout (StopCluster).
+	now, earlier map[string]error
+}
+
+func (cs *clusterStops) add(host string, why error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.now == nil {
+		cs.now = map[string]error{}
+	}
+	if cs.now[host] == nil {
+		cs.now[host] = why
+	}
+}
+
+// of is why cluster c is stopped for host (nil when it is not): the
+// first other member, in restart order, that stopped it. A host is never
+// stopped by itself, and a member an earlier attempt failed never by
+// another such member: a resume retries every member that failed, one at
+// a time in cluster order (a failure in this run still stops the rest),
+// and only the members that did not fail wait.
+func (cs *clusterStops) of(c *topology.Cluster, host string) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, m := range c.Members() {
+		if m == host {
+			continue
+		}
+		if why := cs.now[m]; why != nil {
+			return why
+		}
+		if why := cs.earlier[m]; why != nil && cs.earlier[host] == nil {
+			return why
+		}
+	}
+	return nil
+}
+
+// StopCluster stops the replication cluster of host for the rest of the
+// run: no other member of it is applied (each fails with ErrNotTouched
+// and why), but host itself is, and so is any other member given to
+// StopCluster. A resumed rollout calls it for each host an earlier
+// attempt failed: such a member may be left down or not streaming, and
+// no member that did not fail may go down before it is verified again.
+func (r *Runner) StopCluster(host string, why error) {
+	cs := &r.stops
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.earlier == nil {
+		cs.earlier = map[string]error{}
+	}
+	cs.earlier[host] = why
+}
 
 // Defaults for the wait after a standby's apply.
 const (
@@ -79,6 +148,10 @@ func (s *Session) placeInClusters() {
 			continue
 		}
 		hr.notes = append(hr.notes, "replication "+c.String()+"; apply restarts standbys first, one at a time, the primary last")
+		if s.shardSplits(c, hr) {
+			hr.notes = append(hr.notes, "apply will refuse to restart this member: its replication cluster has members outside this shard, and another shard may restart one of them at the same time ("+shardAdvice+")")
+			continue
+		}
 		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
 		}
@@ -98,6 +171,23 @@ func plansRestart(hr *hostRun) bool {
 		}
 	}
 	return false
+}
+
+// shardSplits reports whether a shard would restart hr, a member of
+// replicated cluster c that has members outside the run: shards are cut
+// by host name alone, so another shard may hold another member of c and
+// restart it at the same moment. Refused unless PartialClusterVar.
+func (s *Session) shardSplits(c *topology.Cluster, hr *hostRun) bool {
+	return s.runner.Shard && c != nil && c.Replicated() && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr)
+}
+
+// shardAdvice is what to do about a cluster split across shards.
+const shardAdvice = "apply each replication cluster's hosts in one job (a --limit naming all of its members, left out of the --shard jobs), or set " + PartialClusterVar + ": true on this host to restart it anyway"
+
+// shardRefusal is hr's error when shardSplits refuses it.
+func shardRefusal(c *topology.Cluster, hr *hostRun) error {
+	return fmt.Errorf("%s: refusing to restart a member of a replication cluster with members outside this shard: another shard may restart one of them at the same time (%s); %s",
+		hr.host.Name, c, shardAdvice)
 }
 
 func partialAccepted(hr *hostRun) bool {
@@ -123,18 +213,24 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 	if !replicated {
 		return false
 	}
-	stopped := map[*topology.Cluster]error{}
+	// A member's failure stops its cluster for the whole run, not only
+	// for this session: a rollout's wave holds one member of a cluster,
+	// and the next member comes in a later wave's session.
+	stops := &s.runner.stops
 	for _, hr := range s.hosts {
 		// Every refusal is told on its own host, before any member moves.
 		if hr.err == nil && hr.tr != nil {
 			hr.err = refusal(hr)
 		}
+		if c := l.ClusterOf(hr.host.Name); hr.err == nil && hr.tr != nil && s.shardSplits(c, hr) {
+			hr.err = shardRefusal(c, hr)
+		}
 	}
 	for _, hr := range s.hosts {
 		// A member that already failed (its facts or its check) stops its
 		// cluster before any member is touched.
-		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.err != nil && stopped[c] == nil {
-			stopped[c] = fmt.Errorf("%s of the same cluster failed before apply", hr.host.Name)
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.err != nil {
+			stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster failed before apply", hr.host.Name))
 		}
 	}
 	for _, hr := range s.hosts {
@@ -142,8 +238,8 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// cluster too: with it down, taking any other member down leaves
 		// the cluster with no standby (or no primary), and a switchover
 		// could not repoint it.
-		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && stopped[c] == nil && hr.facts != nil && hr.facts.Topology.IsStopped() {
-			stopped[c] = fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", hr.host.Name)
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && stops.of(c, hr.host.Name) == nil && hr.facts != nil && hr.facts.Topology.IsStopped() {
+			stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", hr.host.Name))
 			if hr.err == nil && hr.tr != nil {
 				hr.err = fmt.Errorf("%s: PostgreSQL is not running: the rollout of its cluster (%s) stops before any member is touched; start it and run again", hr.host.Name, c)
 			}
@@ -153,13 +249,17 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		var run []*hostRun
 		for _, hr := range wave {
 			c := l.ClusterOf(hr.host.Name)
-			if err := stopped[c]; c != nil && err != nil && hr.err == nil && hr.tr != nil {
-				hr.err = fmt.Errorf("%s: not touched: %w; the cluster's rollout stopped there", hr.host.Name, err)
-				continue
+			if c != nil && c.Replicated() && hr.err == nil && hr.tr != nil {
+				if why := stops.of(c, hr.host.Name); why != nil {
+					hr.err = fmt.Errorf("%s: %w: %w; the cluster's rollout stopped there", hr.host.Name, ErrNotTouched, why)
+					notApplied(ctx, hr)
+					continue
+				}
 			}
 			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
 				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",
 					hr.host.Name, c, PartialClusterVar)
+				notApplied(ctx, hr)
 				continue
 			}
 			run = append(run, hr)
@@ -177,8 +277,8 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if hr.err == nil && len(hr.applied) > 0 && c.Primary != hr.host.Name {
 				hr.err = s.awaitStreaming(ctx, hr)
 			}
-			if hr.err != nil && stopped[c] == nil {
-				stopped[c] = fmt.Errorf("%s of the same cluster failed", hr.host.Name)
+			if hr.err != nil {
+				stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster failed", hr.host.Name))
 			}
 		}
 		for _, hr := range wave {
@@ -186,6 +286,13 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// notApplied tells Apply's Done hook (ApplyHooks) about a host the
+// cluster order left alone, as applyHost does for the others.
+func notApplied(ctx context.Context, hr *hostRun) {
+	started := false
+	hostApplied(ctx, hr, &started)
 }
 
 // awaitStreaming waits until a standby that was just applied streams

@@ -45,10 +45,19 @@ type Runner struct {
 	// plans and applies a few hosts at a time then still knows every
 	// member of their clusters. Unset, each session groups its own hosts.
 	Layout *topology.Layout
+	// Shard says the run is one shard of a fleet (--shard i/n): another
+	// shard's run may restart a member of a cluster this one has only
+	// part of at the same moment (clusters.go).
+	Shard bool
 	// HostDone, when set, is told each host's outcome as soon as the host
 	// finishes a phase ("plan", "apply"), so results can be shown as
 	// they come. It is called from the hosts' goroutines, concurrently.
 	HostDone func(phase string, h report.Host)
+
+	// stops are the members that stopped their cluster: kept for the
+	// whole run, as a rollout applies each wave in a session of its own
+	// (clusters.go).
+	stops clusterStops
 }
 
 // Registry returns the module registry in the form the playbook loader

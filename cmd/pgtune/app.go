@@ -129,6 +129,7 @@ func (a *App) runner(o *options, mods map[string]engine.Module) *engine.Runner {
 		RunID:       a.newRunID(),
 		HostTimeout: o.timeout,
 		PlanOnly:    o.planOnly,
+		Shard:       o.fleet.shard != "",
 	}
 }
 

@@ -80,9 +80,13 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 	r.State.Status = Running
 	var todo []*inventory.Host
 	for _, h := range r.Hosts {
-		if hs := r.State.Host(h.Name); hs.Done() {
+		hs := r.State.Host(h.Name)
+		if hs.Done() {
 			r.results[h.Name] = doneHost(*hs)
 			continue
+		}
+		if why := failedEarlier(*hs); why != nil {
+			r.Runner.StopCluster(h.Name, why)
 		}
 		todo = append(todo, h)
 	}
@@ -208,6 +212,7 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		return 0, false, err
 	}
 	notStarted := map[string]bool{}
+	untouched := map[string]bool{} // left alone: its cluster stopped (engine.ErrNotTouched)
 	hooks := engine.ApplyHooks{Stop: r.Stop, Done: func(res engine.HostResult) {
 		r.mu.Lock()
 		hs := r.State.Host(res.Name)
@@ -217,6 +222,9 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		case errors.Is(res.Err, engine.ErrInterrupted) && !res.Started:
 			hs.State = NotReached
 			notStarted[res.Name] = true
+		case errors.Is(res.Err, engine.ErrNotTouched) && !res.Started:
+			hs.State = NotReached
+			untouched[res.Name] = true
 		default:
 			hs.State, hs.Unreachable = Failed, res.Unreachable
 		}
@@ -239,6 +247,10 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		case notStarted[h.Name]:
 			hs.State = NotReached
 			h.Error = strPtr("not reached: the run was interrupted before this host started")
+		case untouched[h.Name]:
+			// Reported failed with why; not reached in the state: no
+			// failure of its own for the budget, retried by a resume.
+			hs.State = NotReached
 		case h.Status == report.Failed || h.Status == report.Unreachable:
 			hs.State, hs.Unreachable = Failed, h.Status == report.Unreachable
 			failed++
@@ -250,6 +262,17 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		r.results[h.Name] = h
 	}
 	return failed, true, nil
+}
+
+// failedEarlier is why a host an earlier attempt failed stops its
+// replication cluster in this one (nil for any other host): it may be
+// left down or not streaming, so the rest of its cluster waits until it
+// is verified again.
+func failedEarlier(hs HostState) error {
+	if hs.State != Failed {
+		return nil
+	}
+	return fmt.Errorf("%s of the same cluster failed in run %s (a resume retries only the members that failed; resume again once they are verified)", hs.Name, hs.RunID)
 }
 
 // failedHosts counts the run's failures so far for the budget: the hosts

@@ -1,0 +1,214 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/internal/fakehost"
+)
+
+// shardSession is clusterSession planned by a Runner told the run is a
+// shard (or not).
+func shardSession(t *testing.T, m *restarter, drop []string, vars map[string]map[string]any, shard bool) *Session {
+	t.Helper()
+	topos := replicated()
+	for _, h := range drop {
+		delete(topos, h) // in another shard
+	}
+	s := clusterSession(t, m, topos, vars)
+	s.runner.Shard = shard
+	for _, hr := range s.hosts {
+		hr.notes = nil
+	}
+	s.placeInClusters()
+	return s
+}
+
+// TestShardRefusesSplitCluster: a shard restarts no member of a cluster
+// it holds only part of (another shard may restart another member at the
+// same moment), unless the partial-cluster var accepts it; check says so
+// in the plan. A cluster wholly in the shard is applied as before, and a
+// run that is no shard keeps the primary-only rule.
+func TestShardRefusesSplitCluster(t *testing.T) {
+	shardErr := "refusing to restart a member of a replication cluster with members outside this shard: another shard may restart one of them at the same time (cluster 1: "
+	advice := "apply each replication cluster's hosts in one job (a --limit naming all of its members, left out of the --shard jobs), or set pgtune_restart_partial_cluster: true on this host to restart it anyway"
+	shardNote := "apply will refuse to restart this member: its replication cluster has members outside this shard, and another shard may restart one of them at the same time (" + advice + ")"
+	primaryErr := "refusing to restart the primary of cluster 1: "
+	for _, tc := range []struct {
+		name    string
+		drop    []string // members of cluster 1 in another shard
+		shard   bool
+		vars    map[string]map[string]any
+		refused map[string]string // host: its error
+		applied []string          // of cluster 1
+	}{
+		{name: "shard, standby without its primary", drop: []string{"p", "s2"}, shard: true,
+			refused: map[string]string{"s1": shardErr}},
+		{name: "shard, primary and a standby without the other", drop: []string{"s2"}, shard: true,
+			refused: map[string]string{"s1": shardErr, "p": shardErr}},
+		{name: "shard, accepted by the var", drop: []string{"p", "s2"}, shard: true,
+			vars: map[string]map[string]any{"s1": {PartialClusterVar: true}}, applied: []string{"s1"}},
+		{name: "no shard, standby without its primary", drop: []string{"p", "s2"},
+			applied: []string{"s1"}},
+		{name: "no shard, primary and a standby", drop: []string{"s2"},
+			refused: map[string]string{"p": primaryErr}, applied: []string{"s1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &restarter{}
+			s := shardSession(t, m, tc.drop, tc.vars, tc.shard)
+			for _, hr := range s.hosts {
+				notes := strings.Join(hr.notes, "\n")
+				want := tc.shard && tc.refused[hr.host.Name] != ""
+				if strings.Contains(notes, shardNote) != want {
+					t.Errorf("%s: notes %q; shard note wanted: %t", hr.host.Name, notes, want)
+				}
+			}
+			s.Apply(context.Background())
+			for _, hr := range s.hosts {
+				want, e := tc.refused[hr.host.Name], errOf(hr)
+				if want == "" && e != "" || !strings.Contains(e, want) {
+					t.Errorf("%s: error %q, want %q", hr.host.Name, e, want)
+				}
+				if tc.shard && want != "" && !strings.HasSuffix(e, advice) {
+					t.Errorf("%s: error %q does not say what to do", hr.host.Name, e)
+				}
+				if want != "" && slices.Contains(m.order, hr.host.Name) {
+					t.Errorf("%s refused but applied (order %v)", hr.host.Name, m.order)
+				}
+			}
+			for _, h := range append([]string{"q", "q1", "lone"}, tc.applied...) {
+				if !slices.Contains(m.order, h) {
+					t.Errorf("%s not applied (order %v)", h, m.order)
+				}
+			}
+		})
+	}
+}
+
+// TestStopClusterOneSession: members an earlier attempt failed
+// (StopCluster, seeded by a resumed rollout) stop the rest of their
+// cluster in a run of one session too; they themselves are retried, one
+// at a time in cluster order, and a retry that fails again stops the
+// members after it.
+func TestStopClusterOneSession(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		seeded    []string
+		fail      string
+		untouched map[string]string // host: the member named in its error
+		applied   []string          // of cluster 1, in order
+	}{
+		{name: "failed standby", seeded: []string{"s1"},
+			untouched: map[string]string{"s2": "s1 of the same cluster failed in run R", "p": "s1 of the same cluster failed in run R"},
+			applied:   []string{"s1"}},
+		{name: "failed standby and primary", seeded: []string{"s1", "p"},
+			untouched: map[string]string{"s2": "s1 of the same cluster failed in run R"},
+			applied:   []string{"s1", "p"}},
+		{name: "failed standby fails again", seeded: []string{"s1", "p"}, fail: "s1",
+			untouched: map[string]string{"s2": "s1 of the same cluster failed;", "p": "s1 of the same cluster failed;"},
+			applied:   []string{"s1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &restarter{fail: map[string]bool{tc.fail: true}}
+			s := clusterSession(t, m, replicated(), nil)
+			for _, h := range tc.seeded {
+				s.runner.StopCluster(h, errors.New(h+" of the same cluster failed in run R"))
+			}
+			s.Apply(context.Background())
+			for _, hr := range s.hosts {
+				e, why := errOf(hr), tc.untouched[hr.host.Name]
+				switch {
+				case why != "":
+					if !errors.Is(hr.err, ErrNotTouched) || !strings.Contains(e, hr.host.Name+": not touched: "+why) || !strings.HasSuffix(e, "; the cluster's rollout stopped there") {
+						t.Errorf("%s: %q, want not touched: %s", hr.host.Name, e, why)
+					}
+				case hr.host.Name == tc.fail:
+					if !strings.Contains(e, "server refused to start") {
+						t.Errorf("%s: %q", hr.host.Name, e)
+					}
+				case e != "":
+					t.Errorf("%s: %q, want applied", hr.host.Name, e)
+				}
+			}
+			var got []string
+			for _, h := range m.order {
+				if h == "s1" || h == "s2" || h == "p" {
+					got = append(got, h)
+				}
+			}
+			if !slices.Equal(got, tc.applied) || len(m.order)-len(got) != 3 {
+				t.Errorf("applied %v, want %v of cluster 1 and q1, q, lone", m.order, tc.applied)
+			}
+		})
+	}
+}
+
+// TestClusterStopAcrossSessions: a rollout applies each wave in a session
+// of its own, over one Runner whose Layout knows every member. A standby
+// that fails, or is not back and streaming in time, still stops its
+// cluster in the sessions after it.
+func TestClusterStopAcrossSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name, fail string
+		streams    bool // the standby's server can be asked whether it streams
+		want       string
+	}{
+		{name: "apply fails", fail: "s1", want: "server refused to start"},
+		{name: "not streaming again", streams: true, want: "s1: standby not back and streaming within"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := replicated()
+			var hf []HostFacts
+			for name, topo := range all {
+				hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}})
+			}
+			m := &restarter{fail: map[string]bool{tc.fail: true}}
+			var r *Runner
+			for _, wave := range [][]string{{"s1", "q1"}, {"s2", "lone"}, {"p", "q"}} {
+				topos := map[string]*facts.Topology{}
+				for _, h := range wave {
+					topos[h] = all[h]
+				}
+				s := clusterSession(t, m, topos, nil)
+				if r == nil {
+					r = s.runner
+					r.Layout, r.StreamTimeout = ClusterLayout(hf), time.Millisecond
+				}
+				s.runner = r // one Runner for the whole rollout
+				for _, hr := range s.hosts {
+					if hr.host.Name == "s1" && tc.streams {
+						// Asked, it never answers: a host that runs no commands.
+						hr.tr = fakehost.New()
+						hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
+					}
+				}
+				s.Apply(context.Background())
+				for _, hr := range s.hosts {
+					e := errOf(hr)
+					switch hr.host.Name {
+					case "s1":
+						if !strings.Contains(e, tc.want) {
+							t.Errorf("s1: %q, want %q", e, tc.want)
+						}
+					case "s2", "p":
+						if !errors.Is(hr.err, ErrNotTouched) || !strings.Contains(e, hr.host.Name+": not touched: s1 of the same cluster failed; the cluster's rollout stopped there") {
+							t.Errorf("%s: %q, want not touched because of s1", hr.host.Name, e)
+						}
+					default:
+						if e != "" {
+							t.Errorf("%s (another cluster): %q", hr.host.Name, e)
+						}
+					}
+				}
+			}
+			if slices.Contains(m.order, "s2") || slices.Contains(m.order, "p") || len(m.order) != 4 {
+				t.Errorf("applied %v, want s1 and the other clusters only", m.order)
+			}
+		})
+	}
+}

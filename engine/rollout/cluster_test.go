@@ -1,0 +1,251 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/playbook"
+	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/fakehost"
+)
+
+// restart plans a service restart on every host until it is applied
+// there; Apply fails on the hosts in fail. It records the applies.
+type restart struct {
+	mu      sync.Mutex
+	fail    map[string]bool
+	done    map[string]bool
+	applied []string
+}
+
+func (*restart) Name() string       { return "restart" }
+func (*restart) Requires() []string { return nil }
+func (*restart) NewParams() any     { return &struct{}{} }
+func (*restart) Validate(any) error { return nil }
+
+func (m *restart) Check(_ context.Context, t *engine.Target, _ any) (*plan.ModulePlan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := &plan.ModulePlan{Module: "restart"}
+	if !m.done[t.Name] {
+		p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: "a", After: "b"})
+	}
+	return p, nil
+}
+
+func (m *restart) Apply(_ context.Context, t *engine.Target, _ *plan.ModulePlan) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.applied = append(m.applied, t.Name)
+	if m.fail[t.Name] {
+		return errors.New("server refused to start")
+	}
+	m.done[t.Name] = true
+	return nil
+}
+
+func (*restart) Verify(context.Context, *engine.Target, *plan.ModulePlan) error { return nil }
+
+// Clusters of the rollout tests: p streams to s1 and s2, q to q1; lone is
+// a primary with no standby.
+var clusterHosts = []string{"p", "s1", "s2", "q", "q1", "lone"}
+
+func clusterFacts(names []string) []engine.HostFacts {
+	two := []facts.StandbyInfo{{Name: "s1", State: "streaming"}, {Name: "s2", State: "streaming"}}
+	topo := map[string]*facts.Topology{
+		"p":    {Role: "primary", SystemID: "1", Standbys: two},
+		"s1":   {Role: "standby", SystemID: "1", Receiver: "streaming"},
+		"s2":   {Role: "standby", SystemID: "1", Receiver: "streaming"},
+		"q":    {Role: "primary", SystemID: "2", Standbys: two[:1]},
+		"q1":   {Role: "standby", SystemID: "2", Receiver: "streaming"},
+		"lone": {Role: "primary", SystemID: "3"},
+	}
+	var out []engine.HostFacts
+	for _, n := range names {
+		out = append(out, engine.HostFacts{Name: n, Facts: &facts.Facts{Topology: topo[n]}})
+	}
+	return out
+}
+
+// clusterRollout is a serial rollout over fake hosts (a recorded VM's
+// facts) in the clusters above, ordered as the CLI orders it
+// (Runner.Layout, standbys first): each call is a new attempt of the same
+// run state, with a Runner of its own as a resumed process has. It
+// returns the outcome and the waves, in order.
+func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial int) (*Outcome, []Batch) {
+	t.Helper()
+	gather, err := os.ReadFile("../facts/testdata/gather-debian-vm.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y strings.Builder
+	y.WriteString("all:\n  hosts:\n")
+	for _, n := range clusterHosts {
+		y.WriteString("    " + n + ":\n")
+	}
+	inv, err := inventory.Parse("inv.yml", []byte(y.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, _ := engine.Registry(m)
+	book := &playbook.Playbook{File: "p.yml", Plays: []*playbook.Play{{
+		Name: "p", Hosts: "all", Sections: []string{"restart"}, Policy: map[string]any{"restart": &struct{}{}},
+	}}}
+	hosts, err := engine.Targets(inv, book, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := engine.ClusterLayout(clusterFacts(clusterHosts))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := &engine.Runner{Modules: mods, Forks: 4, RunID: runID, Log: log, Layout: layout,
+		Dial: func(context.Context, *inventory.Host) (transport.Transport, error) {
+			h := fakehost.New()
+			h.Other = func(_ context.Context, cmd transport.Command) (transport.Result, error) {
+				if len(cmd.Args) > 2 && strings.Contains(cmd.Args[2], "/proc/meminfo") {
+					return transport.Result{Stdout: gather}, nil
+				}
+				res := transport.Result{ExitCode: 1}
+				return res, &transport.ExitError{Command: cmd.String(), Result: res}
+			}
+			return h, nil
+		}}
+	var waves []Batch
+	ro := &Rollout{Runner: r, Inventory: inv, Book: book, Hosts: hosts, State: st, Stop: make(chan struct{}), Log: log,
+		Plan:       playbook.Rollout{Serial: []playbook.BatchSize{{Count: serial}}},
+		Order:      Order{Sort: layout.SortHosts, Waves: layout.WavesHosts},
+		BeforeWave: func(b Batch) { waves = append(waves, b) }}
+	out, err := ro.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, waves
+}
+
+// placeOf is the batch and wave a host was applied in (0, 0: none).
+func placeOf(waves []Batch, name string) (batch, wave int) {
+	for _, b := range waves {
+		if slices.Contains(b.Hosts, name) {
+			return b.Number, b.Wave
+		}
+	}
+	return 0, 0
+}
+
+func hostOf(r *report.Report, name string) report.Host {
+	for _, h := range r.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	return report.Host{}
+}
+
+// checkHosts compares each host's state and report error (a substring;
+// "" for none) with want.
+func checkHosts(t *testing.T, out *Outcome, st *State, want map[string][2]string) {
+	t.Helper()
+	for name, w := range want {
+		h := hostOf(out.Report, name)
+		msg := ""
+		if h.Error != nil {
+			msg = *h.Error
+		}
+		if got := st.Host(name).State; got != w[0] {
+			t.Errorf("%s: state %s, want %s (error %q)", name, got, w[0], msg)
+		}
+		if w[1] == "" && msg != "" || !strings.Contains(msg, w[1]) {
+			t.Errorf("%s: error %q, want %q", name, msg, w[1])
+		}
+		if w[0] == NotReached && h.Status != report.Failed {
+			t.Errorf("%s: status %s, want failed (not touched)", name, h.Status)
+		}
+	}
+}
+
+// TestRolloutFailedMemberStopsItsCluster: under serial each wave is a
+// session of its own; a standby that fails still stops its cluster for
+// the rest of the run, whether its other members come in a later wave of
+// the same batch or in later batches. A resume retries the failed
+// standby alone, and the next resume goes on.
+func TestRolloutFailedMemberStopsItsCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		serial    int
+		sameBatch bool // s2 in s1's batch (a later wave), else in a later batch
+	}{
+		{"later batches", 2, false},        // [q1 s1], [s2 lone], [p q]
+		{"later wave of a batch", 3, true}, // [q1 s1] [s2], [lone p q]
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{}}
+			st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+			out, waves := clusterRollout(t, m, st, "20261203T080000Z-aaaaaa", tc.serial)
+			b1, w1 := placeOf(waves, "s1")
+			b2, w2 := placeOf(waves, "s2")
+			bp, _ := placeOf(waves, "p")
+			if (b1 == b2 && w2 > w1) != tc.sameBatch || (!tc.sameBatch && b2 <= b1) || bp <= b1 {
+				t.Fatalf("waves %+v: not the case tested", waves)
+			}
+			stopped := "not touched: s1 of the same cluster failed; the cluster's rollout stopped there"
+			checkHosts(t, out, st, map[string][2]string{
+				"s1": {Failed, "server refused to start"}, "s2": {NotReached, stopped}, "p": {NotReached, stopped},
+				"q1": {Verified, ""}, "q": {Verified, ""}, "lone": {Verified, ""},
+			})
+			if slices.Contains(m.applied, "s2") || slices.Contains(m.applied, "p") {
+				t.Errorf("applied %v after s1 failed", m.applied)
+			}
+			if out.Stopped != "" {
+				t.Errorf("rollout stopped: %s (the untouched hosts are no failures of their own)", out.Stopped)
+			}
+
+			// The operator fixes s1 and resumes: s1 alone is retried, its
+			// cluster's other members wait for the next resume.
+			delete(m.fail, "s1")
+			m.applied = nil
+			out, _ = clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", tc.serial)
+			waiting := "not touched: s1 of the same cluster failed in run 20261203T080000Z-aaaaaa (a resume retries only the members that failed; resume again once they are verified); the cluster's rollout stopped there"
+			checkHosts(t, out, st, map[string][2]string{
+				"s1": {Verified, ""}, "s2": {NotReached, waiting}, "p": {NotReached, waiting},
+			})
+			if !slices.Equal(m.applied, []string{"s1"}) {
+				t.Errorf("resume applied %v, want s1 alone", m.applied)
+			}
+
+			m.applied = nil
+			out, _ = clusterRollout(t, m, st, "20261203T082000Z-cccccc", tc.serial)
+			checkHosts(t, out, st, map[string][2]string{"s2": {Verified, ""}, "p": {Verified, ""}})
+			if !slices.Equal(m.applied, []string{"s2", "p"}) {
+				t.Errorf("second resume applied %v, want s2 then p", m.applied)
+			}
+		})
+	}
+}
+
+// TestRolloutResumeRetriedMemberFailsAgain: the failed standby is
+// retried first and fails again: its primary is still not touched.
+func TestRolloutResumeRetriedMemberFailsAgain(t *testing.T) {
+	m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{"q1": true, "q": true, "lone": true}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	st.Host("s1").State, st.Host("s1").RunID = Failed, "20261203T080000Z-aaaaaa"
+	out, _ := clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6)
+	stopped := "not touched: s1 of the same cluster failed; the cluster's rollout stopped there"
+	checkHosts(t, out, st, map[string][2]string{
+		"s1": {Failed, "server refused to start"}, "s2": {NotReached, stopped}, "p": {NotReached, stopped},
+	})
+	if !slices.Equal(m.applied, []string{"s1"}) {
+		t.Errorf("applied %v, want s1 alone", m.applied)
+	}
+}

@@ -77,6 +77,14 @@ func (cs *clusterStops) of(c *topology.Cluster, host string) error {
 	return nil
 }
 
+// retried reports whether host failed in an earlier attempt
+// (StopCluster) and is retried now.
+func (cs *clusterStops) retried(host string) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.earlier[host] != nil
+}
+
 // StopCluster stops the replication cluster of host for the rest of the
 // run: no other member of it is applied (each fails with ErrNotTouched
 // and why), but host itself is, and so is any other member given to
@@ -274,7 +282,10 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if c == nil || !c.Replicated() {
 				continue
 			}
-			if hr.err == nil && len(hr.applied) > 0 && c.Primary != hr.host.Name {
+			// A member an earlier attempt failed is waited for even with
+			// nothing left to apply: it may have been left not streaming,
+			// and verifying it lets the next resume take its primary down.
+			if hr.err == nil && (len(hr.applied) > 0 || stops.retried(hr.host.Name)) && c.Primary != hr.host.Name {
 				hr.err = s.awaitStreaming(ctx, hr)
 			}
 			if hr.err != nil {

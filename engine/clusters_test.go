@@ -22,20 +22,24 @@ import (
 // restarter plans a restart on every host and records, while applying,
 // which hosts are "down" at once.
 type restarter struct {
-	fail    map[string]bool
-	mu      sync.Mutex
-	down    map[string]bool
-	order   []string
-	overlap []string // "a+b": two members of one cluster down together
-	cluster map[string]string
+	fail     map[string]bool
+	inPolicy map[string]bool // hosts it plans nothing for
+	mu       sync.Mutex
+	down     map[string]bool
+	order    []string
+	overlap  []string // "a+b": two members of one cluster down together
+	cluster  map[string]string
 }
 
 func (r *restarter) Name() string       { return "restarter" }
 func (r *restarter) Requires() []string { return nil }
 func (r *restarter) NewParams() any     { return &struct{}{} }
 func (r *restarter) Validate(any) error { return nil }
-func (r *restarter) Check(context.Context, *Target, any) (*plan.ModulePlan, error) {
+func (r *restarter) Check(_ context.Context, t *Target, _ any) (*plan.ModulePlan, error) {
 	p := &plan.ModulePlan{Module: "restarter"}
+	if t != nil && r.inPolicy[t.Name] {
+		return p, nil
+	}
 	p.Add(plan.Change{Kind: plan.KindRestart, Target: "restart postgresql", Before: "a", After: "b"})
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
@@ -210,5 +211,40 @@ func TestClusterStopAcrossSessions(t *testing.T) {
 				t.Errorf("applied %v, want s1 and the other clusters only", m.order)
 			}
 		})
+	}
+}
+
+// TestRetriedStandbyMustStream: a standby an earlier attempt failed and
+// that has nothing left to apply (its restart went through, its streaming
+// did not come back) is not verified until it streams: verified, the
+// next resume would take its primary down.
+func TestRetriedStandbyMustStream(t *testing.T) {
+	m := &restarter{inPolicy: map[string]bool{"s1": true}}
+	s := clusterSession(t, m, replicated(), nil)
+	s.runner.StreamTimeout = time.Millisecond
+	s.runner.StopCluster("s1", errors.New("s1 of the same cluster failed in run R"))
+	for _, hr := range s.hosts {
+		if hr.host.Name == "s1" {
+			hr.steps = []*step{{module: m, plan: &plan.ModulePlan{Module: "restarter"}}} // in policy
+			hr.tr = fakehost.New()                                                       // asked, it never answers
+			hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
+		}
+	}
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		e := errOf(hr)
+		switch hr.host.Name {
+		case "s1":
+			if !strings.Contains(e, "s1: standby not back and streaming within") {
+				t.Errorf("s1: %q, want the streaming wait's error", e)
+			}
+		case "s2", "p":
+			if !errors.Is(hr.err, ErrNotTouched) {
+				t.Errorf("%s: %q, want not touched", hr.host.Name, e)
+			}
+		}
+	}
+	if slices.Contains(m.order, "s1") {
+		t.Errorf("s1 had nothing to apply but was applied (order %v)", m.order)
 	}
 }

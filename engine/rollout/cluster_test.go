@@ -249,3 +249,20 @@ func TestRolloutResumeRetriedMemberFailsAgain(t *testing.T) {
 		t.Errorf("applied %v, want s1 alone", m.applied)
 	}
 }
+
+// TestRolloutResumeInProgressMember: a controller killed while a standby
+// was applied leaves it in progress; a resume retries it alone (it may be
+// left down or not streaming) and its cluster's other members wait.
+func TestRolloutResumeInProgressMember(t *testing.T) {
+	m := &restart{done: map[string]bool{"q1": true, "q": true, "lone": true}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	st.Host("s1").State, st.Host("s1").RunID = InProgress, "20261203T080000Z-aaaaaa"
+	out, _ := clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6)
+	waiting := "not touched: s1 of the same cluster was being applied when run 20261203T080000Z-aaaaaa ended (a resume retries only such members; resume again once they are verified); the cluster's rollout stopped there"
+	checkHosts(t, out, st, map[string][2]string{
+		"s1": {Verified, ""}, "s2": {NotReached, waiting}, "p": {NotReached, waiting},
+	})
+	if !slices.Equal(m.applied, []string{"s1"}) {
+		t.Errorf("applied %v, want s1 alone", m.applied)
+	}
+}

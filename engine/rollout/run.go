@@ -269,10 +269,15 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 // left down or not streaming, so the rest of its cluster waits until it
 // is verified again.
 func failedEarlier(hs HostState) error {
-	if hs.State != Failed {
-		return nil
+	switch hs.State {
+	case Failed:
+		return fmt.Errorf("%s of the same cluster failed in run %s (a resume retries only the members that failed; resume again once they are verified)", hs.Name, hs.RunID)
+	case InProgress:
+		// The controller died while it was applied (killed, host lost):
+		// it may be down or not streaming, as a failed member may.
+		return fmt.Errorf("%s of the same cluster was being applied when run %s ended (a resume retries only such members; resume again once they are verified)", hs.Name, hs.RunID)
 	}
-	return fmt.Errorf("%s of the same cluster failed in run %s (a resume retries only the members that failed; resume again once they are verified)", hs.Name, hs.RunID)
+	return nil
 }
 
 // failedHosts counts the run's failures so far for the budget: the hosts

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,6 +123,140 @@ func TestRolloutInterruptedDuringGather(t *testing.T) {
 			code, _, stderr = normal("apply", "--resume", "--yes")
 			if code != 0 || len(m.applied) != 5 {
 				t.Errorf("resume: exit %d, applied %v; want 0 and all 5 hosts\n%s", code, m.applied, stderr)
+			}
+		})
+	}
+}
+
+// noDiscovery is a localFacts host whose PostgreSQL discovery fails: a
+// rollback, which names no host in a play, skips a host where no cluster
+// was found, but looks at one where the discovery failed.
+type noDiscovery struct{ localFacts }
+
+func (h noDiscovery) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	if isDiscovery(cmd) {
+		res := transport.Result{ExitCode: 1, Stderr: []byte("discovery refused by the test")}
+		return res, &transport.ExitError{Command: cmd.String(), Result: res}
+	}
+	return h.localFacts.Run(ctx, cmd)
+}
+
+// promptWriter is stderr that calls asked once the confirmation question
+// has been written.
+type promptWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	once  sync.Once
+	asked func()
+}
+
+func (w *promptWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, err := w.buf.Write(p)
+	done := strings.Contains(w.buf.String(), "[y/N]")
+	w.mu.Unlock()
+	if done {
+		w.once.Do(w.asked)
+	}
+	return n, err
+}
+
+func (w *promptWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestRollbackInterrupted: Ctrl-C while rollback plans, or at its
+// question, stops it with exit 130 and nothing changed. Its signal
+// context takes the signal, so before, a rollback went on to ask and to
+// apply under a cancelled context (with --yes at once), and a Ctrl-C at
+// the question went unnoticed.
+func TestRollbackInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the host lock's commands on this machine as root")
+	}
+	for _, when := range []string{"planning", "question"} {
+		t.Run(when, func(t *testing.T) {
+			t.Setenv("XDG_STATE_HOME", t.TempDir())
+			work := t.TempDir()
+			dir := filepath.Join(work, "managed")
+			file := filepath.Join(dir, "managed.conf")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, file, "old\n")
+			inv := filepath.Join(work, "inventory.yml")
+			writeFile(t, inv, "all:\n  hosts:\n    h1:\n      pgtune_state_dir: "+filepath.Join(work, "h1")+"\n    h2:\n      pgtune_state_dir: "+filepath.Join(work, "h2")+"\n")
+			book := filepath.Join(work, "gate.yml")
+			writeFile(t, book, "- hosts: h1\n  policy:\n    gate:\n      file: "+file+"\n      content: \"new\\n\"\n")
+			transcript := []byte(profiles[0].transcript())
+			log := &commandLog{path: filepath.Join(work, "fake.log")}
+			signal := func() {
+				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+					t.Error(err)
+				}
+			}
+			app := func(dial func(ctx context.Context, h *inventory.Host) error, stdin io.Reader, stderr io.Writer, args ...string) int {
+				a := newApp()
+				a.Modules = []engine.Module{&gate{dir: dir}}
+				a.Stdin, a.Stdout, a.Stderr = stdin, io.Discard, stderr
+				a.IsTerminal = func() bool { return stdin != nil }
+				a.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+					if err := dial(ctx, h); err != nil {
+						return nil, err
+					}
+					return noDiscovery{localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}}, nil
+				}
+				return a.Run(args)
+			}
+			reach := func(context.Context, *inventory.Host) error { return nil }
+			var out bytes.Buffer
+			if code := app(reach, nil, &out, "apply", "--yes", "-i", inv, book); code != 0 || readString(t, file) != "new\n" {
+				t.Fatalf("apply: exit %d, file %q\n%s", code, readString(t, file), out.String())
+			}
+
+			var code int
+			var stderr fmt.Stringer
+			switch when {
+			case "planning":
+				// h1 is planned (its rollback has a change), then the
+				// signal comes while h2 is reached.
+				var cut bool
+				dial := func(ctx context.Context, h *inventory.Host) error {
+					if h.Name != "h2" {
+						return nil
+					}
+					signal()
+					select {
+					case <-ctx.Done():
+						cut = true
+						return ctx.Err()
+					case <-time.After(time.Minute): // a deadline, not a wait: the signal cuts it
+						return errors.New("the signal did not cut the connection")
+					}
+				}
+				var buf bytes.Buffer
+				code, stderr = app(dial, nil, &buf, "rollback", "--yes", "--forks", "1", "-i", inv), &buf
+				if !cut {
+					t.Fatalf("the signal did not reach the rollback\n%s", buf.String())
+				}
+			case "question":
+				// A terminal nobody answers, closed (no answer: not
+				// confirmed) should the signal go unnoticed.
+				stdin, hold := io.Pipe()
+				w := &promptWriter{asked: func() {
+					signal()
+					time.AfterFunc(time.Minute, func() { hold.Close() }) // a deadline, not a wait
+				}}
+				code, stderr = app(reach, stdin, w, "rollback", "-i", inv), w
+				hold.Close()
+			}
+			if code != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") || !strings.Contains(stderr.String(), "nothing was changed") {
+				t.Errorf("exit %d, want %d, and stderr saying it was interrupted and nothing was changed:\n%s", code, exitInterrupted, stderr)
+			}
+			if got := readString(t, file); got != "new\n" {
+				t.Errorf("the interrupted rollback changed the file: %q", got)
 			}
 		})
 	}

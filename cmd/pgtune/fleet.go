@@ -177,7 +177,7 @@ func (a *App) rolloutApply(o *options) int {
 		return a.fail(err)
 	}
 	runner := a.runner(o, mods)
-	order := a.clusterOrder(runner, l.hosts, plan)
+	resumed := st != nil
 	if st == nil {
 		st = rollout.NewState(dir, runner.RunID, a.Now())
 		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
@@ -188,8 +188,14 @@ func (a *App) rolloutApply(o *options) int {
 	} else if st.PlaybookSHA256 != sum {
 		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
 	}
+	// One Ctrl-C handler for the whole command, the fact gather that
+	// orders the batches included: a signal during it must stop the run.
 	ctx, stop, release := interruptible(a)
 	defer release()
+	order, ok := a.clusterOrder(ctx, stop, runner, l.hosts, plan)
+	if !ok {
+		return a.interruptedBeforeStart(st, resumed)
+	}
 	view := a.newRolloutView(o, runner, len(l.hosts))
 	ro := &rollout.Rollout{
 		Runner: runner, Inventory: l.inv, Book: l.book, Hosts: l.hosts,
@@ -391,13 +397,53 @@ func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 // hosts are sorted standbys first and primaries last, and a batch is
 // split into waves with at most one member of a cluster each. Without
 // batches the one session orders its own hosts.
-func (a *App) clusterOrder(r *engine.Runner, hosts []*inventory.Host, plan playbook.Rollout) rollout.Order {
+//
+// ok is false when Ctrl-C came during the gather: it is cut at the first
+// signal (it only reads, nothing is left half done), and no layout is
+// made, as one from the hosts gathered so far would misplace the members
+// of their clusters that were not.
+func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.Runner, hosts []*inventory.Host, plan playbook.Rollout) (order rollout.Order, ok bool) {
 	if len(plan.Serial) == 0 {
-		return rollout.Order{}
+		return rollout.Order{}, true
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	l := engine.ClusterLayout(r.Facts(ctx, hosts))
+	gather, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-gather.Done():
+		}
+	}()
+	facts := r.Facts(gather, hosts)
+	if gather.Err() != nil || isClosed(stop) {
+		return rollout.Order{}, false
+	}
+	l := engine.ClusterLayout(facts)
 	r.Layout = l
-	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}
+	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}, true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// interruptedBeforeStart ends a rollout stopped by Ctrl-C before its first
+// batch: no host was changed. A new run writes no state file (a resume of
+// a run that never started has nothing to continue, and --resume alone
+// would pick it over an older interrupted run); a resumed run's state is
+// left as it was, so --resume continues it the same way.
+func (a *App) interruptedBeforeStart(st *rollout.State, resumed bool) int {
+	msg := "pgtune: interrupted while reading the hosts' facts, before the first batch: no host was changed"
+	if resumed {
+		fmt.Fprintf(a.Stderr, "%s; run state in %s unchanged; continue with: pgtune apply --resume %s\n", msg, st.Path(), st.ID)
+	} else {
+		fmt.Fprintf(a.Stderr, "%s; no run state written (nothing to resume)\n", msg)
+	}
+	return exitInterrupted
 }

@@ -76,13 +76,26 @@ func (a *App) plan(ctx context.Context, o *options, lv *live) (*engine.Session, 
 func (a *App) execute(ctx context.Context, o *options, s *engine.Session, lv *live, question string) int {
 	planned := s.Report("check")
 	lv.finish(planned)
+	if ctx.Err() != nil {
+		// Ctrl-C while planning (signalContext): the plan is cut short,
+		// and the interrupt means stop, not apply what was planned.
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted while planning; nothing was changed")
+		return exitInterrupted
+	}
 	if s.HasChanges() {
 		// The plan is the text report: host text in it is escaped and
 		// secrets masked like everywhere else (report.Printer).
 		if err := lv.recap(planned); err != nil {
 			return a.fail(fmt.Errorf("writing the plan: %w", err))
 		}
-		if err := a.confirm(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift)); err != nil {
+		// Ctrl-C at the question stops the run: the signal context
+		// has taken the signal, so reading on would never notice it.
+		err := a.confirmOrStop(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift), ctx.Done())
+		if err != nil && ctx.Err() != nil {
+			fmt.Fprintln(a.Stderr, "pgtune: interrupted while asking; nothing was changed")
+			return exitInterrupted
+		}
+		if err != nil {
 			return a.fail(err)
 		}
 	}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/rollout"
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+// interruptingApp runs the CLI in-process over fleetApp's hosts and sends
+// sig to this process from the run's first connection: with serial that
+// is the pre-batch fact gather's. The connection is held until the run
+// cancels it, so the signal is known to have reached the run, and
+// cancelled reports whether it did (false: the deadline passed).
+func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args ...string) (int, string), cancelled func() bool) {
+	t.Helper()
+	transcript := []byte(profiles[0].transcript())
+	log := &commandLog{path: filepath.Join(t.TempDir(), "fake.log")}
+	var once sync.Once
+	var cut bool
+	dial := func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}, nil
+		}
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			cut = true
+			return nil, ctx.Err()
+		case <-time.After(time.Minute): // a deadline, not a wait: the signal cuts it
+			return nil, errors.New("the signal did not cut the connection")
+		}
+	}
+	return func(args ...string) (int, string) {
+			t.Helper()
+			var stdout, stderr bytes.Buffer
+			app := newApp()
+			app.Modules = []engine.Module{m}
+			app.Stdin = strings.NewReader("")
+			app.Stdout, app.Stderr = &stdout, &stderr
+			app.IsTerminal = func() bool { return false }
+			app.Dial = dial
+			code := app.Run(append(args, "--format", "json"))
+			return code, stderr.String()
+		}, func() bool {
+			return cut
+		}
+}
+
+// TestRolloutInterruptedDuringGather: Ctrl-C (SIGINT or SIGTERM) while a
+// serial apply reads every host's facts before its first batch stops the
+// run there: exit 130, no host planned or applied, and no run state for a
+// run that never started. Interrupted the same way, a resume leaves its
+// run's state as it was and can be resumed again.
+func TestRolloutInterruptedDuringGather(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			m := newMark("h1")
+			normal, inv, book := fleetApp(t, m)
+			dir, err := rollout.Dir()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			run, cancelled := interruptingApp(t, m, sig)
+			code, stderr := run("apply", "-i", inv, "--yes", "--serial", "2", book)
+			if !cancelled() {
+				t.Fatalf("the gather went on after the signal\n%s", stderr)
+			}
+			if code != exitInterrupted || len(m.events) != 0 {
+				t.Errorf("exit %d, module calls %v; want exit %d and no host planned or applied\n%s", code, m.events, exitInterrupted, stderr)
+			}
+			if !strings.Contains(stderr, "interrupted while reading the hosts' facts") || !strings.Contains(stderr, "no host was changed") {
+				t.Errorf("stderr does not say the run was interrupted and nothing changed:\n%s", stderr)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a run that never started left run state: %v", entries)
+			}
+
+			// A run stopped by its failed canary, then resumed and
+			// interrupted during the gather: its state is untouched.
+			code, _, stderr = normal("apply", "-i", inv, "--yes", "--serial", "1,100%", book)
+			if code != 1 || !strings.Contains(stderr, "--resume") {
+				t.Fatalf("failed canary: exit %d\n%s", code, stderr)
+			}
+			st, err := rollout.Load(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := readString(t, st.Path())
+			delete(m.fail, "h1")
+			m.events, m.applied = nil, nil
+			run, cancelled = interruptingApp(t, m, sig)
+			code, stderr = run("apply", "--resume", "--yes")
+			if !cancelled() || code != exitInterrupted || len(m.events) != 0 {
+				t.Errorf("interrupted resume: exit %d, module calls %v; want exit %d and none\n%s", code, m.events, exitInterrupted, stderr)
+			}
+			if !strings.Contains(stderr, "--resume "+st.ID) {
+				t.Errorf("stderr does not say how to continue run %s:\n%s", st.ID, stderr)
+			}
+			if after := readString(t, st.Path()); after != before {
+				t.Errorf("an interrupted resume changed the run state:\n%s\nwas:\n%s", after, before)
+			}
+
+			// The run resumes after all: every host applied once.
+			code, _, stderr = normal("apply", "--resume", "--yes")
+			if code != 0 || len(m.applied) != 5 {
+				t.Errorf("resume: exit %d, applied %v; want 0 and all 5 hosts\n%s", code, m.applied, stderr)
+			}
+		})
+	}
+}
+
+// noDiscovery is a localFacts host whose PostgreSQL discovery fails: a
+// rollback, which names no host in a play, skips a host where no cluster
+// was found, but looks at one where the discovery failed.
+type noDiscovery struct{ localFacts }
+
+func (h noDiscovery) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	if isDiscovery(cmd) {
+		res := transport.Result{ExitCode: 1, Stderr: []byte("discovery refused by the test")}
+		return res, &transport.ExitError{Command: cmd.String(), Result: res}
+	}
+	return h.localFacts.Run(ctx, cmd)
+}
+
+// promptWriter is stderr that calls asked once the confirmation question
+// has been written.
+type promptWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	once  sync.Once
+	asked func()
+}
+
+func (w *promptWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, err := w.buf.Write(p)
+	done := strings.Contains(w.buf.String(), "[y/N]")
+	w.mu.Unlock()
+	if done {
+		w.once.Do(w.asked)
+	}
+	return n, err
+}
+
+func (w *promptWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestRollbackInterrupted: Ctrl-C while rollback plans, or at its
+// question, stops it with exit 130 and nothing changed. Its signal
+// context takes the signal, so before, a rollback went on to ask and to
+// apply under a cancelled context (with --yes at once), and a Ctrl-C at
+// the question went unnoticed.
+func TestRollbackInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the host lock's commands on this machine as root")
+	}
+	for _, when := range []string{"planning", "question"} {
+		t.Run(when, func(t *testing.T) {
+			t.Setenv("XDG_STATE_HOME", t.TempDir())
+			work := t.TempDir()
+			dir := filepath.Join(work, "managed")
+			file := filepath.Join(dir, "managed.conf")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, file, "old\n")
+			inv := filepath.Join(work, "inventory.yml")
+			writeFile(t, inv, "all:\n  hosts:\n    h1:\n      pgtune_state_dir: "+filepath.Join(work, "h1")+"\n    h2:\n      pgtune_state_dir: "+filepath.Join(work, "h2")+"\n")
+			book := filepath.Join(work, "gate.yml")
+			writeFile(t, book, "- hosts: h1\n  policy:\n    gate:\n      file: "+file+"\n      content: \"new\\n\"\n")
+			transcript := []byte(profiles[0].transcript())
+			log := &commandLog{path: filepath.Join(work, "fake.log")}
+			signal := func() {
+				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+					t.Error(err)
+				}
+			}
+			app := func(dial func(ctx context.Context, h *inventory.Host) error, stdin io.Reader, stderr io.Writer, args ...string) int {
+				a := newApp()
+				a.Modules = []engine.Module{&gate{dir: dir}}
+				a.Stdin, a.Stdout, a.Stderr = stdin, io.Discard, stderr
+				a.IsTerminal = func() bool { return stdin != nil }
+				a.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+					if err := dial(ctx, h); err != nil {
+						return nil, err
+					}
+					return noDiscovery{localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}}, nil
+				}
+				return a.Run(args)
+			}
+			reach := func(context.Context, *inventory.Host) error { return nil }
+			var out bytes.Buffer
+			if code := app(reach, nil, &out, "apply", "--yes", "-i", inv, book); code != 0 || readString(t, file) != "new\n" {
+				t.Fatalf("apply: exit %d, file %q\n%s", code, readString(t, file), out.String())
+			}
+
+			var code int
+			var stderr fmt.Stringer
+			switch when {
+			case "planning":
+				// h1 is planned (its rollback has a change), then the
+				// signal comes while h2 is reached.
+				var cut bool
+				dial := func(ctx context.Context, h *inventory.Host) error {
+					if h.Name != "h2" {
+						return nil
+					}
+					signal()
+					select {
+					case <-ctx.Done():
+						cut = true
+						return ctx.Err()
+					case <-time.After(time.Minute): // a deadline, not a wait: the signal cuts it
+						return errors.New("the signal did not cut the connection")
+					}
+				}
+				var buf bytes.Buffer
+				code, stderr = app(dial, nil, &buf, "rollback", "--yes", "--forks", "1", "-i", inv), &buf
+				if !cut {
+					t.Fatalf("the signal did not reach the rollback\n%s", buf.String())
+				}
+			case "question":
+				// A terminal nobody answers, closed (no answer: not
+				// confirmed) should the signal go unnoticed.
+				stdin, hold := io.Pipe()
+				w := &promptWriter{asked: func() {
+					signal()
+					time.AfterFunc(time.Minute, func() { hold.Close() }) // a deadline, not a wait
+				}}
+				code, stderr = app(reach, stdin, w, "rollback", "-i", inv), w
+				hold.Close()
+			}
+			if code != exitInterrupted || !strings.Contains(stderr.String(), "interrupted") || !strings.Contains(stderr.String(), "nothing was changed") {
+				t.Errorf("exit %d, want %d, and stderr saying it was interrupted and nothing was changed:\n%s", code, exitInterrupted, stderr)
+			}
+			if got := readString(t, file); got != "new\n" {
+				t.Errorf("the interrupted rollback changed the file: %q", got)
+			}
+		})
+	}
+}

@@ -183,9 +183,7 @@ func TestClusterStopAcrossSessions(t *testing.T) {
 				s.runner = r // one Runner for the whole rollout
 				for _, hr := range s.hosts {
 					if hr.host.Name == "s1" && tc.streams {
-						// Asked, it never answers: a host that runs no commands.
-						hr.tr = fakehost.New()
-						hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
+						neverStreams(hr)
 					}
 				}
 				s.Apply(context.Background())
@@ -226,8 +224,7 @@ func TestRetriedStandbyMustStream(t *testing.T) {
 	for _, hr := range s.hosts {
 		if hr.host.Name == "s1" {
 			hr.steps = []*step{{module: m, plan: &plan.ModulePlan{Module: "restarter"}}} // in policy
-			hr.tr = fakehost.New()                                                       // asked, it never answers
-			hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
+			neverStreams(hr)
 		}
 	}
 	s.Apply(context.Background())
@@ -247,4 +244,11 @@ func TestRetriedStandbyMustStream(t *testing.T) {
 	if slices.Contains(m.order, "s1") {
 		t.Errorf("s1 had nothing to apply but was applied (order %v)", m.order)
 	}
+}
+
+// neverStreams makes hr a running server that, asked whether it streams,
+// never answers: a host that runs no commands.
+func neverStreams(hr *hostRun) {
+	hr.tr = fakehost.New()
+	hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
 }

@@ -116,12 +116,7 @@ func fleetApp(t *testing.T, m *mark, unreachable ...string) (func(args ...string
 	log := &commandLog{path: filepath.Join(t.TempDir(), "fake.log")}
 	return func(args ...string) (int, jsonReport, string) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		app := newApp()
-		app.Modules = []engine.Module{m}
-		app.Stdin = strings.NewReader("")
-		app.Stdout, app.Stderr = &stdout, &stderr
-		app.IsTerminal = func() bool { return false }
+		app, stdout, stderr := testApp(m)
 		app.Dial = func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
 			if slices.Contains(unreachable, h.Name) {
 				return nil, errors.New("connection refused")
@@ -245,4 +240,16 @@ func TestRolloutBatchesInOrderAndResume(t *testing.T) {
 			t.Errorf("apply %v of a finished run: exit %d, events %v\n%s", args, code, m.events, stderr)
 		}
 	}
+}
+
+// testApp is the CLI in-process with module m alone, no stdin and no
+// terminal; its output goes to the buffers returned. The caller sets Dial.
+func testApp(m engine.Module) (*App, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	app := newApp()
+	app.Modules = []engine.Module{m}
+	app.Stdin = strings.NewReader("")
+	app.Stdout, app.Stderr = &stdout, &stderr
+	app.IsTerminal = func() bool { return false }
+	return app, &stdout, &stderr
 }

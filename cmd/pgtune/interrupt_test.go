@@ -50,12 +50,7 @@ func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args .
 	}
 	return func(args ...string) (int, string) {
 			t.Helper()
-			var stdout, stderr bytes.Buffer
-			app := newApp()
-			app.Modules = []engine.Module{m}
-			app.Stdin = strings.NewReader("")
-			app.Stdout, app.Stderr = &stdout, &stderr
-			app.IsTerminal = func() bool { return false }
+			app, _, stderr := testApp(m)
 			app.Dial = dial
 			code := app.Run(append(args, "--format", "json"))
 			return code, stderr.String()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -18,12 +17,7 @@ import (
 // for the commands that must stop before contacting any (refusals). The
 // run state is wherever XDG_STATE_HOME points (fleetApp sets it).
 func runBare(m engine.Module, args ...string) (int, string) {
-	var stdout, stderr bytes.Buffer
-	app := newApp()
-	app.Modules = []engine.Module{m}
-	app.Stdin = strings.NewReader("")
-	app.Stdout, app.Stderr = &stdout, &stderr
-	app.IsTerminal = func() bool { return false }
+	app, _, stderr := testApp(m)
 	app.Dial = func(context.Context, *inventory.Host) (transport.Transport, error) {
 		return nil, errors.New("runBare: no host is reachable")
 	}

@@ -245,8 +245,10 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// A member that is down (its server not running) stops its
 		// cluster too: with it down, taking any other member down leaves
 		// the cluster with no standby (or no primary), and a switchover
-		// could not repoint it.
-		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && stops.of(c, hr.host.Name) == nil && hr.facts != nil && hr.facts.Topology.IsStopped() {
+		// could not repoint it. Whatever else stopped the cluster: a
+		// member an earlier attempt failed is retried, but not while
+		// another member is down.
+		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.facts != nil && hr.facts.Topology.IsStopped() {
 			stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", hr.host.Name))
 			if hr.err == nil && hr.tr != nil {
 				hr.err = fmt.Errorf("%s: PostgreSQL is not running: the rollout of its cluster (%s) stops before any member is touched; start it and run again", hr.host.Name, c)

@@ -252,3 +252,51 @@ func neverStreams(hr *hostRun) {
 	hr.tr = fakehost.New()
 	hr.facts.Postgres = &facts.Postgres{Owner: "postgres", Running: true, BinDir: "/nonexistent", Port: 5432}
 }
+
+// TestRetriedMemberWaitsForDownMember: a member an earlier attempt failed
+// is retried, but not while another member of its cluster is down.
+func TestRetriedMemberWaitsForDownMember(t *testing.T) {
+	m := &restarter{}
+	topos := replicated()
+	topos["p"].Standbys = topos["p"].Standbys[:1] // s2 streams no more
+	topos["s2"] = &facts.Topology{Role: facts.RoleStopped, SystemID: "1"}
+	s := clusterSession(t, m, topos, nil)
+	s.runner.StopCluster("s1", errors.New("s1 of the same cluster failed in run R"))
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		switch hr.host.Name {
+		case "s1":
+			if !errors.Is(hr.err, ErrNotTouched) || !strings.Contains(errOf(hr), "s2 of the same cluster is down") {
+				t.Errorf("s1: %q, want not touched because s2 is down", errOf(hr))
+			}
+		case "p":
+			if !errors.Is(hr.err, ErrNotTouched) {
+				t.Errorf("p: %q, want not touched", errOf(hr))
+			}
+		case "s2":
+			if !strings.Contains(errOf(hr), "PostgreSQL is not running") {
+				t.Errorf("s2: %q, want its own error", errOf(hr))
+			}
+		}
+	}
+	if slices.Contains(m.order, "s1") || slices.Contains(m.order, "p") {
+		t.Errorf("applied %v while s2 is down", m.order)
+	}
+}
+
+// TestPlanKeepsRetriedMembersConnection: planning closes the connection
+// of a host with nothing to apply, but not of a member an earlier attempt
+// failed: its streaming is asked after the wave (awaitStreaming returns
+// at once for a host without one).
+func TestPlanKeepsRetriedMembersConnection(t *testing.T) {
+	m := &restarter{}
+	s := clusterSession(t, m, replicated(), nil)
+	s.runner.StopCluster("s1", errors.New("s1 of the same cluster failed in run R"))
+	for _, hr := range s.hosts {
+		hr.steps = []*step{{module: m, plan: &plan.ModulePlan{Module: "restarter"}}} // in policy
+		s.releaseIfDone(hr)
+		if kept := hr.tr != nil; kept != (hr.host.Name == "s1") {
+			t.Errorf("%s: connection kept %t", hr.host.Name, kept)
+		}
+	}
+}

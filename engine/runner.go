@@ -161,7 +161,10 @@ func (s *Session) releaseIfDone(hr *hostRun) {
 	for _, st := range hr.steps {
 		changes = changes || st.plan.HasChanges()
 	}
-	if s.runner.PlanOnly || hr.err != nil || !changes {
+	// A member an earlier attempt failed keeps its connection even with
+	// nothing to apply: applyInClusterOrder asks it whether it streams
+	// before its cluster goes on.
+	if s.runner.PlanOnly || hr.err != nil || (!changes && !s.runner.stops.retried(hr.host.Name)) {
 		_ = hr.tr.Close()
 		hr.tr = nil
 	}

@@ -56,8 +56,8 @@ func (cs *clusterStops) add(host string, why error) {
 
 // of is why cluster c is stopped for host (nil when it is not): the
 // first other member, in restart order, that stopped it. A host is never
-// stopped by itself, and a member an earlier attempt failed never by
-// another such member: a resume retries every member that failed, one at
+// stopped by itself, nor by a primary an earlier attempt failed, and a
+// member an earlier attempt failed never by another such member: a resume retries every member that failed, one at
 // a time in cluster order (a failure in this run still stops the rest),
 // and only the members that did not fail wait.
 func (cs *clusterStops) of(c *topology.Cluster, host string) error {
@@ -70,7 +70,11 @@ func (cs *clusterStops) of(c *topology.Cluster, host string) error {
 		if why := cs.now[m]; why != nil {
 			return why
 		}
-		if why := cs.earlier[m]; why != nil && cs.earlier[host] == nil {
+		// A primary an earlier attempt failed holds nothing: its
+		// standbys come before it anyway (and a switchover needs one on
+		// the new settings), and a primary left down stops its cluster
+		// as any down member does.
+		if why := cs.earlier[m]; why != nil && cs.earlier[host] == nil && m != c.Primary {
 			return why
 		}
 	}

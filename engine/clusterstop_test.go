@@ -107,6 +107,8 @@ func TestStopClusterOneSession(t *testing.T) {
 		{name: "failed standby", seeded: []string{"s1"},
 			untouched: map[string]string{"s2": "s1 of the same cluster failed in run R", "p": "s1 of the same cluster failed in run R"},
 			applied:   []string{"s1"}},
+		{name: "failed primary holds nothing", seeded: []string{"p"},
+			applied: []string{"s1", "s2", "p"}},
 		{name: "failed standby and primary", seeded: []string{"s1", "p"},
 			untouched: map[string]string{"s2": "s1 of the same cluster failed in run R"},
 			applied:   []string{"s1", "p"}},

@@ -108,14 +108,23 @@ func TestResumeBudgetOverTheRun(t *testing.T) {
 		wantApplied: []string{"h1", "h3", "h5"},
 	}, {
 		// First run: h1 and h2 fail, the run finishes. The resume retries
-		// them one by one with a budget of 0%: h1 applies, but h2's failure
-		// of the first run still counts (1 of 5) until its retry, which
-		// never comes.
-		name:  "an earlier failure counts until retried",
+		// them one by one with a budget of 0%: h1 applies, and h2's failure
+		// of the first run does not stop the resume before h2's retry (a
+		// stale failure is no reason not to retry it).
+		name:  "an earlier failure counts only once its retry fails",
 		first: []string{"--serial", "3", "--max-fail-percentage", "100"}, fail: []string{"h1", "h2"},
 		fixed:       []string{"h1"},
 		resume:      []string{"--serial", "1", "--max-fail-percentage", "0"},
-		wantApplied: []string{"h1"},
+		wantApplied: []string{"h1", "h2"},
+	}, {
+		// First run: h1, h2 and h3 fail, an all-failed batch stops it.
+		// The resume's first batch [h1 h2]: h2 applies, h1 fails again:
+		// 1 of 5 this attempt, over 0%: h3 is not retried.
+		name:  "a retry that fails again counts",
+		first: []string{"--serial", "3", "--max-fail-percentage", "100"}, fail: []string{"h1", "h2", "h3"},
+		fixed:       []string{"h2", "h3"},
+		resume:      []string{"--serial", "2", "--max-fail-percentage", "0"},
+		wantApplied: []string{"h1", "h2"},
 		wantStopped: "1 of 5 hosts failed (20.0%), more than max_fail_percentage 0%",
 	}}
 	for _, tt := range tests {

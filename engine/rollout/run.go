@@ -280,17 +280,18 @@ func failedEarlier(hs HostState) error {
 	return nil
 }
 
-// failedHosts counts the run's failures so far for the budget: the hosts
-// whose latest state is failed. A host an earlier attempt failed counts
-// from the start of a resume until it is retried, then as its retry went:
-// not at all once verified, once (not once per attempt) if it failed
-// again. Hosts left not reached by a stop or Ctrl-C are no failures.
+// failedHosts counts the failures for the budget, which is a share of
+// every host of the run: the hosts this attempt failed. A host an earlier
+// attempt failed counts only once its retry fails too (once, not once per
+// attempt): a resume exists to retry it, and a stale failure must not stop
+// the resume before it gets there. Hosts left not reached by a stop or
+// Ctrl-C are no failures.
 func (r *run) failedHosts() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, h := range r.Hosts {
-		if r.State.Host(h.Name).State == Failed {
+		if hs := r.State.Host(h.Name); hs.State == Failed && hs.RunID == r.Runner.RunID {
 			n++
 		}
 	}

@@ -23,7 +23,13 @@ func (s *Session) Apply(ctx context.Context) {
 
 func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	started := false
-	defer hostApplied(ctx, hr, &started) // interrupt.go
+	defer func(ctx context.Context) {
+		if s.holdDone {
+			hr.started = started // applyInClusterOrder tells it after the standby's wait
+			return
+		}
+		hostApplied(ctx, hr, &started) // interrupt.go
+	}(ctx)
 	if hr.err != nil || hr.tr == nil || hr.skipped {
 		// Failed, or nothing to change (its connection is already closed).
 		return

@@ -281,7 +281,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// The wave's own session has no phase: each host's outcome is
 		// told (HostDone) only once it is final, after the standby's
 		// wait below, and for the hosts not touched as well.
-		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l, outer: s}
+		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l, outer: s, holdDone: true}
 		sub.each(ctx, sub.applyHost)
 		for _, hr := range run {
 			c := l.ClusterOf(hr.host.Name)
@@ -297,6 +297,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if hr.err != nil {
 				stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster failed", hr.host.Name))
 			}
+		}
+		// Only now is a standby's outcome final: a run state must not
+		// hold it verified while it may still fail its wait.
+		for _, hr := range run {
+			hostApplied(ctx, hr, &hr.started)
 		}
 		for _, hr := range wave {
 			s.hostDone(hr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,6 +300,35 @@ func TestPlanKeepsRetriedMembersConnection(t *testing.T) {
 		s.releaseIfDone(hr)
 		if kept := hr.tr != nil; kept != (hr.host.Name == "s1") {
 			t.Errorf("%s: connection kept %t", hr.host.Name, kept)
+		}
+	}
+}
+
+// TestDoneAfterStreamingWait: a rollout's run state learns a standby's
+// outcome (ApplyHooks.Done) only once its streaming wait is over, so it
+// never holds as verified a standby that then fails the wait.
+func TestDoneAfterStreamingWait(t *testing.T) {
+	m := &restarter{}
+	s := clusterSession(t, m, replicated(), nil)
+	s.runner.StreamTimeout = time.Millisecond
+	for _, hr := range s.hosts {
+		if hr.host.Name == "s1" {
+			neverStreams(hr)
+		}
+	}
+	var mu sync.Mutex
+	done := map[string][]error{}
+	s.Apply(WithApplyHooks(context.Background(), ApplyHooks{Done: func(r HostResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		done[r.Name] = append(done[r.Name], r.Err)
+	}}))
+	if errs := done["s1"]; len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "standby not back and streaming within") {
+		t.Errorf("Done told s1 %v, want once, with its failed wait", errs)
+	}
+	for _, h := range []string{"p", "s2", "q", "q1", "lone"} {
+		if len(done[h]) != 1 {
+			t.Errorf("Done told %s %d times, want once", h, len(done[h]))
 		}
 	}
 }

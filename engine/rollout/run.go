@@ -235,7 +235,6 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 	applied := s.Report("apply")
 	failed := 0
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, h := range applied.Hosts {
 		hs := r.State.Host(h.Name)
 		hs.Applied = h.Changes
@@ -260,6 +259,12 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 			hs.State = Verified
 		}
 		r.results[h.Name] = h
+	}
+	r.mu.Unlock()
+	// The wave's final states (a standby's failed wait included) are on
+	// disk before the next wave is planned or confirmed.
+	if err := r.save(true); err != nil {
+		return failed, true, err
 	}
 	return failed, true, nil
 }

@@ -89,6 +89,23 @@ func (cs *clusterStops) retried(host string) bool {
 	return cs.earlier[host] != nil
 }
 
+// StopDownMembers stops, for the whole run, the cluster of every host
+// the facts show down (PostgreSQL not running). A rollout reads every
+// host's facts before its first batch; a member down then, in a later
+// wave, must keep the members of earlier waves up as well, not only its
+// own wave's (the rule applyInClusterOrder applies to a session).
+func (r *Runner) StopDownMembers(hosts []HostFacts) {
+	for _, h := range hosts {
+		if h.Facts != nil && h.Facts.Topology.IsStopped() {
+			r.stops.add(h.Name, memberDown(h.Name))
+		}
+	}
+}
+
+func memberDown(host string) error {
+	return fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", host)
+}
+
 // StopCluster stops the replication cluster of host for the rest of the
 // run: no other member of it is applied (each fails with ErrNotTouched
 // and why), but host itself is, and so is any other member given to
@@ -253,7 +270,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// member an earlier attempt failed is retried, but not while
 		// another member is down.
 		if c := l.ClusterOf(hr.host.Name); c != nil && c.Replicated() && hr.facts != nil && hr.facts.Topology.IsStopped() {
-			stops.add(hr.host.Name, fmt.Errorf("%s of the same cluster is down (PostgreSQL not running: start it, or leave it out with --limit)", hr.host.Name))
+			stops.add(hr.host.Name, memberDown(hr.host.Name))
 			if hr.err == nil && hr.tr != nil {
 				hr.err = fmt.Errorf("%s: PostgreSQL is not running: the rollout of its cluster (%s) stops before any member is touched; start it and run again", hr.host.Name, c)
 			}

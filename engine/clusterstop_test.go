@@ -332,3 +332,40 @@ func TestDoneAfterStreamingWait(t *testing.T) {
 		}
 	}
 }
+
+// TestDownMemberStopsEarlierWaves: under a rollout the waves are sessions
+// of their own; a member the first gather saw down (StopDownMembers)
+// keeps the members of earlier waves from going down too.
+func TestDownMemberStopsEarlierWaves(t *testing.T) {
+	all := replicated()
+	all["p"].Standbys = all["p"].Standbys[:1] // s2 streams no more
+	all["s2"] = &facts.Topology{Role: facts.RoleStopped, SystemID: "1"}
+	var hf []HostFacts
+	for name, topo := range all {
+		hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}})
+	}
+	m := &restarter{}
+	var r *Runner
+	for _, wave := range [][]string{{"s1", "q1"}, {"s2", "lone"}, {"p", "q"}} {
+		topos := map[string]*facts.Topology{}
+		for _, h := range wave {
+			topos[h] = all[h]
+		}
+		s := clusterSession(t, m, topos, nil)
+		if r == nil {
+			r = s.runner
+			r.Layout = ClusterLayout(hf)
+			r.StopDownMembers(hf)
+		}
+		s.runner = r
+		s.Apply(context.Background())
+		for _, hr := range s.hosts {
+			if (hr.host.Name == "s1" || hr.host.Name == "p") && (!errors.Is(hr.err, ErrNotTouched) || !strings.Contains(errOf(hr), "s2 of the same cluster is down")) {
+				t.Errorf("%s: %q, want not touched because s2 is down", hr.host.Name, errOf(hr))
+			}
+		}
+	}
+	if slices.Contains(m.order, "s1") || slices.Contains(m.order, "p") || len(m.order) != 3 {
+		t.Errorf("applied %v, want the other clusters only", m.order)
+	}
+}

@@ -421,6 +421,7 @@ func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.
 	}
 	l := engine.ClusterLayout(facts)
 	r.Layout = l
+	r.StopDownMembers(facts)
 	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}, true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type clusterStops struct {
 	// now: failed in this run; earlier: failed in an earlier attempt of
 	// a resumed rollout (StopCluster).
 	now, earlier map[string]error
+	// byID: members an earlier attempt failed, by their cluster's system
+	// identifier (StopClusterID), for a member this run has no facts of.
+	byID map[string]map[string]error
 }
 
 func (cs *clusterStops) add(host string, why error) {
@@ -78,6 +82,13 @@ func (cs *clusterStops) of(c *topology.Cluster, host string) error {
 			return why
 		}
 	}
+	// A failed member the layout does not hold (unreachable now, or left
+	// out by --limit) cannot be retried first: the cluster waits for it.
+	for m, why := range cs.byID[c.ID] {
+		if m != host && !slices.Contains(c.Members(), m) && cs.earlier[host] == nil {
+			return why
+		}
+	}
 	return nil
 }
 
@@ -87,6 +98,35 @@ func (cs *clusterStops) retried(host string) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.earlier[host] != nil
+}
+
+// StopClusterID is StopCluster for a member known by its cluster's
+// system identifier (from a run state): it holds that cluster even when
+// this run has no facts of host or does not include it.
+func (r *Runner) StopClusterID(id, host string, why error) {
+	if id == "" {
+		return
+	}
+	cs := &r.stops
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.byID == nil {
+		cs.byID = map[string]map[string]error{}
+	}
+	if cs.byID[id] == nil {
+		cs.byID[id] = map[string]error{}
+	}
+	cs.byID[id][host] = why
+}
+
+// ClusterID is the system identifier of host's replication cluster as
+// the session sees it, "" when it is in none with other members.
+func (s *Session) ClusterID(host string) string {
+	c := s.layout().ClusterOf(host)
+	if c == nil || !c.Replicated() {
+		return ""
+	}
+	return c.ID
 }
 
 // StopDownMembers stops, for the whole run, the cluster of every host

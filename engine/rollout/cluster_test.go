@@ -85,7 +85,7 @@ func clusterFacts(names []string) []engine.HostFacts {
 // (Runner.Layout, standbys first): each call is a new attempt of the same
 // run state, with a Runner of its own as a resumed process has. It
 // returns the outcome and the waves, in order.
-func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial int) (*Outcome, []Batch) {
+func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial int, noFacts ...string) (*Outcome, []Batch) {
 	t.Helper()
 	gather, err := os.ReadFile("../facts/testdata/gather-debian-vm.txt")
 	if err != nil {
@@ -108,7 +108,13 @@ func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial in
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := engine.ClusterLayout(clusterFacts(clusterHosts))
+	var known []string // hosts the first gather read facts of
+	for _, n := range clusterHosts {
+		if !slices.Contains(noFacts, n) {
+			known = append(known, n)
+		}
+	}
+	layout := engine.ClusterLayout(clusterFacts(known))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &engine.Runner{Modules: mods, Forks: 4, RunID: runID, Log: log, Layout: layout,
 		Dial: func(context.Context, *inventory.Host) (transport.Transport, error) {
@@ -264,5 +270,29 @@ func TestRolloutResumeInProgressMember(t *testing.T) {
 	})
 	if !slices.Equal(m.applied, []string{"s1"}) {
 		t.Errorf("applied %v, want s1 alone", m.applied)
+	}
+}
+
+// TestRolloutResumeFailedMemberWithoutFacts: the run state keeps each
+// member's cluster; a member that failed and cannot be reached when the
+// resume reads the facts (so it is in no cluster of the layout) still
+// holds its cluster: s2 is not restarted while s1 may be down.
+func TestRolloutResumeFailedMemberWithoutFacts(t *testing.T) {
+	m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{"q1": true, "q": true, "lone": true}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	clusterRollout(t, m, st, "20261203T080000Z-aaaaaa", 6)
+	if hs := st.Host("s1"); hs.State != Failed || hs.Cluster != "1" {
+		t.Fatalf("s1 after the first run: %+v, want failed in cluster 1", *hs)
+	}
+	m.applied = nil
+	clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6, "s1")
+	if slices.Contains(m.applied, "s2") || slices.Contains(m.applied, "p") {
+		t.Errorf("resume applied %v while s1, failed, had no facts", m.applied)
+	}
+	if hs := st.Host("s2"); hs.State != NotReached || !strings.Contains(hs.Error, "s1 of the same cluster failed in run 20261203T080000Z-aaaaaa") {
+		t.Errorf("s2: %+v, want not reached, held by s1", *hs)
+	}
+	if st.Host("s1").Cluster != "1" {
+		t.Errorf("s1's cluster forgotten while it had no facts: %+v", *st.Host("s1"))
 	}
 }

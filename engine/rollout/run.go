@@ -90,6 +90,13 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 		}
 		todo = append(todo, h)
 	}
+	// Every failed member holds its cluster by id too: this run may have
+	// no facts of it (unreachable now) or not include it (--limit).
+	for _, hs := range r.State.Hosts {
+		if why := failedEarlier(hs); why != nil {
+			r.Runner.StopClusterID(hs.Cluster, hs.Name, why)
+		}
+	}
 	todo = r.Order.sort(todo)
 	sizes := Sizes(len(todo), r.Plan.Serial)
 	// The failure budget is over every host of the run, those earlier
@@ -205,7 +212,11 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 	r.mu.Lock()
 	for _, h := range hosts {
 		hs := r.State.Host(h.Name)
-		*hs = HostState{Name: h.Name, State: InProgress, RunID: r.Runner.RunID, Batch: b.Number, Planned: plans[h.Name]}
+		cluster := s.ClusterID(h.Name)
+		if cluster == "" {
+			cluster = hs.Cluster // not known now (no facts): as last seen
+		}
+		*hs = HostState{Name: h.Name, State: InProgress, RunID: r.Runner.RunID, Batch: b.Number, Planned: plans[h.Name], Cluster: cluster}
 	}
 	r.mu.Unlock()
 	if err := r.save(true); err != nil {

@@ -82,6 +82,10 @@ type HostState struct {
 	Batch       int    `json:"batch,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Unreachable bool   `json:"unreachable,omitempty"`
+	// Cluster is the system identifier of the host's replication cluster
+	// when it was last planned in one: a resume keeps its cluster held for
+	// a member that failed even when that member cannot be reached now.
+	Cluster string `json:"cluster,omitempty"`
 	// Planned is the plan the host was applied from; Applied what was
 	// changed.
 	Planned []report.Change `json:"planned,omitempty"`

@@ -296,3 +296,25 @@ func TestRolloutResumeFailedMemberWithoutFacts(t *testing.T) {
 		t.Errorf("s1's cluster forgotten while it had no facts: %+v", *st.Host("s1"))
 	}
 }
+
+// TestRolloutUntouchedKeepsEarlierFailure: a host an earlier attempt
+// failed and this one leaves untouched (its cluster held by a member that
+// failed again) stays failed, from that earlier run, in the state: the
+// next resume retries it first and holds its cluster for it.
+func TestRolloutUntouchedKeepsEarlierFailure(t *testing.T) {
+	m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{"q1": true, "q": true, "lone": true}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	for _, h := range []string{"s1", "p"} {
+		st.Host(h).State, st.Host(h).RunID = Failed, "20261203T080000Z-aaaaaa"
+	}
+	clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6)
+	if slices.Contains(m.applied, "p") {
+		t.Fatalf("applied %v: p was not held", m.applied)
+	}
+	if hs := st.Host("p"); hs.State != Failed || hs.RunID != "20261203T080000Z-aaaaaa" {
+		t.Errorf("p: %+v, want still failed from the first run", *hs)
+	}
+	if hs := st.Host("s2"); hs.State != NotReached {
+		t.Errorf("s2: %+v, want not reached", *hs)
+	}
+}

@@ -210,8 +210,10 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		}
 	}
 	r.mu.Lock()
+	before := map[string]HostState{} // what a host left untouched goes back to
 	for _, h := range hosts {
 		hs := r.State.Host(h.Name)
+		before[h.Name] = *hs
 		cluster := s.ClusterID(h.Name)
 		if cluster == "" {
 			cluster = hs.Cluster // not known now (no facts): as last seen
@@ -232,9 +234,11 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 			hs.State = Verified
 		case errors.Is(res.Err, engine.ErrInterrupted) && !res.Started:
 			hs.State = NotReached
+			keepFailed(hs, before[res.Name])
 			notStarted[res.Name] = true
 		case errors.Is(res.Err, engine.ErrNotTouched) && !res.Started:
 			hs.State = NotReached
+			keepFailed(hs, before[res.Name])
 			untouched[res.Name] = true
 		default:
 			hs.State, hs.Unreachable = Failed, res.Unreachable
@@ -256,11 +260,13 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		switch {
 		case notStarted[h.Name]:
 			hs.State = NotReached
+			keepFailed(hs, before[h.Name])
 			h.Error = strPtr("not reached: the run was interrupted before this host started")
 		case untouched[h.Name]:
 			// Reported failed with why; not reached in the state: no
 			// failure of its own for the budget, retried by a resume.
 			hs.State = NotReached
+			keepFailed(hs, before[h.Name])
 		case h.Status == report.Failed || h.Status == report.Unreachable:
 			hs.State, hs.Unreachable = Failed, h.Status == report.Unreachable
 			failed++
@@ -278,6 +284,17 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		return failed, true, err
 	}
 	return failed, true, nil
+}
+
+// keepFailed puts back the state of a host this attempt left untouched
+// when an earlier attempt had failed it or left it in progress: it may
+// still be down or not streaming, and the next resume must retry it first
+// and hold its cluster for it (failedEarlier), not take it for a host
+// never reached.
+func keepFailed(hs *HostState, before HostState) {
+	if failedEarlier(before) != nil {
+		hs.State, hs.RunID, hs.Unreachable = before.State, before.RunID, before.Unreachable
+	}
 }
 
 // failedEarlier is why a host an earlier attempt failed stops its

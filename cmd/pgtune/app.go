@@ -140,10 +140,21 @@ func (a *App) newRunID() string {
 	return a.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// signalContext cancels on SIGINT/SIGTERM so remote sessions are torn down
-// instead of orphaned.
+// signalContext cancels on SIGINT/SIGTERM (and SIGHUP, see stopSignals)
+// so remote sessions are torn down instead of orphaned.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), stopSignals()...)
+}
+
+// stopSignals are the signals that stop a run: SIGINT, SIGTERM, and
+// SIGHUP (the terminal went away: a laptop's SSH session dropped) unless
+// it is ignored. Under nohup it is, and asking for it would undo that.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // confirm asks on a terminal; without one it refuses unless --yes.

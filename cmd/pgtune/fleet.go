@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -355,14 +354,14 @@ func (a *App) confirmOrStop(o *options, question string, stop <-chan struct{}) e
 }
 
 // interruptible is the context hosts work under and the channel Ctrl-C
-// closes. The first SIGINT or SIGTERM closes stop: every host finishes the
+// closes. The first SIGINT or SIGTERM (or SIGHUP: stopSignals) closes stop: every host finishes the
 // module in flight (a restart completes, a file is whole) and starts no
 // other. A second one cancels the context: commands in flight are cut.
 func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := make(chan struct{})
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, stopSignals()...)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -65,7 +65,7 @@ func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args .
 // run that never started. Interrupted the same way, a resume leaves its
 // run's state as it was and can be resumed again.
 func TestRolloutInterruptedDuringGather(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			m := newMark("h1")
 			normal, inv, book := fleetApp(t, m)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pgtune/pgtune/engine"
@@ -115,6 +116,30 @@ func NewState(dir, id string, now time.Time) *State {
 
 // Path is the state file.
 func (s *State) Path() string { return s.path }
+
+// Lock takes the run for this process until release: a second pgtune
+// continuing the same run at once (a --resume while the first still
+// runs) is refused, not let loose on the same hosts. The lock is the
+// kernel's (flock), so it goes with a killed process.
+func (s *State) Lock() (release func(), err error) {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("run state: %w", err)
+	}
+	p := filepath.Join(dir, "."+s.ID+".lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("run state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("run %s is being applied by another pgtune right now (it holds %s): let it finish or stop it, then resume", s.ID, p)
+		}
+		return nil, fmt.Errorf("run state: lock %s: %w", p, err)
+	}
+	return func() { _ = f.Close() }, nil
+}
 
 // Host returns the host's entry, added as not reached when absent.
 func (s *State) Host(name string) *HostState {

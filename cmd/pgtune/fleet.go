@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
@@ -181,7 +182,7 @@ func (a *App) rolloutApply(o *options) int {
 		st = rollout.NewState(dir, runner.RunID, a.Now())
 		st.Inventory, st.Playbook, st.Limit, st.Shard, st.PlaybookSHA256 = absPath(o.inventory), absPath(o.playbook), o.limit, o.fleet.shard, sum
 		st.Flags = o.fleet.savedFlags()
-		if st.ExtraVarsSHA256, err = extraVarsSum(st.ID, o.extraVars); err != nil {
+		if st.ExtraVarsFingerprint, err = extraVarsSum(st.ID, o.extraVars); err != nil {
 			return a.fail(err)
 		}
 	} else if st.PlaybookSHA256 != sum {
@@ -231,7 +232,7 @@ func (o *options) resumeFrom(st *rollout.State) error {
 	if err != nil {
 		return err
 	}
-	if sum != st.ExtraVarsSHA256 {
+	if sum != st.ExtraVarsFingerprint {
 		return fmt.Errorf("--resume %s: the extra vars (-e) are not the run's: its verified hosts were verified with other vars; pass the same -e as the run that started it (pgtune keeps only a fingerprint of them, as they may hold secrets), or start a new apply", st.ID)
 	}
 	if !o.given["i"] && !o.given["inventory"] {
@@ -258,20 +259,20 @@ func (o *options) resumeFrom(st *rollout.State) error {
 }
 
 // extraVarsSum fingerprints a run's -e vars for its resume to compare ("":
-// none). The run state keeps this SHA-256 and never the vars: -e may carry
-// secrets (a password for a policy, the plain value of a Vault var), and
-// no secret reaches a file. The vars are hashed as parsed, so -e 'a=1 b=2'
-// and -e a=1 -e b=2 agree and an edited -e @FILE does not; %#v prints
-// maps sorted by key. The run id salts the sum: equal vars in two runs
-// give different sums, and no table of known sums applies.
+// none). The run state keeps this and never the vars: -e may carry secrets
+// (a password for a policy, the plain value of a Vault var), and no secret
+// reaches a file. The vars are hashed as parsed, so -e 'a=1 b=2' and
+// -e a=1 -e b=2 agree and an edited -e @FILE does not; %#v prints maps
+// sorted by key. argon2id, memory-hard, salted with the run id: a state
+// file read by someone else is no fast oracle for guessing a weak
+// password in the vars (a plain SHA-256 would be).
 func extraVarsSum(runID string, args []string) (string, error) {
 	vars, err := parseExtraVars(args)
 	if err != nil || len(vars) == 0 {
 		return "", err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%#v", runID, vars)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	key := argon2.IDKey([]byte(fmt.Sprintf("%#v", vars)), []byte("pgtune extra vars "+runID), 1, 64*1024, 2, 32)
+	return "argon2id:" + hex.EncodeToString(key), nil
 }
 
 // flags are the rollout flags a resume takes over from its run.

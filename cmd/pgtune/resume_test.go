@@ -58,8 +58,8 @@ func TestResumeRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := readString(t, st.Path())
-			if strings.Contains(data, secret) || (len(tt.start) > 0) != (st.ExtraVarsSHA256 != "") {
-				t.Errorf("state: extra_vars_sha256 %q; want one exactly with -e, and no value:\n%s", st.ExtraVarsSHA256, data)
+			if strings.Contains(data, secret) || (len(tt.start) > 0) != (st.ExtraVarsFingerprint != "") {
+				t.Errorf("state: extra_vars_fingerprint %q; want one exactly with -e, and no value:\n%s", st.ExtraVarsFingerprint, data)
 			}
 			if tt.editBook {
 				writeFile(t, book, readString(t, book)+"# edited\n")

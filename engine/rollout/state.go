@@ -50,10 +50,10 @@ type State struct {
 	PlaybookSHA256 string `json:"playbook_sha256"`
 	Limit          string `json:"limit,omitempty"`
 	Shard          string `json:"shard,omitempty"`
-	// ExtraVarsSHA256 fingerprints the run's -e vars ("" without -e): a
-	// resume with other vars is refused. Never the vars themselves: they
-	// may hold secrets.
-	ExtraVarsSHA256 string `json:"extra_vars_sha256,omitempty"`
+	// ExtraVarsFingerprint fingerprints the run's -e vars ("" without -e;
+	// argon2id, see extraVarsSum): a resume with other vars is refused.
+	// Never the vars themselves: they may hold secrets.
+	ExtraVarsFingerprint string `json:"extra_vars_fingerprint,omitempty"`
 	// Flags are the rollout flags the run was started with (serial,
 	// max_fail_percentage, any_errors_fatal, pause_between_batches):
 	// a resume keeps the same batches and budget.

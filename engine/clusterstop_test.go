@@ -167,23 +167,8 @@ func TestClusterStopAcrossSessions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all := replicated()
-			var hf []HostFacts
-			for name, topo := range all {
-				hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}})
-			}
 			m := &restarter{fail: map[string]bool{tc.fail: true}}
-			var r *Runner
-			for _, wave := range [][]string{{"s1", "q1"}, {"s2", "lone"}, {"p", "q"}} {
-				topos := map[string]*facts.Topology{}
-				for _, h := range wave {
-					topos[h] = all[h]
-				}
-				s := clusterSession(t, m, topos, nil)
-				if r == nil {
-					r = s.runner
-					r.Layout, r.StreamTimeout = ClusterLayout(hf), time.Millisecond
-				}
-				s.runner = r // one Runner for the whole rollout
+			inWaves(t, m, all, func(r *Runner, _ []HostFacts) { r.StreamTimeout = time.Millisecond }, func(s *Session) {
 				for _, hr := range s.hosts {
 					if hr.host.Name == "s1" && tc.streams {
 						neverStreams(hr)
@@ -207,7 +192,7 @@ func TestClusterStopAcrossSessions(t *testing.T) {
 						}
 					}
 				}
-			}
+			})
 			if slices.Contains(m.order, "s2") || slices.Contains(m.order, "p") || len(m.order) != 4 {
 				t.Errorf("applied %v, want s1 and the other clusters only", m.order)
 			}
@@ -340,11 +325,30 @@ func TestDownMemberStopsEarlierWaves(t *testing.T) {
 	all := replicated()
 	all["p"].Standbys = all["p"].Standbys[:1] // s2 streams no more
 	all["s2"] = &facts.Topology{Role: facts.RoleStopped, SystemID: "1"}
+	m := &restarter{}
+	inWaves(t, m, all, (*Runner).StopDownMembers, func(s *Session) {
+		s.Apply(context.Background())
+		for _, hr := range s.hosts {
+			if (hr.host.Name == "s1" || hr.host.Name == "p") && (!errors.Is(hr.err, ErrNotTouched) || !strings.Contains(errOf(hr), "s2 of the same cluster is down")) {
+				t.Errorf("%s: %q, want not touched because s2 is down", hr.host.Name, errOf(hr))
+			}
+		}
+	})
+	if slices.Contains(m.order, "s1") || slices.Contains(m.order, "p") || len(m.order) != 3 {
+		t.Errorf("applied %v, want the other clusters only", m.order)
+	}
+}
+
+// inWaves applies the hosts of all as a rollout does: the waves [s1 q1]
+// [s2 lone] [p q], each a session of its own over one Runner, whose
+// Layout holds every host's facts; setup prepares that Runner, apply
+// applies and checks each wave's session.
+func inWaves(t *testing.T, m *restarter, all map[string]*facts.Topology, setup func(*Runner, []HostFacts), apply func(*Session)) {
+	t.Helper()
 	var hf []HostFacts
 	for name, topo := range all {
 		hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}})
 	}
-	m := &restarter{}
 	var r *Runner
 	for _, wave := range [][]string{{"s1", "q1"}, {"s2", "lone"}, {"p", "q"}} {
 		topos := map[string]*facts.Topology{}
@@ -355,17 +359,9 @@ func TestDownMemberStopsEarlierWaves(t *testing.T) {
 		if r == nil {
 			r = s.runner
 			r.Layout = ClusterLayout(hf)
-			r.StopDownMembers(hf)
+			setup(r, hf)
 		}
-		s.runner = r
-		s.Apply(context.Background())
-		for _, hr := range s.hosts {
-			if (hr.host.Name == "s1" || hr.host.Name == "p") && (!errors.Is(hr.err, ErrNotTouched) || !strings.Contains(errOf(hr), "s2 of the same cluster is down")) {
-				t.Errorf("%s: %q, want not touched because s2 is down", hr.host.Name, errOf(hr))
-			}
-		}
-	}
-	if slices.Contains(m.order, "s1") || slices.Contains(m.order, "p") || len(m.order) != 3 {
-		t.Errorf("applied %v, want the other clusters only", m.order)
+		s.runner = r // one Runner for the whole rollout
+		apply(s)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/crypto/argon2"
@@ -357,7 +358,8 @@ func (a *App) confirmOrStop(o *options, question string, stop <-chan struct{}) e
 // interruptible is the context hosts work under and the channel Ctrl-C
 // closes. The first SIGINT or SIGTERM (or SIGHUP: stopSignals) closes stop: every host finishes the
 // module in flight (a restart completes, a file is whole) and starts no
-// other. A second one cancels the context: commands in flight are cut.
+// other. A second one (SIGINT or SIGTERM) cancels the context: commands in
+// flight are cut.
 func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := make(chan struct{})
@@ -368,18 +370,22 @@ func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for n := 0; ; n++ {
+		stopped := false
+		for {
 			select {
 			case <-done:
 				return
-			case <-sig:
-				if n == 0 {
+			case s := <-sig:
+				first, abort := onSignal(s, stopped)
+				if first {
 					fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
 					close(stop)
-					continue
+					stopped = true
 				}
-				cancel()
-				return
+				if abort {
+					cancel()
+					return
+				}
 			}
 		}
 	}()
@@ -423,6 +429,22 @@ func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.
 	r.Layout = l
 	r.StopDownMembers(facts)
 	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}, true
+}
+
+// onSignal is what a signal does to a run that is stopping already or
+// not: the first stops it (each host finishes its step), a second SIGINT
+// or SIGTERM aborts the steps in flight. A hangup never aborts: a dropped
+// SSH session often brings two (the shell's, then the kernel's to the
+// foreground group), and nobody is there to mean it.
+func onSignal(s os.Signal, stopping bool) (stop, abort bool) {
+	switch {
+	case !stopping:
+		return true, false
+	case s == syscall.SIGHUP:
+		return false, false
+	default:
+		return false, true
+	}
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -256,3 +256,23 @@ func TestRollbackInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestOnSignal: the first signal stops a run, a second SIGINT or SIGTERM
+// aborts it, a second SIGHUP (a dropped session sends two) does not.
+func TestOnSignal(t *testing.T) {
+	for _, tc := range []struct {
+		sig         syscall.Signal
+		stopping    bool
+		stop, abort bool
+	}{
+		{syscall.SIGINT, false, true, false},
+		{syscall.SIGHUP, false, true, false},
+		{syscall.SIGINT, true, false, true},
+		{syscall.SIGTERM, true, false, true},
+		{syscall.SIGHUP, true, false, false},
+	} {
+		if stop, abort := onSignal(tc.sig, tc.stopping); stop != tc.stop || abort != tc.abort {
+			t.Errorf("%v (stopping %t): stop %t abort %t, want %t %t", tc.sig, tc.stopping, stop, abort, tc.stop, tc.abort)
+		}
+	}
+}

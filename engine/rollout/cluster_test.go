@@ -305,14 +305,14 @@ func TestRolloutUntouchedKeepsEarlierFailure(t *testing.T) {
 	m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{"q1": true, "q": true, "lone": true}}
 	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
 	for _, h := range []string{"s1", "p"} {
-		st.Host(h).State, st.Host(h).RunID = Failed, "20261203T080000Z-aaaaaa"
+		st.Host(h).State, st.Host(h).RunID, st.Host(h).Error = Failed, "20261203T080000Z-aaaaaa", h+": server refused to start"
 	}
 	clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6)
 	if slices.Contains(m.applied, "p") {
 		t.Fatalf("applied %v: p was not held", m.applied)
 	}
-	if hs := st.Host("p"); hs.State != Failed || hs.RunID != "20261203T080000Z-aaaaaa" {
-		t.Errorf("p: %+v, want still failed from the first run", *hs)
+	if hs := st.Host("p"); hs.State != Failed || hs.RunID != "20261203T080000Z-aaaaaa" || hs.Error != "p: server refused to start" {
+		t.Errorf("p: %+v, want still failed from the first run, with its error", *hs)
 	}
 	if hs := st.Host("s2"); hs.State != NotReached {
 		t.Errorf("s2: %+v, want not reached", *hs)

@@ -298,7 +298,12 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 // never reached.
 func keepFailed(hs *HostState, before HostState) {
 	if failedEarlier(before) != nil {
-		hs.State, hs.RunID, hs.Unreachable = before.State, before.RunID, before.Unreachable
+		// The whole entry: its error, batch and plan are that run's.
+		cluster := hs.Cluster
+		*hs = before
+		if cluster != "" {
+			hs.Cluster = cluster
+		}
 	}
 }
 

@@ -152,6 +152,17 @@ func (a *App) rolloutApply(o *options) int {
 		if st, err = rollout.Resume(dir, o.fleet.resume.id); err != nil {
 			return a.fail(err)
 		}
+		// Another pgtune may be applying this run right now: take it
+		// first, then read it again under the lock, never a snapshot
+		// that process has moved past since.
+		unlock, err := st.Lock()
+		if err != nil {
+			return a.fail(err)
+		}
+		defer unlock()
+		if st, err = rollout.Resume(dir, st.ID); err != nil {
+			return a.fail(err)
+		}
 		if err := o.resumeFrom(st); err != nil {
 			return a.fail(err)
 		}
@@ -186,6 +197,11 @@ func (a *App) rolloutApply(o *options) int {
 		if st.ExtraVarsFingerprint, err = extraVarsSum(st.ID, o.extraVars); err != nil {
 			return a.fail(err)
 		}
+		unlock, err := st.Lock() // a --resume started meanwhile waits for this one's end
+		if err != nil {
+			return a.fail(err)
+		}
+		defer unlock()
 	} else if st.PlaybookSHA256 != sum {
 		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
 	}

@@ -156,3 +156,27 @@ func TestResumeBudgetOverTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeWhileRunning: a run another pgtune still applies (it holds
+// the run's lock) is not continued by a second one, which touches no host.
+func TestResumeWhileRunning(t *testing.T) {
+	m := newMark("h1")
+	run, inv, book := fleetApp(t, m)
+	if code, r, stderr := run("apply", "-i", inv, "--yes", "--serial", "5", book); code != 1 {
+		t.Fatalf("first run: exit %d, %v\n%s", code, statuses(r), stderr)
+	}
+	dir, _ := rollout.Dir()
+	st, err := rollout.Load(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := st.Lock() // the other pgtune
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	code, stderr := runBare(m, "apply", "--resume", st.ID, "--yes") // no host reachable: refused before any
+	if code != 1 || !strings.Contains(stderr, "is being applied by another pgtune right now") {
+		t.Errorf("resume: exit %d\n%s", code, stderr)
+	}
+}

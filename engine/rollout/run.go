@@ -75,11 +75,6 @@ type run struct {
 }
 
 func (r *run) do(ctx context.Context) (*Outcome, error) {
-	release, err := r.State.Lock()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	attempt := len(r.State.Attempts)
 	r.State.Attempts = append(r.State.Attempts, Attempt{RunID: r.Runner.RunID, Started: time.Now().UTC(), Status: Running})
 	r.State.Status = Running

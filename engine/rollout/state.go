@@ -120,7 +120,8 @@ func (s *State) Path() string { return s.path }
 // Lock takes the run for this process until release: a second pgtune
 // continuing the same run at once (a --resume while the first still
 // runs) is refused, not let loose on the same hosts. The lock is the
-// kernel's (flock), so it goes with a killed process.
+// kernel's (flock), so it goes with a killed process. The caller takes
+// it before it reads the state it acts on (Resume again under it).
 func (s *State) Lock() (release func(), err error) {
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -138,7 +139,14 @@ func (s *State) Lock() (release func(), err error) {
 		}
 		return nil, fmt.Errorf("run state: lock %s: %w", p, err)
 	}
-	return func() { _ = f.Close() }, nil
+	return func() {
+		// A run that never wrote its state (interrupted before its
+		// first batch) leaves no lock file either.
+		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(p)
+		}
+		_ = f.Close()
+	}, nil
 }
 
 // Host returns the host's entry, added as not reached when absent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -84,9 +85,9 @@ func (cs *clusterStops) of(c *topology.Cluster, host string) error {
 	}
 	// A failed member the layout does not hold (unreachable now, or left
 	// out by --limit) cannot be retried first: the cluster waits for it.
-	for m, why := range cs.byID[c.ID] {
-		if m != host && !slices.Contains(c.Members(), m) && cs.earlier[host] == nil {
-			return why
+	for _, m := range slices.Sorted(maps.Keys(cs.byID[c.ID])) {
+		if m != host && !slices.Contains(c.Members(), m) {
+			return cs.byID[c.ID][m]
 		}
 	}
 	return nil

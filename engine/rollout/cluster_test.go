@@ -318,3 +318,36 @@ func TestRolloutUntouchedKeepsEarlierFailure(t *testing.T) {
 		t.Errorf("s2: %+v, want not reached", *hs)
 	}
 }
+
+// TestRolloutResumeLostMemberNotRetried: s1 and s2 both failed; on the
+// resume s1 did not answer the first gather (no facts: in no cluster of
+// the layout, a wave of its own). Retried, it could go down beside s2. It
+// is not retried (failed, its cluster waits for it), and s2 is held.
+func TestRolloutResumeLostMemberNotRetried(t *testing.T) {
+	m := &restart{done: map[string]bool{"q1": true, "q": true, "lone": true}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	for _, h := range []string{"s1", "s2"} {
+		hs := st.Host(h)
+		hs.State, hs.RunID, hs.Cluster = Failed, "20261203T080000Z-aaaaaa", "1"
+	}
+	out, _ := clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 6, "s1")
+	if len(m.applied) != 0 {
+		t.Errorf("applied %v, want none of cluster 1", m.applied)
+	}
+	if h := hostOf(out.Report, "s1"); h.Status != report.Failed || h.Error == nil || !strings.Contains(*h.Error, "s1: not retried: it failed in run 20261203T080000Z-aaaaaa") {
+		t.Errorf("s1 reported %+v, want failed, not retried", h)
+	}
+	if hs := st.Host("s1"); hs.State != Failed || hs.RunID != "20261203T080000Z-aaaaaa" || hs.Cluster != "1" {
+		t.Errorf("s1: %+v, want still failed from the first run, in cluster 1", *hs)
+	}
+	if hs := st.Host("s2"); hs.State != Failed || !strings.Contains(hs.Error+hostErr(out.Report, "s2"), "s1 of the same cluster failed") {
+		t.Errorf("s2: %+v (reported %q), want held by s1", *hs, hostErr(out.Report, "s2"))
+	}
+}
+
+func hostErr(r *report.Report, name string) string {
+	if h := hostOf(r, name); h.Error != nil {
+		return *h.Error
+	}
+	return ""
+}

@@ -86,6 +86,10 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 			continue
 		}
 		if why := failedEarlier(*hs); why != nil {
+			if r.lost(*hs) {
+				r.results[h.Name] = lostHost(*hs)
+				continue
+			}
 			r.Runner.StopCluster(h.Name, why)
 		}
 		todo = append(todo, h)
@@ -368,6 +372,26 @@ func (r *run) report(out *Outcome) *report.Report {
 }
 
 // doneHost is a host an earlier attempt verified, as this run reports it.
+// lost reports whether a member an earlier attempt failed is missing
+// from the run's cluster layout: the facts read before the first batch
+// did not place it in its cluster (it did not answer then). Retried in
+// such a run it would be applied out of its cluster's order, beside
+// another member; it waits, failed, and holds its cluster (by id).
+func (r *run) lost(hs HostState) bool {
+	l := r.Runner.Layout
+	if l == nil || hs.Cluster == "" {
+		return false
+	}
+	c := l.ClusterOf(hs.Name)
+	return c == nil || c.ID != hs.Cluster
+}
+
+// lostHost is the report of a host lost tells to wait.
+func lostHost(hs HostState) report.Host {
+	msg := fmt.Sprintf("%s: not retried: it failed in run %s, and its replication cluster could not be placed now (its facts were not read before the first batch); its cluster waits for it; resume again once it answers", hs.Name, hs.RunID)
+	return report.Host{Name: hs.Name, Status: report.Failed, Changes: []report.Change{}, Error: &msg}
+}
+
 func doneHost(hs HostState) report.Host {
 	note := fmt.Sprintf("verified by run %s; resumed run left it alone", hs.RunID)
 	if hs.State == PendingRestart {

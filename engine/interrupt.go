@@ -21,7 +21,10 @@ type ApplyHooks struct {
 	// Stop, once closed, keeps every host from starting another module.
 	Stop <-chan struct{}
 	// Done is called once per host of the session when Apply is through
-	// with it, from the host's goroutine.
+	// with it: from the host's goroutine, or, for the hosts of a
+	// replication-cluster wave, once the wave's standbys have been waited
+	// for (clusters.go), so a run state never holds a standby verified
+	// before its wait.
 	Done func(HostResult)
 }
 

@@ -18,18 +18,20 @@ func (s *Session) Apply(ctx context.Context) {
 	if s.applyInClusterOrder(ctx) { // clusters.go
 		return
 	}
-	s.each(ctx, s.applyHost)
+	s.each(ctx, func(ctx context.Context, hr *hostRun) {
+		// Done is told here, once a panic in applyHost has become the
+		// host's error (runHost): never as verified in between.
+		s.runHost(ctx, hr, s.applyHost)
+		hostApplied(ctx, hr, &hr.started) // interrupt.go
+	})
 }
 
+// applyHost applies and verifies one host's plan. The caller tells the
+// Done hook (ApplyHooks) how it came out: Apply, or a cluster wave after
+// its standby's wait (clusters.go).
 func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	started := false
-	defer func(ctx context.Context) {
-		if s.holdDone {
-			hr.started = started // applyInClusterOrder tells it after the standby's wait
-			return
-		}
-		hostApplied(ctx, hr, &started) // interrupt.go
-	}(ctx)
+	defer func() { hr.started = started }() // also when it panics
 	if hr.err != nil || hr.tr == nil || hr.skipped {
 		// Failed, or nothing to change (its connection is already closed).
 		return

@@ -339,7 +339,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 		// The wave's own session has no phase: each host's outcome is
 		// told (HostDone) only once it is final, after the standby's
 		// wait below, and for the hosts not touched as well.
-		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l, outer: s, holdDone: true}
+		sub := &Session{runner: s.runner, book: s.book, hosts: run, inv: s.inv, clusters: l, outer: s}
 		sub.each(ctx, sub.applyHost)
 		for _, hr := range run {
 			c := l.ClusterOf(hr.host.Name)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/facts"
@@ -96,8 +97,25 @@ func TestPanicFailsOnlyItsHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.Apply(context.Background())
+	// The Done hook (a rollout's run state) sees a panic as the host's
+	// error, never the host as verified before the panic is recovered.
+	var mu sync.Mutex
+	done := map[string]HostResult{}
+	s.Apply(WithApplyHooks(context.Background(), ApplyHooks{Done: func(res HostResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, twice := done[res.Name]; twice {
+			t.Errorf("%s: Done told twice", res.Name)
+		}
+		done[res.Name] = res
+	}}))
 	rep := s.Report("apply")
+	if res, ok := done["db3"]; !ok || res.Err == nil || !strings.Contains(res.Err.Error(), "internal error") || !res.Started {
+		t.Errorf("Done saw db3, whose apply panicked, as %+v (told: %t); want its internal error, started", res, ok)
+	}
+	if res := done["db1"]; res.Err != nil || !res.Changed {
+		t.Errorf("Done saw db1 as %+v, want verified and changed", res)
+	}
 
 	want := map[string]struct {
 		status report.Status

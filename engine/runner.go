@@ -86,10 +86,6 @@ type Session struct {
 	// from (clusters.go), and outer that session.
 	clusters *topology.Layout
 	outer    *Session
-	// holdDone: applyHost leaves the Done hook (ApplyHooks) to its
-	// caller, a cluster wave that tells each host once its standby's
-	// wait is over.
-	holdDone bool
 }
 
 type hostRun struct {
@@ -104,7 +100,7 @@ type hostRun struct {
 	named, skipped bool
 	// applied lists the changes made, per step, in apply.
 	applied []plan.Change
-	// started: apply began changing the host (for a held Done hook).
+	// started: apply began changing the host (told to the Done hook).
 	started bool
 	// secrets are the host's sensitive var values, masked in every output.
 	secrets []string

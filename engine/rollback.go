@@ -262,7 +262,8 @@ func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) erro
 		}
 		return nil
 	}
-	return runUndo(ctx, t, st.steps, undoOptions{after: after})
+	// Ctrl-C stops the host between modules, as apply does (stopBefore).
+	return runUndo(ctx, t, st.steps, undoOptions{after: after, stop: applyHooksOf(ctx).Stop})
 }
 
 func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error {

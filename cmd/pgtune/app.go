@@ -141,9 +141,24 @@ func (a *App) newRunID() string {
 }
 
 // signalContext cancels on SIGINT/SIGTERM (and SIGHUP, see stopSignals)
-// so remote sessions are torn down instead of orphaned.
+// so remote sessions are torn down instead of orphaned. The commands that
+// only read (check, explain, facts) run under it: once it is cancelled
+// the signals are let go, so a second Ctrl-C ends the process at once
+// should the teardown hang.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), stopSignals()...)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
+}
+
+// readInterrupted ends a read-only command a signal cut: what was read
+// is shown first, then exit 130 (the user stopped it; no host failed).
+func (a *App) readInterrupted(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	fmt.Fprintln(a.Stderr, "pgtune: interrupted; the hosts not read to the end are reported with the interruption as their error")
+	return true
 }
 
 // stopSignals are the signals that stop a run: SIGINT, SIGTERM, and

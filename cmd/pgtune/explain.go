@@ -34,6 +34,9 @@ func (a *App) runExplain(o *options) int {
 			code = 1
 		}
 	}
+	if a.readInterrupted(ctx) {
+		return exitInterrupted
+	}
 	return code
 }
 

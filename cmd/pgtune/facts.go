@@ -45,6 +45,9 @@ func (a *App) runFacts(o *options) int {
 	} else {
 		writeClusters(a.Stdout, engine.Clusters(hosts)) // facts_topology.go
 	}
+	if a.readInterrupted(ctx) {
+		return exitInterrupted
+	}
 	for _, h := range hosts {
 		if h.Error != nil {
 			return 1

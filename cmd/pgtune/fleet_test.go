@@ -247,7 +247,9 @@ func TestRolloutBatchesInOrderAndResume(t *testing.T) {
 func testApp(m engine.Module) (*App, *bytes.Buffer, *bytes.Buffer) {
 	var stdout, stderr bytes.Buffer
 	app := newApp()
-	app.Modules = []engine.Module{m}
+	if m != nil { // nil: pgtune's own modules
+		app.Modules = []engine.Module{m}
+	}
 	app.Stdin = strings.NewReader("")
 	app.Stdout, app.Stderr = &stdout, &stderr
 	app.IsTerminal = func() bool { return false }

@@ -50,7 +50,11 @@ func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args .
 	}
 	return func(args ...string) (int, string) {
 			t.Helper()
-			app, _, stderr := testApp(m)
+			var mod engine.Module
+			if m != nil { // nil: pgtune's own modules
+				mod = m
+			}
+			app, _, stderr := testApp(mod)
 			app.Dial = dial
 			code := app.Run(append(args, "--format", "json"))
 			return code, stderr.String()
@@ -137,18 +141,23 @@ func (h noDiscovery) Run(ctx context.Context, cmd transport.Command) (transport.
 }
 
 // promptWriter is stderr that calls asked once the confirmation question
-// has been written.
+// (or want, when set) has been written.
 type promptWriter struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	once  sync.Once
+	want  string
 	asked func()
 }
 
 func (w *promptWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	n, err := w.buf.Write(p)
-	done := strings.Contains(w.buf.String(), "[y/N]")
+	want := w.want
+	if want == "" {
+		want = "[y/N]"
+	}
+	done := strings.Contains(w.buf.String(), want)
 	w.mu.Unlock()
 	if done {
 		w.once.Do(w.asked)
@@ -274,5 +283,138 @@ func TestOnSignal(t *testing.T) {
 		if stop, abort := onSignal(tc.sig, tc.stopping); stop != tc.stop || abort != tc.abort {
 			t.Errorf("%v (stopping %t): stop %t abort %t, want %t %t", tc.sig, tc.stopping, stop, abort, tc.stop, tc.abort)
 		}
+	}
+}
+
+// hookedGate is gate with an after-rollback hook: it runs on a host once
+// the host's gate files are put back, inside the host's rollback module.
+type hookedGate struct {
+	*gate
+	after func(ctx context.Context, t *engine.Target) error
+}
+
+func (g hookedGate) AfterRollback(ctx context.Context, t *engine.Target) error {
+	return g.after(ctx, t)
+}
+
+// TestRollbackInterruptedWhileApplying: Ctrl-C while rollback puts hosts
+// back lets the host in flight finish (its files and its after hook, run
+// under a context the first signal does not cut) and starts no other
+// host; the exit is 130, and running the same rollback again puts back
+// the rest. Before, rollback ran under a signal context: the first Ctrl-C
+// cut the step in flight.
+func TestRollbackInterruptedWhileApplying(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the host lock's commands on this machine as root")
+	}
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	work := t.TempDir()
+	dir := filepath.Join(work, "managed")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"h1": filepath.Join(dir, "h1.conf"), "h2": filepath.Join(dir, "h2.conf")}
+	inv := filepath.Join(work, "inventory.yml")
+	writeFile(t, inv, "all:\n  hosts:\n    h1:\n      pgtune_state_dir: "+filepath.Join(work, "h1")+"\n    h2:\n      pgtune_state_dir: "+filepath.Join(work, "h2")+"\n")
+	book := filepath.Join(work, "gate.yml")
+	var plays string
+	for _, h := range []string{"h1", "h2"} {
+		writeFile(t, files[h], "old\n")
+		plays += "- hosts: " + h + "\n  policy:\n    gate:\n      file: " + files[h] + "\n      content: \"new\\n\"\n"
+	}
+	writeFile(t, book, plays)
+	transcript := []byte(profiles[0].transcript())
+	log := &commandLog{path: filepath.Join(work, "fake.log")}
+	run := func(after func(context.Context, *engine.Target) error, stderr io.Writer, args ...string) int {
+		a := newApp()
+		a.Modules = []engine.Module{hookedGate{gate: &gate{dir: dir}, after: after}}
+		a.Stdin, a.Stdout, a.Stderr = nil, io.Discard, stderr
+		a.IsTerminal = func() bool { return false }
+		a.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+			return noDiscovery{localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}}, nil
+		}
+		return a.Run(args)
+	}
+	none := func(context.Context, *engine.Target) error { return nil }
+	var out bytes.Buffer
+	if code := run(none, &out, "apply", "--yes", "-i", inv, book); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out.String())
+	}
+
+	// The first host put back (forks 1: h1, then h2) sends the signal
+	// from its after hook and holds until the run has taken it.
+	taken := make(chan struct{})
+	stderr := &promptWriter{want: "pgtune: interrupted: each host finishes", asked: func() { close(taken) }}
+	var inFlight []string
+	var cut bool
+	after := func(ctx context.Context, tg *engine.Target) error {
+		inFlight = append(inFlight, tg.Name)
+		if len(inFlight) > 1 {
+			return nil
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			return err
+		}
+		select {
+		case <-taken:
+		case <-time.After(time.Minute): // a deadline, not a wait
+			return errors.New("the signal was not taken")
+		}
+		cut = ctx.Err() != nil
+		return nil
+	}
+	code := run(after, stderr, "rollback", "--yes", "--forks", "1", "-i", inv, "--format", "json")
+	if code != exitInterrupted || !strings.Contains(stderr.String(), "run the same rollback again") {
+		t.Errorf("exit %d, want %d and how to finish on stderr:\n%s", code, exitInterrupted, stderr)
+	}
+	if cut {
+		t.Error("the first Ctrl-C cut the host in flight")
+	}
+	if len(inFlight) != 1 {
+		t.Fatalf("hosts put back: %v, want one (the other is not started after the Ctrl-C)", inFlight)
+	}
+	first, second := inFlight[0], map[string]string{"h1": "h2", "h2": "h1"}[inFlight[0]]
+	if got := readString(t, files[first]); got != "old\n" {
+		t.Errorf("%s, the host in flight, was not put back whole: %q", first, got)
+	}
+	if got := readString(t, files[second]); got != "new\n" {
+		t.Errorf("%s was changed after the Ctrl-C: %q", second, got)
+	}
+
+	out.Reset()
+	if code := run(none, &out, "rollback", "--yes", "-i", inv); code != 0 {
+		t.Fatalf("the second rollback: exit %d\n%s", code, out.String())
+	}
+	for h, f := range files {
+		if got := readString(t, f); got != "old\n" {
+			t.Errorf("after the second rollback %s: %q, want it put back", h, got)
+		}
+	}
+}
+
+// TestReadOnlyInterrupted: Ctrl-C cuts check, explain and facts where
+// they are, shows what was read, and exits 130 as apply does, not 1 as
+// for a failed host (before: 1, each host cut reported as failed).
+func TestReadOnlyInterrupted(t *testing.T) {
+	for _, args := range [][]string{{"check"}, {"explain"}, {"facts"}} {
+		t.Run(args[0], func(t *testing.T) {
+			m := newMark("h1")
+			_, inv, book := fleetApp(t, m)
+			mod := m
+			if args[0] == "facts" {
+				// facts takes no playbook: the built-in one's modules.
+				args, mod = append(args, "-i", inv), nil
+			} else {
+				args = append(args, "-i", inv, book)
+			}
+			run, cancelled := interruptingApp(t, mod, syscall.SIGINT)
+			code, stderr := run(args...)
+			if !cancelled() {
+				t.Fatalf("the signal did not cut the run\n%s", stderr)
+			}
+			if code != exitInterrupted || !strings.Contains(stderr, "pgtune: interrupted") {
+				t.Errorf("exit %d, want %d and stderr saying it was interrupted:\n%s", code, exitInterrupted, stderr)
+			}
+		})
 	}
 }

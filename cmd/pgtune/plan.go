@@ -50,6 +50,9 @@ func (a *App) runCheck(o *options) int {
 	r := s.Report("check")
 	lv.finish(r)
 	a.render(o, lv, r)
+	if a.readInterrupted(ctx) {
+		return exitInterrupted
+	}
 	return r.ExitCode()
 }
 
@@ -69,41 +72,4 @@ func (a *App) plan(ctx context.Context, o *options, lv *live) (*engine.Session, 
 	r := a.runner(o, mods)
 	lv.attach(a, o, r, len(l.hosts))
 	return r.Plan(ctx, l.inv, l.book, l.hosts)
-}
-
-// execute is what apply and rollback share: finish showing the plan
-// (lv streamed it as it came), ask, carry it out, verify, report.
-func (a *App) execute(ctx context.Context, o *options, s *engine.Session, lv *live, question string) int {
-	planned := s.Report("check")
-	lv.finish(planned)
-	if ctx.Err() != nil {
-		// Ctrl-C while planning (signalContext): the plan is cut short,
-		// and the interrupt means stop, not apply what was planned.
-		fmt.Fprintln(a.Stderr, "pgtune: interrupted while planning; nothing was changed")
-		return exitInterrupted
-	}
-	if s.HasChanges() {
-		// The plan is the text report: host text in it is escaped and
-		// secrets masked like everywhere else (report.Printer).
-		if err := lv.recap(planned); err != nil {
-			return a.fail(fmt.Errorf("writing the plan: %w", err))
-		}
-		// Ctrl-C at the question stops the run: the signal context
-		// has taken the signal, so reading on would never notice it.
-		err := a.confirmOrStop(o, fmt.Sprintf("%s %d host(s)?", question, planned.Summary.Drift), ctx.Done())
-		if err != nil && ctx.Err() != nil {
-			fmt.Fprintln(a.Stderr, "pgtune: interrupted while asking; nothing was changed")
-			return exitInterrupted
-		}
-		if err != nil {
-			return a.fail(err)
-		}
-	}
-	done := a.newLive(o, "apply", report.ModeApply, a.textOut(o))
-	done.attach(a, o, s.Runner(), len(planned.Hosts))
-	s.Apply(ctx)
-	r := s.Report("apply")
-	done.finish(r)
-	a.render(o, done, r)
-	return r.ExitCode()
 }

@@ -35,8 +35,14 @@ func (a *App) runRollback(o *options) int {
 	}
 	a.showConnections(o, hosts)
 	mods, _ := engine.Registry(a.Modules...)
-	ctx, stop := signalContext()
-	defer stop()
+	// As apply: the first Ctrl-C cuts the plan or the question (nothing
+	// is changed yet), or, once hosts are being put back, lets each host
+	// finish the module in flight (its files and its restart) and start
+	// no other; a second one cuts the steps in flight.
+	ctx, stop, release := interruptible(a)
+	defer release()
+	planning, cancel := untilStopped(ctx, stop)
+	defer cancel()
 	planOut := a.Stdout
 	if o.format != "text" {
 		planOut = a.Stderr
@@ -44,7 +50,40 @@ func (a *App) runRollback(o *options) int {
 	lv := a.newLive(o, "plan", report.ModeCheck, planOut)
 	r := a.runner(o, mods)
 	lv.attach(a, o, r, len(hosts))
-	s := r.PlanRollback(ctx, hosts, o.runID)
+	// Connections outlive the context they were opened under (it bounds
+	// the handshake only), so cutting the plan never cuts the apply.
+	s := r.PlanRollback(planning, hosts, o.runID)
 	defer s.Close()
-	return a.execute(ctx, o, s, lv, "Roll back")
+	planned := s.Report("check")
+	lv.finish(planned)
+	if planning.Err() != nil {
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted while planning; nothing was changed")
+		return exitInterrupted
+	}
+	if s.HasChanges() {
+		// The plan is the text report: host text in it is escaped and
+		// secrets masked like everywhere else (report.Printer).
+		if err := lv.recap(planned); err != nil {
+			return a.fail(fmt.Errorf("writing the plan: %w", err))
+		}
+		err := a.confirmOrStop(o, fmt.Sprintf("Roll back %d host(s)?", planned.Summary.Drift), stop)
+		if err != nil && isClosed(stop) {
+			fmt.Fprintln(a.Stderr, "pgtune: interrupted while asking; nothing was changed")
+			return exitInterrupted
+		}
+		if err != nil {
+			return a.fail(err)
+		}
+	}
+	done := a.newLive(o, "apply", report.ModeApply, a.textOut(o))
+	done.attach(a, o, s.Runner(), len(planned.Hosts))
+	s.Apply(engine.WithApplyHooks(ctx, engine.ApplyHooks{Stop: stop}))
+	rep := s.Report("apply")
+	done.finish(rep)
+	a.render(o, done, rep)
+	if isClosed(stop) {
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finished the module it was putting back and started no other (the hosts left are reported interrupted); run the same rollback again to put back the rest")
+		return exitInterrupted
+	}
+	return rep.ExitCode()
 }

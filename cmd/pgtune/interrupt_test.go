@@ -418,3 +418,25 @@ func TestReadOnlyInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyInterruptedWhilePlanning: the first Ctrl-C while apply plans
+// cuts the plan (it only reads) instead of waiting for every host to be
+// planned: exit 130, nothing applied, and the run resumes. Before, the
+// plan of the whole wave went on to its end (with hundreds of hosts,
+// minutes) and only then did the run stop.
+func TestApplyInterruptedWhilePlanning(t *testing.T) {
+	m := newMark()
+	normal, inv, book := fleetApp(t, m)
+	run, cancelled := interruptingApp(t, m, syscall.SIGINT)
+	code, stderr := run("apply", "-i", inv, "--yes", book)
+	if !cancelled() {
+		t.Fatalf("the plan went on after the signal\n%s", stderr)
+	}
+	if code != exitInterrupted || len(m.applied) != 0 || !strings.Contains(stderr, "--resume") {
+		t.Errorf("exit %d, applied %v; want exit %d, none applied, and how to resume\n%s", code, m.applied, exitInterrupted, stderr)
+	}
+	code, _, stderr = normal("apply", "--resume", "--yes")
+	if code != 0 || len(m.applied) != 5 {
+		t.Errorf("resume: exit %d, applied %v; want 0 and all 5 hosts\n%s", code, m.applied, stderr)
+	}
+}

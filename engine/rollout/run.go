@@ -195,7 +195,12 @@ func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *
 // wave plans, confirms, applies and verifies one wave; it returns how
 // many hosts failed and whether it got to applying.
 func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, bool, error) {
-	s, err := r.Runner.Plan(ctx, r.Inventory, r.Book, hosts)
+	// Planning only reads: the first Ctrl-C cuts it (a plan of hundreds
+	// of hosts is not waited for), and the wave's hosts stay as they were.
+	// Connections outlive the context (it bounds their handshake only).
+	planning, cancel := r.untilStopped(ctx)
+	defer cancel()
+	s, err := r.Runner.Plan(planning, r.Inventory, r.Book, hosts)
 	if err != nil {
 		return 0, false, err
 	}
@@ -410,6 +415,19 @@ func (r *run) save(force bool) error {
 	}
 	r.lastSave = time.Now()
 	return r.State.Save()
+}
+
+// untilStopped is ctx, also cancelled once Stop closes.
+func (r *run) untilStopped(ctx context.Context) (context.Context, context.CancelFunc) {
+	cut, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-r.Stop:
+			cancel()
+		case <-cut.Done():
+		}
+	}()
+	return cut, cancel
 }
 
 func (r *run) stopped() bool {

@@ -31,6 +31,9 @@ func (r *Runner) FactsEach(ctx context.Context, hosts []*inventory.Host, done fu
 	s.eachFacts(ctx, func(ctx context.Context, hr *hostRun) {
 		tr, err := r.Dial(ctx, hr.host)
 		if err != nil {
+			if hr.err = cutShort(ctx, hr.host.Name); hr.err != nil {
+				return
+			}
 			hr.unreachable = true
 			hr.err = err
 			return

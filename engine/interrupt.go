@@ -69,6 +69,17 @@ func stopBefore(ctx context.Context, hr *hostRun, module string) error {
 	}
 }
 
+// cutShort is a host's error when ctx was cancelled (Ctrl-C) while the
+// host was reached or read: the user stopped it, so it is neither
+// unreachable nor at fault. nil otherwise: a host timeout (a deadline)
+// stays the host's failure.
+func cutShort(ctx context.Context, host string) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%s: %w before it was read", host, ErrInterrupted)
+	}
+	return nil
+}
+
 // hostApplied tells the Done hook how the host came out.
 func hostApplied(ctx context.Context, hr *hostRun, started *bool) {
 	done := applyHooksOf(ctx).Done

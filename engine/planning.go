@@ -50,6 +50,9 @@ func (s *Session) planHost(ctx context.Context, hr *hostRun) {
 	}
 	tr, err := s.runner.Dial(ctx, hr.host)
 	if err != nil {
+		if hr.err = cutShort(ctx, hr.host.Name); hr.err != nil {
+			return
+		}
 		hr.unreachable = true
 		hr.err = fmt.Errorf("%s: connect: %w", hr.host.Name, err)
 		log.Debug("unreachable", "err", err)
@@ -103,6 +106,9 @@ func (s *Session) gather(ctx context.Context, hr *hostRun, dryRun bool) error {
 	}
 	f, err := facts.GatherHost(ctx, hr.tr, opts)
 	if err != nil {
+		if cut := cutShort(ctx, hr.host.Name); cut != nil {
+			return cut
+		}
 		var exitErr *transport.ExitError
 		if !errors.As(err, &exitErr) && !hostFault(err) && ctx.Err() == nil {
 			hr.unreachable = true

@@ -25,7 +25,7 @@ import (
 // is the pre-batch fact gather's. The connection is held until the run
 // cancels it, so the signal is known to have reached the run, and
 // cancelled reports whether it did (false: the deadline passed).
-func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args ...string) (int, string), cancelled func() bool) {
+func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args ...string) (code int, stderr, stdout string), cancelled func() bool) {
 	t.Helper()
 	transcript := []byte(profiles[0].transcript())
 	log := &commandLog{path: filepath.Join(t.TempDir(), "fake.log")}
@@ -48,16 +48,16 @@ func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args .
 			return nil, errors.New("the signal did not cut the connection")
 		}
 	}
-	return func(args ...string) (int, string) {
+	return func(args ...string) (int, string, string) {
 			t.Helper()
 			var mod engine.Module
 			if m != nil { // nil: pgtune's own modules
 				mod = m
 			}
-			app, _, stderr := testApp(mod)
+			app, stdout, stderr := testApp(mod)
 			app.Dial = dial
 			code := app.Run(append(args, "--format", "json"))
-			return code, stderr.String()
+			return code, stderr.String(), stdout.String()
 		}, func() bool {
 			return cut
 		}
@@ -79,7 +79,7 @@ func TestRolloutInterruptedDuringGather(t *testing.T) {
 			}
 
 			run, cancelled := interruptingApp(t, m, sig)
-			code, stderr := run("apply", "-i", inv, "--yes", "--serial", "2", book)
+			code, stderr, _ := run("apply", "-i", inv, "--yes", "--serial", "2", book)
 			if !cancelled() {
 				t.Fatalf("the gather went on after the signal\n%s", stderr)
 			}
@@ -107,7 +107,7 @@ func TestRolloutInterruptedDuringGather(t *testing.T) {
 			delete(m.fail, "h1")
 			m.events, m.applied = nil, nil
 			run, cancelled = interruptingApp(t, m, sig)
-			code, stderr = run("apply", "--resume", "--yes")
+			code, stderr, _ = run("apply", "--resume", "--yes")
 			if !cancelled() || code != exitInterrupted || len(m.events) != 0 {
 				t.Errorf("interrupted resume: exit %d, module calls %v; want exit %d and none\n%s", code, m.events, exitInterrupted, stderr)
 			}
@@ -408,12 +408,18 @@ func TestReadOnlyInterrupted(t *testing.T) {
 				args = append(args, "-i", inv, book)
 			}
 			run, cancelled := interruptingApp(t, mod, syscall.SIGINT)
-			code, stderr := run(args...)
+			code, stderr, stdout := run(args...)
 			if !cancelled() {
 				t.Fatalf("the signal did not cut the run\n%s", stderr)
 			}
 			if code != exitInterrupted || !strings.Contains(stderr, "pgtune: interrupted") {
 				t.Errorf("exit %d, want %d and stderr saying it was interrupted:\n%s", code, exitInterrupted, stderr)
+			}
+			// The host cut while it was reached is not blamed on the
+			// network (was: unreachable, "context canceled").
+			if strings.Contains(stdout, `"unreachable": true`) || strings.Contains(stdout, "context canceled") ||
+				!strings.Contains(stdout, "interrupted before it was read") {
+				t.Errorf("the report does not say the host was cut by the interrupt:\n%s", stdout)
 			}
 		})
 	}
@@ -428,7 +434,7 @@ func TestApplyInterruptedWhilePlanning(t *testing.T) {
 	m := newMark()
 	normal, inv, book := fleetApp(t, m)
 	run, cancelled := interruptingApp(t, m, syscall.SIGINT)
-	code, stderr := run("apply", "-i", inv, "--yes", book)
+	code, stderr, _ := run("apply", "-i", inv, "--yes", book)
 	if !cancelled() {
 		t.Fatalf("the plan went on after the signal\n%s", stderr)
 	}

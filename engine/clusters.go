@@ -369,7 +369,7 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 }
 
 // notApplied tells Apply's Done hook (ApplyHooks) about a host the
-// cluster order left alone, as applyHost does for the others.
+// cluster order left alone, as the wave does for the hosts it applied.
 func notApplied(ctx context.Context, hr *hostRun) {
 	started := false
 	hostApplied(ctx, hr, &started)

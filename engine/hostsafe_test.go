@@ -113,6 +113,9 @@ func TestPanicFailsOnlyItsHost(t *testing.T) {
 	if res, ok := done["db3"]; !ok || res.Err == nil || !strings.Contains(res.Err.Error(), "internal error") || !res.Started {
 		t.Errorf("Done saw db3, whose apply panicked, as %+v (told: %t); want its internal error, started", res, ok)
 	}
+	if len(done) != 4 { // those that failed to plan (db2, db4) too
+		t.Errorf("Done told of %d hosts, want 4: %v", len(done), done)
+	}
 	if res := done["db1"]; res.Err != nil || !res.Changed {
 		t.Errorf("Done saw db1 as %+v, want verified and changed", res)
 	}

@@ -118,6 +118,9 @@ func (s *Session) gather(ctx context.Context, hr *hostRun, dryRun bool) error {
 	// The topology query's answer may have come with the gather (run
 	// ahead, facts/prerun.go).
 	gatherTopology(ctx, f.Ran.Transport(hr.tr), c.Become, f)
+	if cut := cutShort(ctx, hr.host.Name); cut != nil {
+		return cut // parts the gather allows to fail (discovery, topology) may have been cut
+	}
 	if !dryRun {
 		f.Ran = nil // what is left is for no one: only a dry run's checks take it
 	}

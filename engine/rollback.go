@@ -262,8 +262,10 @@ func (m rollback) Apply(ctx context.Context, t *Target, p *plan.ModulePlan) erro
 		}
 		return nil
 	}
-	// Ctrl-C stops the host between modules, as apply does (stopBefore).
-	return runUndo(ctx, t, st.steps, undoOptions{after: after, stop: applyHooksOf(ctx).Stop})
+	// Not stopped part way by a Ctrl-C (ApplyHooks.Stop): steps are
+	// ordered across modules on purpose (growFirst, UndoEarly), so a
+	// host's rollback is one unit, as a module is in apply.
+	return runUndo(ctx, t, st.steps, undoOptions{after: after})
 }
 
 func (m rollback) Verify(ctx context.Context, t *Target, p *plan.ModulePlan) error {

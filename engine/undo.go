@@ -123,11 +123,6 @@ type undoOptions struct {
 	// keepGoing goes on past a failed step, to put back as much as can
 	// be; the errors are joined.
 	keepGoing bool
-	// stop, once closed, keeps another module's steps from starting
-	// (Ctrl-C in rollback: ApplyHooks.Stop). A module's steps and its
-	// after hook are one unit: its files are never left put back
-	// without the restart that goes with them.
-	stop <-chan struct{}
 }
 
 // runUndo carries out the steps that change something, in order.
@@ -138,9 +133,6 @@ func runUndo(ctx context.Context, t *Target, steps []undoStep, opts undoOptions)
 	changed := false
 	for i, s := range steps {
 		t.Module = s.entry.Module
-		if startsModule(steps, i) && stopped(opts.stop) {
-			return fmt.Errorf("%w before undoing %s", ErrInterrupted, s.entry.Module)
-		}
 		if s.change != nil {
 			changed = true
 			if err := kindOf(s.entry.Kind).undo(ctx, t, s); err != nil {
@@ -164,30 +156,6 @@ func runUndo(ctx context.Context, t *Target, steps []undoStep, opts undoOptions)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// startsModule says whether steps[i] is the first of its module's steps
-// and that module has something to put back.
-func startsModule(steps []undoStep, i int) bool {
-	module := steps[i].entry.Module
-	if i > 0 && steps[i-1].entry.Module == module {
-		return false
-	}
-	for ; i < len(steps) && steps[i].entry.Module == module; i++ {
-		if steps[i].change != nil {
-			return true
-		}
-	}
-	return false
-}
-
-func stopped(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
 }
 
 // Mark is the point the run's journal has reached: UndoSince(mark) undoes

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -134,21 +133,23 @@ func (a *App) runner(o *options, mods map[string]engine.Module) *engine.Runner {
 }
 
 // newRunID names a run: sortable by time, unique across controllers.
+// The six hex digits after the second are the millisecond (10 bits) and
+// 14 random bits: a host's journals are put in run order by their ids
+// (rollback goes back to the first), so runs in one second, such as an
+// apply and a rollback right after it, must sort as they ran.
 func (a *App) newRunID() string {
-	var b [3]byte
+	now := a.Now().UTC()
+	var b [2]byte
 	_, _ = rand.Read(b[:])
-	return a.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+	suffix := uint32(now.Nanosecond()/int(time.Millisecond))<<14 | uint32(b[0]&0x3f)<<8 | uint32(b[1])
+	return fmt.Sprintf("%s-%06x", now.Format("20060102T150405Z"), suffix)
 }
 
 // signalContext cancels on SIGINT/SIGTERM (and SIGHUP, see stopSignals)
-// so remote sessions are torn down instead of orphaned. The commands that
-// only read (check, explain, facts) run under it: once it is cancelled
-// the signals are let go, so a second Ctrl-C ends the process at once
-// should the teardown hang.
+// so remote sessions are torn down instead of orphaned: the commands that
+// only read (check, explain, facts) run under it.
 func signalContext() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
+	return signal.NotifyContext(context.Background(), stopSignals()...)
 }
 
 // readInterrupted ends a read-only command a signal cut: what was read

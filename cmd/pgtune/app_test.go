@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
 )
 
 func TestConfirm(t *testing.T) {
@@ -48,5 +51,31 @@ func TestParseIntersperse(t *testing.T) {
 	}
 	if o.playbook != "play.yml" || o.inventory != "inv.yml" || o.limit != "db*" || o.format != "json" || o.forks != 20 {
 		t.Fatalf("parsed %+v", o)
+	}
+}
+
+// TestNewRunIDOrder: runs started in one second get ids that sort as they
+// started (a host's journals are ordered by id: an apply and the rollback
+// right after it must not swap, or rollback goes back to the wrong run),
+// in the documented form.
+func TestNewRunIDOrder(t *testing.T) {
+	a := newApp()
+	base := time.Date(2026, 12, 3, 10, 42, 44, 0, time.UTC)
+	earlier := "" // the greatest id of the millisecond before
+	for ms := 0; ms < 1000; ms += 7 {
+		at := base.Add(time.Duration(ms)*time.Millisecond + 999*time.Microsecond)
+		a.Now = func() time.Time { return at }
+		greatest := ""
+		for range 5 {
+			id := a.newRunID()
+			if !engine.ValidRunID(id) || !strings.HasPrefix(id, "20261203T104244Z-") {
+				t.Fatalf("run id %q (at %s) is not in the documented form", id, at)
+			}
+			if id <= earlier {
+				t.Fatalf("run id %q (at %s) sorts before %q, made a millisecond before", id, at, earlier)
+			}
+			greatest = max(greatest, id)
+		}
+		earlier = greatest
 	}
 }

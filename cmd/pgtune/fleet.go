@@ -394,9 +394,9 @@ func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 			case s := <-sig:
 				first, abort := onSignal(s, stopped)
 				if first {
-					fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
-					close(stop)
+					close(stop) // before it is said: whoever reads it sees the run stopping
 					stopped = true
+					fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
 				}
 				if abort {
 					cancel()

@@ -387,7 +387,7 @@ func TestRollbackInterruptedWhileApplying(t *testing.T) {
 	}
 	for h, f := range files {
 		if got := readString(t, f); got != "old\n" {
-			t.Errorf("after the second rollback %s: %q, want it put back", h, got)
+			t.Errorf("after the second rollback %s: %q, want it put back (first put back: %s)\n%s\nfirst:\n%s", h, got, first, out.String(), stderr)
 		}
 	}
 }

@@ -37,8 +37,9 @@ func (a *App) runRollback(o *options) int {
 	mods, _ := engine.Registry(a.Modules...)
 	// As apply: the first Ctrl-C cuts the plan or the question (nothing
 	// is changed yet), or, once hosts are being put back, lets each host
-	// finish the module in flight (its files and its restart) and start
-	// no other; a second one cuts the steps in flight.
+	// in flight finish putting itself back (a host's rollback is one
+	// module: engine/rollback.go) and starts no other; a second one cuts
+	// the steps in flight.
 	ctx, stop, release := interruptible(a)
 	defer release()
 	planning, cancel := untilStopped(ctx, stop)
@@ -82,7 +83,7 @@ func (a *App) runRollback(o *options) int {
 	done.finish(rep)
 	a.render(o, done, rep)
 	if isClosed(stop) {
-		fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finished the module it was putting back and started no other (the hosts left are reported interrupted); run the same rollback again to put back the rest")
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted: the hosts being put back were finished and no other was started (those are reported interrupted); run the same rollback again to put back any host left")
 		return exitInterrupted
 	}
 	return rep.ExitCode()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,10 +223,30 @@ func (s *Session) placeInClusters() {
 			hr.notes = append(hr.notes, "apply will refuse to restart this member: its replication cluster has members outside this shard, and another shard may restart one of them at the same time ("+shardAdvice+")")
 			continue
 		}
+		if heldByNotStreaming(c, hr) {
+			hr.notes = append(hr.notes, "apply will not restart this member: "+notStreamingWhy(c))
+			continue
+		}
 		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
 		}
 	}
+}
+
+// heldByNotStreaming reports whether hr, a member of c, may not be
+// restarted because c's members show another member not streaming that
+// the run has no facts of or does not include (topology.Cluster's
+// NotStreaming): restarted, hr would be the second member down.
+// PartialClusterVar on hr accepts it, as it accepts a cluster the run
+// holds only part of.
+func heldByNotStreaming(c *topology.Cluster, hr *hostRun) bool {
+	return c != nil && len(c.NotStreaming) > 0 && plansRestart(hr) && !partialAccepted(hr)
+}
+
+// notStreamingWhy says what holds c's members and the ways out.
+func notStreamingWhy(c *topology.Cluster) string {
+	return fmt.Sprintf("cluster %s has a member this run has no facts of or does not include that is not streaming (%s): restarting another member now would take a second one down; bring that member back and streaming (drop a replication slot whose standby is gone for good), or set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(c.NotStreaming, "; "), PartialClusterVar)
 }
 
 // plansRestart reports whether a module plans a service restart.
@@ -327,6 +348,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 					notApplied(ctx, hr)
 					continue
 				}
+			}
+			if c != nil && hr.err == nil && hr.tr != nil && heldByNotStreaming(c, hr) {
+				hr.err = fmt.Errorf("%s: %w: %s", hr.host.Name, ErrNotTouched, notStreamingWhy(c))
+				notApplied(ctx, hr)
+				continue
 			}
 			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
 				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",

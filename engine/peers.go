@@ -47,6 +47,10 @@ func (s *Session) peersOf(hr *hostRun) peersFunc {
 		if len(c.Outside) > 0 {
 			return nil, func() {}, fmt.Errorf("%s has members outside this run (%s)", c, strings.Join(c.Outside, ", "))
 		}
+		if len(c.NotStreaming) > 0 {
+			// A member the run cannot reach would not be repointed.
+			return nil, func() {}, fmt.Errorf("%s: a member this run cannot reach is not streaming", c)
+		}
 		var peers []*Target
 		var closers []func()
 		closeAll := func() {

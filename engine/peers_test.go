@@ -44,16 +44,21 @@ func TestClusterPeers(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		drop    string
+		idle    string // an idle slot on p: a standby the run cannot reach
 		want    string
 		wantErr string
 	}{
-		{"every member in the run", "", "s1,s2", ""},
-		{"a member outside the run", "s2", "", "has members outside this run"},
+		{"every member in the run", "", "", "s1,s2", ""},
+		{"a member outside the run", "s2", "", "", "has members outside this run"},
+		{"a member the run cannot reach, not streaming", "", "s3", "", "a member this run cannot reach is not streaming"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topos := replicated()
 			if tc.drop != "" {
 				delete(topos, tc.drop)
+			}
+			if tc.idle != "" {
+				topos["p"].IdleSlots = []string{tc.idle}
 			}
 			o := &peerOpener{peers: map[string][]string{}, runIDs: map[string][]string{}, errs: map[string]error{}}
 			s := clusterSession(t, &o.restarter, topos, map[string]map[string]any{"p": {PartialClusterVar: true}})

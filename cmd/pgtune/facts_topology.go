@@ -38,6 +38,9 @@ func writeTopology(f *facts.Facts, row func(string, string, ...any)) {
 		}
 		row("standby", "%s from %s (%s, lag %s)", s.Name, s.Addr, s.State, lag)
 	}
+	for _, s := range topo.IdleSlots {
+		row("idle slot", "%s (no standby streams through it)", s)
+	}
 	if p := topo.Patroni; p != nil {
 		row("patroni", "cluster %q, member %q (pid %d, config %s)", p.Scope, p.Name, p.PID, p.ConfigFile)
 		if p.APIURL != "" {

@@ -19,7 +19,7 @@ func TestFactsTopologyText(t *testing.T) {
 	primary.Topology = &facts.Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 2, Standbys: []facts.StandbyInfo{
 		{Name: "db2", Addr: "10.0.0.2", State: "streaming", LagBytes: 0},
 		{Name: "evil\x1b[2Jname", Addr: "10.0.0.9", State: "catchup", LagBytes: 3 << 20},
-	}}
+	}, IdleSlots: []string{"db3"}}
 	standby := base()
 	standby.Topology = &facts.Topology{Role: "standby", SystemID: "7312345678901234567", Timeline: 2, Upstream: "10.0.0.1:5432",
 		Receiver: "streaming", ReplayLagBytes: 8192}
@@ -27,7 +27,7 @@ func TestFactsTopologyText(t *testing.T) {
 	managed.Topology = &facts.Topology{Role: "standby", SystemID: "42", Timeline: 1, Upstream: "10.0.1.1:5432", Receiver: "streaming",
 		Patroni: &facts.Patroni{Scope: "demo", Name: "node2", PID: 4242, ConfigFile: "/etc/patroni/config.yml", APIURL: "http://10.0.1.2:8008",
 			GeneratedConf: true, Role: "replica", State: "running", PendingRestart: true,
-			Members: []facts.PatroniMember{{Name: "node1", Role: "leader"}, {Name: "node2", Role: "replica"}, {Name: "node3"}}}}
+			Members: []facts.PatroniMember{{Name: "node1", Role: "leader", State: "running"}, {Name: "node2", Role: "replica", State: "streaming"}, {Name: "node3", State: "stopped"}}}}
 	broken := base()
 	broken.TopologyError = "replication topology: psql: connection refused"
 	hosts := []engine.HostFacts{{Name: "db1", Facts: primary}, {Name: "db2", Facts: standby}, {Name: "pat2", Facts: managed}, {Name: "db9", Facts: broken}}

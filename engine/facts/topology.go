@@ -44,6 +44,15 @@ type Topology struct {
 	ReplayLagBytes int64 `json:"replay_lag_bytes,omitempty"`
 	// Standbys are the primary's (or a cascading standby's) WAL senders.
 	Standbys []StandbyInfo `json:"standbys,omitempty"`
+	// IdleSlots are, on a primary, its physical replication slots that
+	// no one streams through (pg_replication_slots: not active, not
+	// temporary; at most MaxIdleSlots, valid slot names only): each is a
+	// standby that is not streaming, whether or not the run reaches it.
+	IdleSlots []string `json:"idle_slots,omitempty"`
+	// SlotName is, on a standby, the slot it streams through
+	// (primary_slot_name): it tells its own idle slot from a missing
+	// member's.
+	SlotName string `json:"slot_name,omitempty"`
 	// Patroni is set when Patroni manages this server.
 	Patroni *Patroni `json:"patroni,omitempty"`
 	// Settings are the server's own values of LiveSettings
@@ -118,6 +127,10 @@ func (t *Topology) IsStopped() bool { return t != nil && t.Role == RoleStopped }
 // receiver began streaming, which can be behind what it already replayed
 // from its own pg_wal: no lag then (0), not a negative one, until new WAL
 // arrives (on an idle cluster, never).
+// Idle physical slots are asked of a primary only (a standby's may be
+// copies of its primary's, kept by Patroni): a slot no one streams
+// through is a standby that is down, unreachable or gone, seen from the
+// one member the run does reach. Asked in this query: no other process.
 var topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END
 UNION ALL SELECT 'sysid=' || system_identifier FROM pg_control_system()
 UNION ALL SELECT 'timeline=' || timeline_id FROM pg_control_checkpoint()
@@ -127,7 +140,14 @@ UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' 
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
 UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)::bigint, -1)
   || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication
+UNION ALL SELECT 'slot_name=' || current_setting('primary_slot_name') WHERE pg_is_in_recovery()
+UNION ALL (SELECT 'idle_slot=' || slot_name::text FROM pg_replication_slots
+  WHERE slot_type = 'physical' AND NOT active AND NOT temporary AND NOT pg_is_in_recovery() ORDER BY slot_name LIMIT ` + strconv.Itoa(MaxIdleSlots) + `)
 UNION ALL SELECT 'setting=' || r FROM (` + LiveSettingsSQL + `) AS s(r)`
+
+// MaxIdleSlots bounds the idle slots a host may report (the query asks
+// no more; the parser keeps no more).
+const MaxIdleSlots = 32
 
 // PsqlConnect is how every query pgtune asks a running server starts
 // psql (shell words, to follow "$psql"): no .psqlrc (-X), never a
@@ -371,6 +391,10 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 			}
 		case "conf_line":
 			confHead += v + "\n"
+		case "idle_slot":
+			if validSlotName(v) && len(topo.IdleSlots) < MaxIdleSlots && !slices.Contains(topo.IdleSlots, v) {
+				topo.IdleSlots = append(topo.IdleSlots, v)
+			}
 		case "standby":
 			s, err := parseStandby(v)
 			if err != nil {
@@ -397,6 +421,12 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 		topo.Timeline = tl
 	}
 	topo.ClusterName = kv["cluster_name"]
+	if topo.Role == "standby" && validSlotName(kv["slot_name"]) {
+		topo.SlotName = kv["slot_name"]
+	}
+	if topo.Role != "primary" {
+		topo.IdleSlots = nil // a standby's slots may be copies (Patroni): a primary's only
+	}
 	if topo.Role == "standby" {
 		if err := topo.readUpstream(kv["receiver"], kv["conninfo"], kv["replay_lag"]); err != nil {
 			return nil, nil, err
@@ -427,6 +457,21 @@ func (t *Topology) readUpstream(receiver, conninfo, lag string) error {
 		t.ReplayLagBytes = n
 	}
 	return nil
+}
+
+// validSlotName reports whether s is a name PostgreSQL allows for a
+// replication slot (lower-case letters, digits and underscores, at most
+// NAMEDATALEN-1 bytes): anything else did not come from pg_replication_slots.
+func validSlotName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseStandby reads "LAG STATE ADDR NAME" (NAME may hold spaces).

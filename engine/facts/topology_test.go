@@ -73,6 +73,20 @@ func TestParseTopology(t *testing.T) {
 		want:    Topology{Role: "standby", SystemID: "42"},
 		patroni: &Patroni{GeneratedConf: true, APIError: "postgresql.conf says Patroni writes it, but no Patroni process of the cluster owner names this data directory"},
 	}, {
+		name: "primary: idle slots, capped, invalid names dropped",
+		out: rec("role", "primary") + rec("sysid", "42") + rec("idle_slot", "node_3") + rec("idle_slot", "node_3") +
+			rec("idle_slot", "Bad-Name") + rec("idle_slot", strings.Repeat("x", 64)) + rec("idle_slot", "a\x1b[2J") + rec("slot_name", "ignored") +
+			strings.Repeat(rec("idle_slot", "many"), 3) + idleSlots(MaxIdleSlots+5),
+		want: Topology{Role: "primary", SystemID: "42", IdleSlots: append([]string{"node_3", "many"}, slotNames(MaxIdleSlots-2)...)},
+	}, {
+		name: "standby: its slot, and no idle slots of its own",
+		out:  rec("role", "standby") + rec("sysid", "42") + rec("slot_name", "node_2") + rec("idle_slot", "copy_of_node_3") + rec("receiver", "streaming db1 5432"),
+		want: Topology{Role: "standby", SystemID: "42", Upstream: "db1:5432", Receiver: "streaming", SlotName: "node_2"},
+	}, {
+		name: "standby: a slot name PostgreSQL would refuse",
+		out:  rec("role", "standby") + rec("sysid", "42") + rec("slot_name", "node 2; DROP"),
+		want: Topology{Role: "standby", SystemID: "42"},
+	}, {
 		name: "no role", out: rec("sysid", "42"), err: "recovery",
 	}, {
 		name: "forged system identifier", out: rec("role", "primary") + rec("sysid", "-1"), err: "system identifier",
@@ -105,6 +119,24 @@ func TestParseTopology(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slotNames are n idle slot names as idleSlots reports them.
+func slotNames(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, "slot_"+strconv.Itoa(i))
+	}
+	return out
+}
+
+// idleSlots is n idle_slot records.
+func idleSlots(n int) string {
+	var b strings.Builder
+	for _, s := range slotNames(n) {
+		b.WriteString("idle_slot=" + s + "\x00")
+	}
+	return b.String()
 }
 
 // topologyOf discovers the cluster in dataDir and asks its topology, as
@@ -162,6 +194,23 @@ func TestTopologyStreaming(t *testing.T) {
 		if strings.Contains(string(b), testhost.ReplicaPassword) {
 			t.Errorf("standby%d: the password of primary_conninfo reached the facts: %s", i+1, b)
 		}
+	}
+	if len(primary.IdleSlots) != 0 {
+		t.Errorf("primary: idle slots %q, none made", primary.IdleSlots)
+	}
+	// standby1 streams through a slot; "gone" is the slot of a standby
+	// that streams no more: only it is idle.
+	set.Primary.Query(t, "SELECT pg_create_physical_replication_slot('standby1'), pg_create_physical_replication_slot('gone')")
+	s1 := set.Standbys[0]
+	s1.Stop(t)
+	s1.AppendConf(t, "primary_slot_name = 'standby1'")
+	s1.Start(t)
+	set.WaitStreaming(t)
+	if got := topologyOf(t, set.Primary.DataDir).IdleSlots; strings.Join(got, ",") != "gone" {
+		t.Errorf("primary: idle slots %q, want gone", got)
+	}
+	if got := topologyOf(t, s1.DataDir); got.SlotName != "standby1" || len(got.IdleSlots) != 0 {
+		t.Errorf("standby1: slot %q, idle slots %q", got.SlotName, got.IdleSlots)
 	}
 }
 

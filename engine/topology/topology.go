@@ -43,6 +43,13 @@ type Cluster struct {
 	// Outside describes members the run does not include (not in the
 	// inventory, or left out by --limit).
 	Outside []string `json:"outside,omitempty"`
+	// NotStreaming is what the run's members show of a member that is not
+	// streaming and that their own facts do not account for (a member the
+	// run has no facts of, or does not include): a Patroni member not
+	// running, an idle replication slot on the primary, a standby that
+	// lost its upstream. No member of such a cluster may go down: it
+	// would be the second one down (see notStreaming).
+	NotStreaming []string `json:"not_streaming,omitempty"`
 	// Upstreams names, for each standby that streams from another
 	// standby of the run (cascading replication), that upstream standby.
 	Upstreams map[string]string `json:"upstreams,omitempty"`
@@ -52,13 +59,14 @@ type Cluster struct {
 }
 
 // Replicated reports whether the cluster has more than one member (in the
-// run or outside it): only then does order matter.
+// run or outside it, or one the members show not streaming): only then
+// does order matter.
 func (c *Cluster) Replicated() bool {
 	n := len(c.Standbys) + len(c.Outside)
 	if c.Primary != "" {
 		n++
 	}
-	return n > 1
+	return n > 1 || len(c.NotStreaming) > 0
 }
 
 // Members lists the cluster's hosts in the run in restart order:
@@ -99,6 +107,9 @@ func (c *Cluster) String() string {
 	}
 	if len(c.Outside) > 0 {
 		fmt.Fprintf(&b, "; outside this run: %s", strings.Join(c.Outside, ", "))
+	}
+	if len(c.NotStreaming) > 0 {
+		fmt.Fprintf(&b, "; not streaming: %s", strings.Join(c.NotStreaming, ", "))
 	}
 	return b.String()
 }
@@ -156,6 +167,7 @@ func Group(members []Member) *Layout {
 		sort.Strings(c.Standbys)
 		c.orderStandbys(byIDTopos[c.ID])
 		c.Outside = outside(c, byIDTopos[c.ID])
+		c.NotStreaming = notStreaming(byIDTopos[c.ID], c.Primary)
 	}
 	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
 	return l
@@ -173,16 +185,9 @@ func (c *Cluster) first() string {
 // run without the primary misses at least the primary.
 func outside(c *Cluster, members []Member) []string {
 	var out []string
-	inRun := map[string]bool{}
-	var patroniList []facts.PatroniMember
+	inRun, patroniList := patroniView(members)
 	primaries := 0
 	for _, m := range members {
-		if p := m.Topo.Patroni; p != nil {
-			inRun[p.Name] = true
-			if len(p.Members) > len(patroniList) {
-				patroniList = p.Members
-			}
-		}
 		if m.Topo.IsPrimary() {
 			primaries++
 		}

@@ -54,7 +54,7 @@ func TestGroup(t *testing.T) {
 func TestGroupOutside(t *testing.T) {
 	patroni := func(role, name string) *facts.Topology {
 		t := &facts.Topology{Role: role, SystemID: "9", Patroni: &facts.Patroni{Scope: "demo", Name: name,
-			Members: []facts.PatroniMember{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "replica"}, {Name: "n3", Role: "replica"}}}}
+			Members: []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: "n2", Role: "replica", State: "streaming"}, {Name: "n3", Role: "replica", State: "running"}}}}
 		return t
 	}
 	for _, tc := range []struct {
@@ -199,6 +199,86 @@ func TestCascadeOrder(t *testing.T) {
 				if len(w) != 1 || w[0] != c.Members()[i] {
 					t.Errorf("wave %d = %q, want %q alone", i, w, c.Members()[i])
 				}
+			}
+		})
+	}
+}
+
+// TestGroupNotStreaming: what the run's members show of a member that is
+// not streaming and that the run has no facts of, or does not include.
+func TestGroupNotStreaming(t *testing.T) {
+	withSlots := func(topo *facts.Topology, idle ...string) *facts.Topology { topo.IdleSlots = idle; return topo }
+	slotted := func(topo *facts.Topology, slot string) *facts.Topology { topo.SlotName = slot; return topo }
+	lost := func(receiver, upstream string) *facts.Topology {
+		return &facts.Topology{Role: "standby", SystemID: "1", Upstream: upstream, Receiver: receiver}
+	}
+	pat := func(role, name string, states ...string) *facts.Topology {
+		p := &facts.Patroni{Scope: "demo", Name: name}
+		for i, st := range states {
+			p.Members = append(p.Members, facts.PatroniMember{Name: "n" + string(rune('1'+i)), Role: "replica", State: st})
+		}
+		return &facts.Topology{Role: role, SystemID: "1", Patroni: p}
+	}
+	many := make([]string, 12)
+	for i := range many {
+		many[i] = "slot_" + string(rune('a'+i))
+	}
+	for _, tc := range []struct {
+		name       string
+		members    []Member
+		want       []string
+		replicated bool
+	}{
+		{name: "every member streams", members: []Member{{Host: "p", Topo: primary("1", 2)}, {Host: "s1", Topo: standby("1")}, {Host: "s2", Topo: standby("1")}},
+			replicated: true},
+		{name: "a standby unreachable: its slot idle on the primary",
+			members: []Member{{Host: "p", Topo: withSlots(primary("1", 1), "s2")}, {Host: "s1", Topo: slotted(standby("1"), "s1")}},
+			want:    []string{`replication slot "s2" on p has no standby streaming through it`}, replicated: true},
+		{name: "the idle slot of a standby of the run",
+			members:    []Member{{Host: "p", Topo: withSlots(primary("1", 0), "s1"), Reach: []string{"p:5432"}}, {Host: "s1", Topo: slotted(lost("waiting", "p:5432"), "s1")}},
+			replicated: true},
+		{name: "a lone primary whose only standby is down",
+			members: []Member{{Host: "p", Topo: withSlots(primary("1", 0), "s1")}},
+			want:    []string{`replication slot "s1" on p has no standby streaming through it`}, replicated: true},
+		{name: "a lone primary", members: []Member{{Host: "p", Topo: primary("1", 0)}}},
+		{name: "a standby's idle slots are no evidence",
+			members: []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: withSlots(standby("1"), "copy")}}, replicated: true},
+		{name: "Patroni: a member outside the run not running",
+			members: []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "streaming", "stopped", "")}, {Host: "h2", Topo: pat("standby", "n2")}},
+			want:    []string{`Patroni member "n3" (replica) is "stopped"`, `Patroni member "n4" (replica) reports no state`}, replicated: true},
+		{name: "Patroni: the run's own members answer for themselves",
+			members:    []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "starting")}, {Host: "h2", Topo: pat("standby", "n2")}},
+			replicated: true},
+		{name: "the primary is down: the standbys lost their upstream",
+			members: []Member{{Host: "s1", Topo: lost("", "10.0.0.1:5432")}, {Host: "s2", Topo: lost("waiting", "10.0.0.1:5432")}},
+			want: []string{`s1 lost its upstream "10.0.0.1:5432" (no WAL receiver; no member of this run)`,
+				`s2 lost its upstream "10.0.0.1:5432" (WAL receiver "waiting"; no member of this run)`}, replicated: true},
+		{name: "a standby not streaming from a member of the run",
+			members:    []Member{{Host: "p", Topo: primary("1", 0), Reach: []string{"10.0.0.1:5432"}}, {Host: "s1", Topo: lost("waiting", "10.0.0.1:5432")}},
+			replicated: true},
+		{name: "a standby without an upstream (archive only)", members: []Member{{Host: "p", Topo: primary("1", 0)}, {Host: "s1", Topo: lost("", "")}},
+			replicated: true},
+		{name: "capped", members: []Member{{Host: "p", Topo: withSlots(primary("1", 0), many...)}}, replicated: true},
+		{name: "a host's long name is clipped", members: []Member{{Host: "h1", Topo: &facts.Topology{Role: "primary", SystemID: "1",
+			Patroni: &facts.Patroni{Name: "n1", Members: []facts.PatroniMember{{Name: strings.Repeat("é", 40), State: strings.Repeat("x", 100)}}}}}},
+			want:       []string{`Patroni member "` + strings.Repeat("é", 32) + `…" is "` + strings.Repeat("x", 64) + `…"`},
+			replicated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Group(tc.members)
+			if len(l.Clusters) != 1 {
+				t.Fatalf("%d clusters", len(l.Clusters))
+			}
+			c := l.Clusters[0]
+			if tc.name == "capped" {
+				if len(c.NotStreaming) != maxNotStreaming+1 || c.NotStreaming[maxNotStreaming] != "4 more" {
+					t.Errorf("not streaming %q, want %d and 4 more", c.NotStreaming, maxNotStreaming)
+				}
+			} else if !reflect.DeepEqual(c.NotStreaming, tc.want) {
+				t.Errorf("not streaming\n got %q\nwant %q", c.NotStreaming, tc.want)
+			}
+			if c.Replicated() != tc.replicated {
+				t.Errorf("replicated %t, want %t (%s)", c.Replicated(), tc.replicated, c)
 			}
 		})
 	}

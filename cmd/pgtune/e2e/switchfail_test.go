@@ -296,18 +296,22 @@ func TestSwitchoverOldPrimaryStartFails(t *testing.T) {
 
 // TestStreamingRolloutStops: a rollout that cannot go on stops before the
 // primary is touched: a standby that does not come back (its start
-// refused), a member whose sshd dies mid-rollout, a standby that is down.
-// The primary keeps its postmaster, stays the one primary and writable,
-// and no acknowledged row is lost.
+// refused), a member whose sshd dies mid-rollout, a standby that is down,
+// a standby whose whole host is down (only its idle slot on the primary
+// tells of it: then the other standby is not touched either). The
+// primary keeps its postmaster, stays the one primary and writable, and
+// no acknowledged row is lost.
 func TestStreamingRolloutStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
 	}
 	for _, tc := range []struct {
-		name   string
-		before func(t *testing.T, set *testhost.ReplicaSet)
-		during func(t *testing.T, f *streamingFixture, p *proc, pids map[string]int)
-		member string // named in the errors
+		name        string
+		before      func(t *testing.T, set *testhost.ReplicaSet)
+		unreachable string // its sshd killed before the run
+		during      func(t *testing.T, f *streamingFixture, p *proc, pids map[string]int)
+		member      string   // named in the errors
+		untouched   []string // standbys that keep their postmaster too
 	}{
 		{name: "a standby does not come back", member: "standby1",
 			before: func(t *testing.T, set *testhost.ReplicaSet) {
@@ -320,6 +324,12 @@ func TestStreamingRolloutStops(t *testing.T) {
 			}},
 		{name: "a standby is down", member: "standby2",
 			before: func(t *testing.T, set *testhost.ReplicaSet) { set.Standbys[1].Stop(t) }},
+		{name: "a standby's host is down", member: "standby2\" on primary has no standby streaming through it",
+			unreachable: "standby2", untouched: []string{"standby1"},
+			before: func(t *testing.T, set *testhost.ReplicaSet) {
+				streamThroughSlots(t, set)
+				set.Standbys[1].Stop(t)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newStreamingFixture(t, "5s", func(set *testhost.ReplicaSet) {
@@ -332,6 +342,9 @@ func TestStreamingRolloutStops(t *testing.T) {
 				if c.Running() {
 					pids[name] = c.PID(t)
 				}
+			}
+			if tc.unreachable != "" {
+				killSSHD(t, f.sshd[tc.unreachable])
 			}
 			probe := testhost.StartProber(t, f.set.Members()...)
 			p := startPgtune(t, buildPgtune(t), "apply", "--yes", "-i", f.inv, f.book)
@@ -351,12 +364,31 @@ func TestStreamingRolloutStops(t *testing.T) {
 			if pid := f.members["primary"].PID(t); pid != pids["primary"] {
 				t.Errorf("the primary was touched (pid %d → %d):\n%s", pids["primary"], pid, out)
 			}
+			for _, m := range tc.untouched {
+				if pid := f.members[m].PID(t); pid != pids[m] {
+					t.Errorf("%s was restarted while another member was down (pid %d → %d):\n%s", m, pids[m], pid, out)
+				}
+			}
 			if got := f.onePrimary(t); got != "primary" {
 				t.Errorf("the primary is %s", got)
 			}
 			t.Logf("apply said:\n%s", lastN(out, 15))
 		})
 	}
+}
+
+// streamThroughSlots has each standby of set stream through a physical
+// slot named after it, as most production standbys do.
+func streamThroughSlots(t *testing.T, set *testhost.ReplicaSet) {
+	t.Helper()
+	for i, s := range set.Standbys {
+		name := fmt.Sprintf("standby%d", i+1)
+		set.Primary.Query(t, "SELECT pg_create_physical_replication_slot('"+name+"')")
+		s.Stop(t)
+		s.AppendConf(t, "primary_slot_name = '"+name+"'")
+		s.Start(t)
+	}
+	set.WaitStreaming(t)
 }
 
 func lastN(s string, n int) string {

@@ -1,0 +1,151 @@
+package topology
+
+import (
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/pgtune/pgtune/engine/facts"
+)
+
+// A member the run has no facts of (its host unreachable: the commonest
+// way a member is down), or does not include (--limit, not in the
+// inventory), is in no cluster of the layout; if it is down, restarting
+// any other member takes a second one down. The members the run does
+// reach are the only witnesses: their facts are read for what they say of
+// a member that is not streaming, and only names are compared (they come
+// from hosts: they match, they decide nothing else).
+
+// maxNotStreaming bounds the evidence kept for one cluster.
+const maxNotStreaming = 8
+
+// notStreaming lists what the run's members show of a member of their
+// cluster that is not streaming and that their own facts do not account
+// for: a Patroni member in a state other than running, a physical slot on
+// the primary that no standby streams through and no standby of the run
+// names as its own, a standby of the run that does not stream from an
+// upstream outside the run.
+func notStreaming(members []Member, primary string) []string {
+	var out []string
+	out = append(out, patroniNotRunning(members)...)
+	out = append(out, idleSlots(members, primary)...)
+	out = append(out, lostUpstreams(members)...)
+	if len(out) > maxNotStreaming {
+		out = append(out[:maxNotStreaming], fmt.Sprintf("%d more", len(out)-maxNotStreaming))
+	}
+	return out
+}
+
+// patroniUp are the member states of Patroni's GET /cluster that mean
+// its server runs and replicates (a replica reports "streaming" since
+// Patroni 3.0.4, "running" before).
+var patroniUp = []string{"running", "streaming"}
+
+// patroniNotRunning lists the Patroni members the run does not include
+// whose state says their server is not up (stopped, crashed, starting…).
+// A member whose host is off is not among them: its key leaves the DCS
+// with its TTL, and only its replication slot may still tell of it.
+func patroniNotRunning(members []Member) []string {
+	inRun, list := patroniView(members)
+	var out []string
+	for _, pm := range list {
+		if inRun[pm.Name] || slices.Contains(patroniUp, pm.State) {
+			continue
+		}
+		d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
+		if pm.Role != "" {
+			d += fmt.Sprintf(" (%s)", clip(pm.Role))
+		}
+		if pm.State == "" {
+			out = append(out, d+" reports no state") // Patroni always does: unknown is not up
+			continue
+		}
+		out = append(out, d+fmt.Sprintf(" is %q", clip(pm.State)))
+	}
+	return out
+}
+
+// patroniView is the Patroni members of the run (by member name) and the
+// longest member list one of them reported.
+func patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
+	inRun := map[string]bool{}
+	var list []facts.PatroniMember
+	for _, m := range members {
+		if p := m.Topo.Patroni; p != nil {
+			inRun[p.Name] = true
+			if len(p.Members) > len(list) {
+				list = p.Members
+			}
+		}
+	}
+	return inRun, list
+}
+
+// idleSlots lists the primary's physical slots no one streams through,
+// but for those a standby of the run names (primary_slot_name): such a
+// standby is in the run, and its own facts speak for it.
+func idleSlots(members []Member, primary string) []string {
+	used := map[string]bool{}
+	var idle []string
+	for _, m := range members {
+		if m.Topo.SlotName != "" {
+			used[m.Topo.SlotName] = true
+		}
+		if m.Host == primary {
+			idle = m.Topo.IdleSlots
+		}
+	}
+	var out []string
+	for _, s := range idle {
+		if !used[s] {
+			out = append(out, fmt.Sprintf("replication slot %q on %s has no standby streaming through it", s, primary))
+		}
+	}
+	return out
+}
+
+// lostUpstreams lists the run's running standbys that do not stream and
+// whose upstream is no member of the run: that upstream (the primary, or
+// a cascading standby) may be down.
+func lostUpstreams(members []Member) []string {
+	inRun := map[string]bool{}
+	for _, m := range members {
+		for _, r := range m.Reach {
+			if r != "" {
+				inRun[r] = true
+			}
+		}
+	}
+	var out []string
+	for _, m := range members {
+		t := m.Topo
+		if t.Role != "standby" || t.Receiver == "streaming" || t.Upstream == "" {
+			continue
+		}
+		if r := UpstreamReach(m.Machine, t.Upstream); r != "" && inRun[r] {
+			continue
+		}
+		recv := "no WAL receiver"
+		if t.Receiver != "" {
+			recv = fmt.Sprintf("WAL receiver %q", clip(t.Receiver))
+		}
+		out = append(out, fmt.Sprintf("%s lost its upstream %q (%s; no member of this run)", m.Host, clip(t.Upstream), recv))
+	}
+	return out
+}
+
+// maxShown bounds a name from a host in the evidence (Patroni's member
+// list is any JSON up to 1 MiB).
+const maxShown = 64
+
+// clip shortens s to maxShown bytes, on a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	i := maxShown
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

@@ -139,12 +139,18 @@ func TestSSHSessionHeldOpenAfterExit(t *testing.T) {
 	t.Run("output keeps coming after the exit status", func(t *testing.T) {
 		leakCheck(t)
 		key, pub := clientKey(t)
-		srv := newTestServer(t, []gossh.PublicKey{pub}, withSessionChannels(exitNeverClosed(true, 5)))
-		c := dial(t, hostileConfig(t, srv, key))
-		// 5 lines 300 ms apart: 1.5 s in all, over the connect timeout,
-		// but never that long without output.
+		srv := newTestServer(t, []gossh.PublicKey{pub}, withSessionChannels(exitNeverClosed(true, 12)))
+		// 12 lines 300 ms apart: 3.6 s in all, over a 3 s connect
+		// timeout, but never near that long without output, even on a
+		// loaded machine (a 1 s timeout left a gap only 0.7 s of slack).
+		cfg := hostileConfig(t, srv, key)
+		cfg.ConnectTimeout = 3 * time.Second
+		c := dial(t, cfg)
 		res, err := runBounded(t, c, Command{Args: []string{"true"}})
-		want := "out\nlate 0\nlate 1\nlate 2\nlate 3\nlate 4\n"
+		want := "out\n"
+		for i := range 12 {
+			want += fmt.Sprintf("late %d\n", i)
+		}
 		if res.ExitCode != 3 || string(res.Stdout) != want {
 			t.Fatalf("stdout %q, exit %d, %v; want %q, exit 3", res.Stdout, res.ExitCode, err, want)
 		}

@@ -91,7 +91,7 @@ func pageTables(b *testing.B, pg *testhost.Cluster, relBytes, rows int64, huge b
 	if pg.Running() {
 		pg.Stop(b)
 	}
-	pageKB := int64(4)
+	pageKB := int64(os.Getpagesize() >> 10) // the base page: 4 kB on x86, larger elsewhere
 	if huge {
 		lockStart := time.Now()
 		st := testhost.LockKernel(b)
@@ -190,8 +190,9 @@ func pageTables(b *testing.B, pg *testhost.Cluster, relBytes, rows int64, huge b
 }
 
 // reservePool grows vm.nr_hugepages by what the segment needs, as the
-// server binary computes it for this configuration, and checks the kernel
-// gave every page.
+// server binary computes it for this configuration, beside the pages
+// others hold (surplus pages included: vm.nr_hugepages does not count
+// them), and checks the kernel gave every page.
 func reservePool(b *testing.B, pg *testhost.Cluster, st *testhost.KernelState) {
 	b.Helper()
 	out := pg.AsOwner(b, pg.BinDir+"/postgres", "-D", pg.DataDir, "-C", "shared_memory_size_in_huge_pages")
@@ -199,13 +200,7 @@ func reservePool(b *testing.B, pg *testhost.Cluster, st *testhost.KernelState) {
 	if err != nil || need <= 0 {
 		b.Fatalf("shared_memory_size_in_huge_pages = %q", out)
 	}
-	base, err := strconv.ParseInt(st.Values["vm.nr_hugepages"], 10, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := testhost.WriteSysctl("vm.nr_hugepages", strconv.FormatInt(base+need, 10)); err != nil {
-		b.Fatal(err)
-	}
+	st.MakeRoom(b, need)
 	mi, err := testhost.Meminfo()
 	if err != nil {
 		b.Fatal(err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // These tests run the lock and the state directory checks for real on this
@@ -28,11 +30,21 @@ func needRoot(t *testing.T) {
 	}
 }
 
-const nobody = 65534
+// nobodyUID is nobody's uid on this machine: the refusals name it.
+func nobodyUID(t *testing.T) int {
+	t.Helper()
+	n, err := strconv.Atoi(testhost.UID(t, "nobody"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 func TestCheckStateDir(t *testing.T) {
 	needRoot(t)
 	ctx := context.Background()
+	nobody := nobodyUID(t)
+	ownedByNobody := fmt.Sprintf("is owned by nobody (uid %d), not root", nobody)
 	tests := []struct {
 		name   string
 		setup  func(t *testing.T, root string) string // returns the state dir
@@ -48,10 +60,10 @@ func TestCheckStateDir(t *testing.T) {
 		{name: "root 0755 is tightened", create: true, setup: func(t *testing.T, root string) string {
 			return mkdir(t, filepath.Join(root, "state"), 0o755, 0)
 		}},
-		{name: "owned by nobody", create: true, want: "/state is owned by nobody (uid 65534), not root: refusing to use it", setup: func(t *testing.T, root string) string {
+		{name: "owned by nobody", create: true, want: "/state " + ownedByNobody + ": refusing to use it", setup: func(t *testing.T, root string) string {
 			return mkdir(t, filepath.Join(root, "state"), 0o700, nobody)
 		}},
-		{name: "owned by nobody, read-only check", want: "/state is owned by nobody (uid 65534), not root", setup: func(t *testing.T, root string) string {
+		{name: "owned by nobody, read-only check", want: "/state " + ownedByNobody, setup: func(t *testing.T, root string) string {
 			return mkdir(t, filepath.Join(root, "state"), 0o700, nobody)
 		}},
 		{name: "mode 0777", create: true, want: "/state is writable by group or others (mode 777)", setup: func(t *testing.T, root string) string {
@@ -74,7 +86,7 @@ func TestCheckStateDir(t *testing.T) {
 			}
 			return p
 		}},
-		{name: "parent owned by nobody", create: true, want: "/parent is owned by nobody (uid 65534), not root", setup: func(t *testing.T, root string) string {
+		{name: "parent owned by nobody", create: true, want: "/parent " + ownedByNobody, setup: func(t *testing.T, root string) string {
 			return filepath.Join(mkdir(t, filepath.Join(root, "parent"), 0o755, nobody), "state")
 		}},
 		{name: "parent writable by others", create: true, want: "/parent is writable by group or others (mode 777)", setup: func(t *testing.T, root string) string {

@@ -275,14 +275,18 @@ func TestUnsafeStateDirRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd")
 	}
+	nobody, err := strconv.Atoi(testhost.UID(t, "nobody"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string)
 		want  string
 	}{
 		{"owned by nobody", func(t *testing.T, dir string) {
-			mkdirOwned(t, dir, 0o700, 65534)
-		}, "is owned by nobody (uid 65534), not root"},
+			mkdirOwned(t, dir, 0o700, nobody)
+		}, fmt.Sprintf("is owned by nobody (uid %d), not root", nobody)},
 		{"mode 0777", func(t *testing.T, dir string) {
 			mkdirOwned(t, dir, 0o777, 0)
 		}, "is writable by group or others (mode 777)"},

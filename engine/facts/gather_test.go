@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,12 +287,29 @@ func TestGatherLocalSysctlFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, ok := f.SysctlWinner("vm.overcommit_ratio")
-	if !ok || w.File != p || w.Line != 2 || w.Value != "77" {
-		t.Errorf("winner vm.overcommit_ratio = %+v, %v", w, ok)
-	}
-	w, ok = f.SysctlWinner("vm.nr_hugepages")
-	if !ok || w.File != p || w.Line != 3 || w.Value != "0" {
-		t.Errorf("winner vm.nr_hugepages = %+v, %v", w, ok)
+	// Its name sorts after every other sysctl.d file, so it wins, unless
+	// this machine's /etc/sysctl.conf, applied after all of them, sets the
+	// key too: then that line wins, and the planted one comes right
+	// before it.
+	for _, want := range []SysctlSetting{
+		{File: p, Line: 2, Key: "vm.overcommit_ratio", Value: "77"},
+		{File: p, Line: 3, Key: "vm.nr_hugepages", Value: "0"},
+	} {
+		all := f.SysctlAssignments(want.Key)
+		i := slices.IndexFunc(all, func(s SysctlSetting) bool { return s.File == p })
+		if i < 0 || all[i].Line != want.Line || all[i].Value != want.Value {
+			t.Errorf("%s: assignments %+v; want %s:%d = %s among them", want.Key, all, p, want.Line, want.Value)
+			continue
+		}
+		after := all[i+1:]
+		for _, s := range after {
+			if s.File != SysctlConf {
+				t.Errorf("%s: %s:%d applied after %s", want.Key, s.File, s.Line, p)
+			}
+		}
+		w, ok := f.SysctlWinner(want.Key)
+		if len(after) == 0 && (!ok || w != all[i]) || len(after) > 0 && w != after[len(after)-1] {
+			t.Errorf("winner %s = %+v, %v; assignments %+v", want.Key, w, ok, all)
+		}
 	}
 }

@@ -99,7 +99,7 @@ func TestDiscoverIgnoresImpostorsOverSSH(t *testing.T) {
 	wantNotes := map[int]string{
 		pidA: fmt.Sprintf("no postmaster.pid to read in %q", dirA),
 		pidB: fmt.Sprintf("the postmaster.pid of %q does not name it (it names pid %d)", dirB, realPID),
-		pidC: fmt.Sprintf("it runs as uid 65534, but %q belongs to uid 0", dirC),
+		pidC: fmt.Sprintf("it runs as uid %s, but %q belongs to uid 0", testhost.UID(t, "nobody"), dirC),
 	}
 	checkNotes := func(t *testing.T, notes []string) {
 		t.Helper()
@@ -202,6 +202,7 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 	pid := testhost.StartFake(t, filepath.Join(bin, "postgres"), "nobody", data)
 	testhost.WriteOwned(t, "nobody", filepath.Join(data, "postmaster.pid"), testhost.PIDFile(pid, data, 5499, "/tmp"), 0o600)
 
+	asNobody := "uid=" + testhost.UID(t, "nobody") + " euid=" + testhost.UID(t, "nobody") + " name=postgres "
 	checkRuns := func(t *testing.T) {
 		t.Helper()
 		ran := testhost.Executions(t, bin, srv.Port)
@@ -209,7 +210,7 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 			t.Fatal("postgres --version never ran")
 		}
 		for _, l := range ran {
-			if !strings.HasPrefix(l, "uid=65534 euid=65534 name=postgres ") {
+			if !strings.HasPrefix(l, asNobody) {
 				t.Errorf("ran as other than nobody: %q", l)
 			}
 		}
@@ -265,7 +266,8 @@ func TestGatherHostHostileFrame(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(dir, 65534, 65534); err != nil {
+	nobody, _ := strconv.Atoi(testhost.UID(t, "nobody"))
+	if err := os.Chown(dir, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
 	plain, err := Gather(context.Background(), transport.NewLocal(), Options{})

@@ -36,7 +36,7 @@ sleep 600`
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return n
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.HangGuard)
 	for shell = read("shell"); shell == 0 || (child != "" && read("kid") == 0); shell = read("shell") {
 		if time.Now().After(deadline) {
 			t.Fatalf("%q did not start", name)

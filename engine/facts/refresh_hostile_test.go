@@ -58,8 +58,9 @@ func TestRefreshNeverRunsOwnersBinaryAsRoot(t *testing.T) {
 	if _, err := RefreshPostgres(ctx, tr, false, pg); err == nil || !strings.Contains(err.Error(), "owned by root") {
 		t.Errorf("refresh: err = %v, want the root-owned directory refused", err)
 	}
+	nobody := "uid=" + testhost.UID(t, "nobody") + " euid=" + testhost.UID(t, "nobody") + " "
 	for _, l := range testhost.Executions(t, bin, srv.Port) {
-		if !strings.HasPrefix(l, "uid=65534 euid=65534 ") {
+		if !strings.HasPrefix(l, nobody) {
 			t.Errorf("the owner's binary ran as other than nobody: %q", l)
 		}
 	}

@@ -178,7 +178,7 @@ func TestIntegrationSSHDMaxStartups(t *testing.T) {
 		c, err = DialSSH(context.Background(), sshdConfig(srv))
 		done <- err
 	}()
-	dropped := waitLog(t, srv, "past MaxStartups", 20*time.Second)
+	dropped := waitLog(t, srv, "past MaxStartups", hangGuard)
 	holder.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("DialSSH: %v\nsshd log:\n%s", err, srv.Log())

@@ -532,7 +532,7 @@ func TestSSHSharedJumpHostDiallerGivesUp(t *testing.T) {
 		resB <- result{c, err}
 	}()
 	// B is waiting once it holds a reference on A's entry.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(hangGuard); ; {
 		jumpHosts.mu.Lock()
 		refs := 0
 		for _, e := range jumpHosts.entries {

@@ -106,7 +106,7 @@ func TestIntegrationPrivilegedShellStops(t *testing.T) {
 		marker := fmt.Sprintf("/nonexistent/pgtune-shell-sleep-%d-%d", os.Getpid(), time.Now().UnixNano())
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		_, err := c.Run(ctx, Command{Args: []string{"sh", "-c", "sleep 60; : \"$0\"", marker}, Become: true})
+		_, err := c.Run(ctx, Command{Args: []string{"sh", "-c", "sleep 600; : \"$0\"", marker}, Become: true})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want the deadline", err)
 		}
@@ -158,10 +158,11 @@ func TestIntegrationPrivilegedShellStops(t *testing.T) {
 	waitPIDGone(t, last)
 }
 
-// waitPIDGone waits, bounded, until process pid has exited.
+// waitPIDGone waits, bounded by the hang guard, until process pid has
+// exited.
 func waitPIDGone(t *testing.T, pid string) {
 	t.Helper()
-	deadline := time.Now().Add(killGrace + time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		if _, err := os.Stat("/proc/" + pid); err != nil {
 			return

@@ -87,6 +87,18 @@ func FakeBinDir(t testing.TB, owner string, names ...string) string {
 	return dir
 }
 
+// UID is the user ID of name on this machine, in decimal, as the kernel
+// and /proc report it: tests compare with it, never with the number a
+// user has on the machine they were written on.
+func UID(t testing.TB, name string) string {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatalf("testhost: user %s: %v", name, err)
+	}
+	return u.Uid
+}
+
 // OwnedDir makes a directory under /tmp, mode 0755, owned by owner; it is
 // removed in Cleanup.
 func OwnedDir(t testing.TB, owner string) string {

@@ -159,6 +159,34 @@ func OOMScoreAdj(t testing.TB) int {
 	return n
 }
 
+// CanLowerOOMScoreAdj says whether this process (and so what it starts as
+// root: pgtune over the local connection, sshd's sessions) has
+// CAP_SYS_RESOURCE, without which the kernel refuses to lower any
+// oom_score_adj. It also decides what a raise does: written with the
+// capability, a score becomes the process's floor (oom_score_adj_min),
+// which its children inherit and cannot go below, so a postmaster raised
+// above 0 has backends that cannot reset themselves to 0. Machines differ
+// (a container's root often lacks it): tests pick their scores from it.
+func CanLowerOOMScoreAdj(t testing.TB) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatalf("capabilities: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("capabilities: %q: %v", l, err)
+			}
+			const capSysResource = 24
+			return caps&(1<<capSysResource) != 0
+		}
+	}
+	t.Fatal("capabilities: no CapEff in /proc/self/status")
+	return false
+}
+
 // PagesFor is bytes in whole pages of the default size, at least one.
 func (s *KernelState) PagesFor(bytes int64) int64 { return max(1, bytes/max(s.PageSize(), 1)) }
 

@@ -83,7 +83,16 @@ func TestCheckSizesInGigPages(t *testing.T) {
 	ctx := context.Background()
 	m := New()
 	tg := liveTarget(t, c)
-	tg.SetOutputs("hugepages", map[string]any{"pool": int64(2 * gib), "pages": int64(2), "page_size": int64(gib)})
+	// The cluster's share is two pages; the whole pool planned holds them
+	// beside any 1 GiB pages other processes hold, on a machine that
+	// offers them (a segment that fit only without those would be refused).
+	held := int64(0)
+	if f := tg.Facts; f.HugePageSize == gib {
+		held = f.HugePagesTotal - f.HugePagesFree + f.HugePagesRsvd
+	} else if p, ok := f.Pool(gib); ok {
+		held = p.Pages - p.Free + p.Resv
+	}
+	tg.SetOutputs("hugepages", map[string]any{"pool": (2 + held) * gib, "pages": 2 + held, "page_size": int64(gib)})
 	journal(t, tg)
 	p, err := m.Check(ctx, tg, params(2*gib, func(p *Params) { p.Restart = expr.Literal(false) }))
 	if err != nil {

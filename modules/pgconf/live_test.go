@@ -127,6 +127,18 @@ func hugePageSize(t *testing.T) int64 {
 	return 0
 }
 
+// liveSharedBuffers is the running server's shared_buffers in bytes: what
+// initdb chose for it, which depends on the machine (it tries 128MB first
+// and takes less where the shared memory it asks for is refused).
+func liveSharedBuffers(t *testing.T, c *testhost.Cluster) int64 {
+	t.Helper()
+	b, err := strconv.ParseInt(c.Query(t, "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func changeTargets(p *plan.ModulePlan) []string {
 	var out []string
 	for _, c := range p.Changes {
@@ -145,6 +157,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	// a segment that does not fit), so the lock is taken to change it.
 	c, pool, hp := clusterWithPool(t)
 	tg := liveTarget(t, c)
+	initdbSB := liveSharedBuffers(t, c)
 
 	before := takeSnapshot(t, c)
 	scratchBefore := map[string]bool{}
@@ -206,7 +219,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 		t.Errorf("include diff:\n%s", inc.Diff)
 	}
 	rs := p.Changes[2]
-	if rs.Before != "shared_buffers=128MB huge_pages=off huge_page_size=0" ||
+	if rs.Before != "shared_buffers="+formatSize(initdbSB)+" huge_pages=off huge_page_size=0" ||
 		rs.After != "shared_buffers="+formatSize(st.SharedBuffers)+" huge_pages=on huge_page_size=0" {
 		t.Errorf("restart %q → %q", rs.Before, rs.After)
 	}
@@ -393,6 +406,7 @@ func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
 	hp := hugePageSize(t)
 	origConf, _ := os.ReadFile(c.ConfigFile())
 	oldPID := c.PID(t)
+	oldSB := c.Query(t, "SHOW shared_buffers") // initdb's choice, the machine's
 
 	ctx := context.Background()
 	tg := liveTarget(t, c)
@@ -412,7 +426,7 @@ func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
 			t.Errorf("error lacks %q", want)
 		}
 	}
-	assertPrevious(t, c, origConf, oldPID)
+	assertPrevious(t, c, origConf, oldPID, oldSB)
 }
 
 // A pg_restart that fails after stopping the server: the built-in method
@@ -429,6 +443,7 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 	reserve(t, kernel, testPages(hp))
 	origConf, _ := os.ReadFile(c.ConfigFile())
 	oldPID := c.PID(t)
+	oldSB := c.Query(t, "SHOW shared_buffers") // initdb's choice, the machine's
 
 	ctx := context.Background()
 	tg := liveTarget(t, c)
@@ -450,10 +465,10 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 			t.Errorf("error lacks %q", want)
 		}
 	}
-	assertPrevious(t, c, origConf, oldPID)
+	assertPrevious(t, c, origConf, oldPID, oldSB)
 }
 
-func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID int) {
+func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID int, oldSB string) {
 	t.Helper()
 	conf, _ := os.ReadFile(c.ConfigFile())
 	if string(conf) != string(origConf) {
@@ -469,8 +484,8 @@ func assertPrevious(t *testing.T, c *testhost.Cluster, origConf []byte, oldPID i
 	if c.PID(t) == oldPID {
 		t.Errorf("expected a new postmaster after the recovery start")
 	}
-	if got := c.Query(t, "SHOW shared_buffers"); got != "128MB" {
-		t.Errorf("shared_buffers = %q; want the previous 128MB", got)
+	if got := c.Query(t, "SHOW shared_buffers"); got != oldSB {
+		t.Errorf("shared_buffers = %q; want the previous %s", got, oldSB)
 	}
 	if got := c.Query(t, "SHOW huge_pages"); got != "off" {
 		t.Errorf("huge_pages = %q; want the previous off", got)
@@ -576,7 +591,9 @@ func TestStoppedCluster(t *testing.T) {
 	hp := hugePageSize(t)
 	ctx := context.Background()
 	m := New()
-	tg := liveTarget(t, c)
+	// A clean pool in the facts: pages other processes hold would leave
+	// no room for the segment, and this test is not about them.
+	tg := linkTarget(t, c, testPages(hp))
 	if tg.Facts.Postgres.Running {
 		t.Fatal("cluster should be stopped")
 	}

@@ -14,12 +14,23 @@ import (
 )
 
 // The OOM shield at a start pgtune performs itself (pg_ctl), for real:
-// the cluster, the restart and every value read back from /proc. This
-// machine's root lacks CAP_SYS_RESOURCE (it cannot lower any
-// oom_score_adj), so the full cycle runs with postmaster_score_adj 300,
-// which the kernel lets root set without it, and the default -1000 is
-// checked for what the host allows: a shield where root may lower it, a
-// finding where it may not.
+// the cluster, the restart and every value read back from /proc. Whether
+// root may lower an oom_score_adj (CAP_SYS_RESOURCE) is the machine's:
+// the full cycle runs with a score the kernel lets it set (shieldScore),
+// and the default -1000 is checked for what the host allows: a shield
+// where root may lower it, a finding where it may not.
+
+// shieldScore is the postmaster_score_adj the full cycles run with. Where
+// root may lower a score, -500: written with CAP_SYS_RESOURCE a score is
+// also the postmaster's floor, which its children inherit, so only a
+// score below 0 lets them reset to 0. Where it may not (a container's
+// root), 300: a raise is allowed, and sets no floor.
+func shieldScore(t *testing.T) int {
+	if testhost.CanLowerOOMScoreAdj(t) {
+		return -500
+	}
+	return 300
+}
 
 func procAdj(t *testing.T, pid int) int {
 	t.Helper()
@@ -61,17 +72,6 @@ func backendAdj(t *testing.T, c *testhost.Cluster) string {
 	return strings.TrimSpace(c.Query(t, "SELECT pg_read_file('/proc/self/oom_score_adj')"))
 }
 
-func canLower() bool {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<24) != 0
-		}
-	}
-	return false
-}
-
 func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
@@ -81,13 +81,14 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	// oom_score_adj (a shell, a unit or a CI runner may have set one):
 	// unshielded values are compared with it, not with 0.
 	inherited := testhost.OOMScoreAdj(t)
+	shield := shieldScore(t)
 	ctx := context.Background()
 	tg := liveTarget(t, c)
 	journal(t, tg)
 	pg := tg.Facts.Postgres
 	m := oom.New()
 	prm := m.NewParams().(*oom.Params)
-	prm.PostmasterScoreAdj = expr.Literal(300)
+	prm.PostmasterScoreAdj = expr.Literal(int64(shield))
 	tg.Module = oom.Name
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
@@ -97,9 +98,9 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 
 	// Without the reset a live value passes to every new backend: the
 	// hazard check and verify exist for, shown for real.
-	setProcAdj(t, pg.PID, 300)
-	if got := backendAdj(t, c); got != "300" {
-		t.Fatalf("a backend of a postmaster at 300 without PG_OOM_ADJUST_FILE runs at %s, want 300 (inherited)", got)
+	setProcAdj(t, pg.PID, shield)
+	if got := backendAdj(t, c); got != strconv.Itoa(shield) {
+		t.Fatalf("a backend of a postmaster at %d without PG_OOM_ADJUST_FILE runs at %s, want %d (inherited)", shield, got, shield)
 	}
 	if err := oom.VerifyStarted(ctx, tg, pg); err == nil || !strings.Contains(err.Error(), "without its children's reset") {
 		t.Errorf("verify of an inherited score: %v", err)
@@ -126,8 +127,8 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if now.PID == pg.PID {
 		t.Fatalf("postmaster pid %d did not change", now.PID)
 	}
-	if got := procAdj(t, now.PID); got != 300 {
-		t.Errorf("new postmaster oom_score_adj %d, want 300", got)
+	if got := procAdj(t, now.PID); got != shield {
+		t.Errorf("new postmaster oom_score_adj %d, want %d", got, shield)
 	}
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(now.PID) + "/environ")
 	if err != nil {
@@ -166,7 +167,7 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 		t.Fatalf("journal: live entry %q before %q, want %q before %d, the inherited value (entries %+v)", key, before, want, inherited, tg.Journal.Entries)
 	}
 	tg.Facts.Postgres = now
-	if got, ok, err := m.ReadLive(ctx, tg, key); err != nil || !ok || got != "300" {
+	if got, ok, err := m.ReadLive(ctx, tg, key); err != nil || !ok || got != strconv.Itoa(shield) {
 		t.Fatalf("ReadLive: %q %v %v", got, ok, err)
 	}
 	if err := m.WriteLive(ctx, tg, key, before); err != nil {
@@ -184,7 +185,7 @@ func TestOOMShieldAtPgCtlStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !canLower() {
+	if !testhost.CanLowerOOMScoreAdj(t) {
 		if len(p.Changes) != 0 || !strings.Contains(strings.Join(p.Notes, "\n"), "CAP_SYS_RESOURCE") {
 			t.Fatalf("without CAP_SYS_RESOURCE: changes %+v notes %q", p.Changes, p.Notes)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // restartRun is restartScript run here, as it runs on a host, with a
@@ -78,13 +79,13 @@ func (r *restartRun) files(t *testing.T) []string {
 	return m
 }
 
-// waitFor polls ok for up to 20 s (a slow machine's sleep and fork, not
-// a timing expectation).
+// waitFor polls ok up to the hang guard (a slow machine's sleep and
+// fork, not a timing expectation).
 func (r *restartRun) waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(testhost.HangGuard); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("still waiting for %s after 20s", what)
+			t.Fatalf("still waiting for %s after %v", what, testhost.HangGuard)
 		}
 	}
 }

@@ -31,10 +31,18 @@ func localMembers(t *testing.T, work string, members map[string]*testhost.Cluste
 	return inv
 }
 
+// heldHugePages is the expression for the huge pages other processes
+// hold (in use or reserved), in bytes.
+const heldHugePages = "(facts.hugepages_total - facts.hugepages_free + facts.hugepages_rsvd) * facts.hugepage_size"
+
 // defaultPolicyWithoutPreflights is the embedded default policy
 // (playbooks/memory.yml) with hugepages' min_available 0 and overcommit's
 // max_committed 1: its verdicts then do not depend on the machine's
-// MemAvailable or on what other processes commit.
+// MemAvailable or on what other processes commit. Nor on the huge pages
+// other processes hold: the pool grows by them and pgconf sizes each
+// cluster to the rest (hugepages refuses a pool below them, and a segment
+// the size of the whole pool would not fit beside them). Where nothing
+// else holds huge pages, the policy plans what the default plans.
 func defaultPolicyWithoutPreflights(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("../../../playbooks/memory.yml")
@@ -43,7 +51,9 @@ func defaultPolicyWithoutPreflights(t *testing.T) string {
 	}
 	s := string(b)
 	for _, kv := range [][2]string{
-		{"\n    hugepages:\n", "\n    hugepages:\n      min_available: 0\n"},
+		{"\n    hugepages:\n      pool: \"${floor(facts.mem_total * 0.25)}\"\n",
+			"\n    hugepages:\n      pool: \"${floor(facts.mem_total * 0.25) + " + heldHugePages + "}\"\n      min_available: 0\n"},
+		{"\n    pgconf:\n", "\n    pgconf:\n      pool: \"${hugepages.pool - " + heldHugePages + "}\"\n"},
 		{"\n    overcommit:\n", "\n    overcommit:\n      max_committed: 1\n"},
 	} {
 		if strings.Count(s, kv[0]) != 1 {

@@ -39,8 +39,8 @@ func TestImpostorNotedOverSSH(t *testing.T) {
 	}
 	testhost.WriteOwned(t, "nobody", filepath.Join(cwd, "PG_VERSION"), "15\n", 0o644)
 	pid := testhost.StartAs(t, "nobody", cwd, filepath.Join(dir, "postgres"), "600")
-	wantNote := fmt.Sprintf("ignored process %d named \"postgres\" (uid 65534, binary %q): no postmaster.pid to read in %q; it was not run",
-		pid, filepath.Join(dir, "postgres"), cwd)
+	wantNote := fmt.Sprintf("ignored process %d named \"postgres\" (uid %s, binary %q): no postmaster.pid to read in %q; it was not run",
+		pid, testhost.UID(t, "nobody"), filepath.Join(dir, "postgres"), cwd)
 
 	inv := filepath.Join(work, "inventory.yml")
 	writeFile(t, inv, fmt.Sprintf(`all:

@@ -239,31 +239,25 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 }
 
 // strictOOM tightens the commit limit to what the machine commits now plus
-// 1.5 GiB, holds idle sessions open, and runs one query that needs about
-// 2.4 GB: in strict mode its allocation fails with "out of memory" while
-// every other session stays connected and the postmaster is not restarted.
-// The limit is put back before returning.
+// 1.5 GiB, holds idle sessions open, and runs one query that needs 1 GiB
+// more than the limit leaves: in strict mode its allocation fails with
+// "out of memory" while every other session stays connected and the
+// postmaster is not restarted. The limit is put back before returning.
 //
 // CommitLimit is overcommit_kbytes plus all of swap, so the swap is taken
-// off kbytes: with it left in, a machine with swap would let the query
-// have its memory (and fail it on PostgreSQL's 1 GB value limit instead).
-// Where swap alone is above that limit, no kbytes sets it.
+// off kbytes (down to 256 MiB: where swap is larger, the limit is higher
+// and the query asks more). The query's size comes from the limit and
+// what is committed right before it, not from the apply's moment: other
+// processes commit and free meanwhile. It holds its memory in many values
+// of 400 MB (array_agg keeps each), as PostgreSQL refuses one value of 1
+// GB or more with an error of its own, whatever the commit limit.
 func strictOOM(t *testing.T, pg *testhost.Cluster, inv, work string) {
-	mem, err := testhost.Meminfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Room for what is committed to grow until the plan reads it: kbytes
-	// must come out positive.
-	if swap, room := mem["SwapTotal"], mem["Committed_AS"]+1024<<10; swap >= room {
-		t.Skipf("SwapTotal %d kB alone is above the %d kB committed plus 1 GiB: no overcommit_kbytes gives a commit limit the query exceeds", swap, mem["Committed_AS"])
-	}
 	book := filepath.Join(work, "tight.yml")
 	writeFile(t, book, `- name: tight commit limit
   hosts: postgres
   policy:
     overcommit:
-      kbytes: "${floor((facts.committed_as + 1536 * MiB - facts.swap_total) / KiB)}"
+      kbytes: "${max(floor((facts.committed_as + 1536 * MiB - facts.swap_total) / KiB), 256 * KiB)}"
       # follows what this machine commits and swaps, whatever its size
       accept_unprotective: true
       sysctl_file: "${vars.sysctl_dir}/99-overcommit.conf"
@@ -277,9 +271,22 @@ func strictOOM(t *testing.T, pg *testhost.Cluster, inv, work string) {
 	for i := 0; i < 3; i++ {
 		idle = append(idle, openPsql(t, pg))
 	}
-	out, err := pg.TryQuery("SELECT length(repeat('x', 600000000) || repeat('x', 600000000))")
+	mem, err := testhost.Meminfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := max(mem["CommitLimit"]-mem["Committed_AS"], 0) << 10 // bytes
+	const value = 400_000_000
+	values := (room+1<<30)/value + 1
+	if room > mem["MemAvailable"]<<10/2 {
+		// Only a swap much larger than what is committed gets here: the
+		// query would push this machine's memory into swap to reach it.
+		t.Skipf("the commit limit leaves %d MiB (SwapTotal %d kB), more than half of MemAvailable: not exhausted on this machine", room>>20, mem["SwapTotal"])
+	}
+	q := fmt.Sprintf("SELECT cardinality(array_agg(repeat('x', %d))) FROM generate_series(1, %d)", value, values)
+	out, err := pg.TryQuery(q)
 	if err == nil || !strings.Contains(err.Error()+out, "out of memory") {
-		t.Fatalf("a query beyond the commit limit: %q, %v; want ERROR: out of memory", out, err)
+		t.Fatalf("a query beyond the commit limit (%d MiB left, %s): %q, %v; want ERROR: out of memory", room>>20, q, out, err)
 	}
 	for i, s := range idle {
 		if got := s.query(t, "SELECT 41 + 1;"); got != "42" {

@@ -73,7 +73,7 @@ func TestNotStreamingMemberHoldsCluster(t *testing.T) {
 		{name: "a standby left out by --limit, down", topos: func() map[string]*facts.Topology { t := s2Gone(); delete(t, "s2"); return t }(),
 			held: []string{"s1", "p"}, evidence: `replication slot "s2" on p has no standby streaming through it`},
 		{name: "a Patroni member outside the run, stopped", topos: patroni(),
-			held: []string{"s1", "p"}, evidence: `Patroni member "s2" (replica) is "stopped"`},
+			held: []string{"s1", "p"}, evidence: `Patroni member "s2" ("replica") is "stopped"`},
 		{name: "the primary unreachable: the standbys lost their upstream", unreachable: "p",
 			topos: func() map[string]*facts.Topology {
 				t := replicated()

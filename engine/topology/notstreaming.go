@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/pgtune/pgtune/engine/facts"
@@ -37,9 +38,11 @@ func notStreaming(members []Member, primary string) []string {
 }
 
 // patroniUp are the member states of Patroni's GET /cluster that mean
-// its server runs and replicates (a replica reports "streaming" since
-// Patroni 3.0.4, "running" before).
-var patroniUp = []string{"running", "streaming"}
+// its server runs and replicates: a replica reports its replication
+// state since Patroni 3.0.4, "streaming", or "in archive recovery" when
+// it replays from the archive (a nostream member, a standby cluster's
+// leader fed from the archive, a replica reconnecting), "running" before.
+var patroniUp = []string{"running", "streaming", "in archive recovery"}
 
 // patroniNotRunning lists the Patroni members the run does not include
 // whose state says their server is not up (stopped, crashed, starting…).
@@ -54,7 +57,7 @@ func patroniNotRunning(members []Member) []string {
 		}
 		d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
 		if pm.Role != "" {
-			d += fmt.Sprintf(" (%s)", clip(pm.Role))
+			d += fmt.Sprintf(" (%q)", clip(pm.Role))
 		}
 		if pm.State == "" {
 			out = append(out, d+" reports no state") // Patroni always does: unknown is not up
@@ -83,9 +86,18 @@ func patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
 
 // idleSlots lists the primary's physical slots no one streams through,
 // but for those a standby of the run names (primary_slot_name): such a
-// standby is in the run, and its own facts speak for it.
+// standby is in the run, and its own facts speak for it; and for those
+// Patroni keeps for a member it reports up (Patroni 4 keeps an idle slot
+// on the primary for every member, one cascading from another replica
+// included): that member's state speaks for it.
 func idleSlots(members []Member, primary string) []string {
 	used := map[string]bool{}
+	_, list := patroniView(members)
+	for _, pm := range list {
+		if slices.Contains(patroniUp, pm.State) {
+			used[PatroniSlotName(pm.Name)] = true
+		}
+	}
 	var idle []string
 	for _, m := range members {
 		if m.Topo.SlotName != "" {
@@ -132,6 +144,28 @@ func lostUpstreams(members []Member) []string {
 		out = append(out, fmt.Sprintf("%s lost its upstream %q (%s; no member of this run)", m.Host, clip(t.Upstream), recv))
 	}
 	return out
+}
+
+// PatroniSlotName is the replication slot Patroni names after a member:
+// lower case, "-" and "." as "_", any other character but [a-z0-9_] as
+// "u" and its code point in four or more decimal digits, cut at 63 bytes.
+func PatroniSlotName(member string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(member) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+		case r == '-', r == '.':
+			b.WriteByte('_')
+		default:
+			fmt.Fprintf(&b, "u%04d", r)
+		}
+	}
+	name := b.String()
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
 }
 
 // maxShown bounds a name from a host in the evidence (Patroni's member

@@ -245,7 +245,13 @@ func TestGroupNotStreaming(t *testing.T) {
 			members: []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: withSlots(standby("1"), "copy")}}, replicated: true},
 		{name: "Patroni: a member outside the run not running",
 			members: []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "streaming", "stopped", "")}, {Host: "h2", Topo: pat("standby", "n2")}},
-			want:    []string{`Patroni member "n3" (replica) is "stopped"`, `Patroni member "n4" (replica) reports no state`}, replicated: true},
+			want:    []string{`Patroni member "n3" ("replica") is "stopped"`, `Patroni member "n4" ("replica") reports no state`}, replicated: true},
+		{name: "Patroni: a member in archive recovery runs",
+			members:    []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "streaming", "in archive recovery")}, {Host: "h2", Topo: pat("standby", "n2")}},
+			replicated: true},
+		{name: "Patroni: the idle slot kept for a member that is up (cascading from a replica)",
+			members: []Member{{Host: "h1", Topo: withSlots(pat("primary", "n1", "running", "streaming", "streaming", "stopped"), "n3", "n4")}, {Host: "h2", Topo: pat("standby", "n2")}},
+			want:    []string{`Patroni member "n4" ("replica") is "stopped"`, `replication slot "n4" on h1 has no standby streaming through it`}, replicated: true},
 		{name: "Patroni: the run's own members answer for themselves",
 			members:    []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "starting")}, {Host: "h2", Topo: pat("standby", "n2")}},
 			replicated: true},
@@ -281,5 +287,20 @@ func TestGroupNotStreaming(t *testing.T) {
 				t.Errorf("replicated %t, want %t (%s)", c.Replicated(), tc.replicated, c)
 			}
 		})
+	}
+}
+
+// TestPatroniSlotName: the slot names Patroni gives its members.
+func TestPatroniSlotName(t *testing.T) {
+	for member, want := range map[string]string{
+		"pg-node.1":             "pg_node_1",
+		"Node_A":                "node_a",
+		"db@1":                  "dbu00641",
+		"é":                     "u0233",
+		strings.Repeat("a", 70): strings.Repeat("a", 63),
+	} {
+		if got := PatroniSlotName(member); got != want {
+			t.Errorf("PatroniSlotName(%q) = %q, want %q", member, got, want)
+		}
 	}
 }

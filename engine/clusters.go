@@ -453,7 +453,7 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
-			m.Machine, m.Reach = reachOf(h.Facts, "")
+			m.Machine, m.Reach = reachOf(h.Facts, h.Address) // as a session's own layout (placeInClusters)
 		}
 		members = append(members, m)
 	}

@@ -365,3 +365,23 @@ func inWaves(t *testing.T, m *restarter, all map[string]*facts.Topology, setup f
 		apply(s)
 	}
 }
+
+// TestClusterLayoutReachesByAddress: the layout a serial rollout makes
+// from the facts read before its first batch knows each member by its
+// inventory address too, as a session's own layout does: a standby not
+// streaming at that moment whose primary_conninfo names its primary by
+// that address has not lost an upstream outside the run (that held the
+// cluster, as if a member were down).
+func TestClusterLayoutReachesByAddress(t *testing.T) {
+	pg := &facts.Postgres{Port: 5432, SocketDir: "/run/postgresql"}
+	hosts := []HostFacts{
+		{Name: "p", Address: "10.0.0.1", Facts: &facts.Facts{Hostname: "pm", Postgres: pg,
+			Topology: &facts.Topology{Role: "primary", SystemID: "1"}}},
+		{Name: "s1", Address: "10.0.0.2", Facts: &facts.Facts{Hostname: "sm", Postgres: pg,
+			Topology: &facts.Topology{Role: "standby", SystemID: "1", Upstream: "10.0.0.1:5432", Receiver: "waiting"}}},
+	}
+	l := ClusterLayout(hosts)
+	if len(l.Clusters) != 1 || len(l.Clusters[0].NotStreaming) != 0 {
+		t.Fatalf("clusters %v, want one with nothing held against it", l.Clusters)
+	}
+}

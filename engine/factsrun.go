@@ -13,6 +13,9 @@ type HostFacts struct {
 	Facts       *facts.Facts `json:"facts"`
 	Error       *string      `json:"error"`
 	Unreachable bool         `json:"unreachable,omitempty"`
+	// Address is the inventory's address of the host: a standby's
+	// upstream may name the member so (ClusterLayout).
+	Address string `json:"-"`
 }
 
 // Facts gathers facts from every host, Forks at a time.
@@ -65,7 +68,7 @@ func (s *Session) eachFacts(ctx context.Context, gather func(context.Context, *h
 // hostFacts is a host's facts as shown: sensitive vars masked here as in
 // every report.
 func hostFacts(hr *hostRun) HostFacts {
-	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable}
+	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable, Address: hr.host.Conn.Address}
 	if hr.err != nil {
 		msg := redact(hr.err.Error(), hr.secrets)
 		out.Error = &msg

@@ -49,7 +49,7 @@ func (s *Session) peersOf(hr *hostRun) peersFunc {
 		}
 		if len(c.NotStreaming) > 0 {
 			// A member the run cannot reach would not be repointed.
-			return nil, func() {}, fmt.Errorf("%s: a member this run cannot reach is not streaming", c)
+			return nil, func() {}, fmt.Errorf("%s: a member this run has no facts of or does not include is not streaming, and a switchover would not repoint it: bring it back and streaming, drop a replication slot whose standby is gone for good, or choose primary: restart or skip", c)
 		}
 		var peers []*Target
 		var closers []func()

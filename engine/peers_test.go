@@ -50,7 +50,7 @@ func TestClusterPeers(t *testing.T) {
 	}{
 		{"every member in the run", "", "", "s1,s2", ""},
 		{"a member outside the run", "s2", "", "", "has members outside this run"},
-		{"a member the run cannot reach, not streaming", "", "s3", "", "a member this run cannot reach is not streaming"},
+		{"a member the run cannot reach, not streaming", "", "s3", "", "a member this run has no facts of or does not include is not streaming, and a switchover would not repoint it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topos := replicated()

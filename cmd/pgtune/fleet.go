@@ -428,7 +428,7 @@ func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.
 	if len(plan.Serial) == 0 {
 		return rollout.Order{}, true
 	}
-	gather, cancel := untilStopped(ctx, stop)
+	gather, cancel := rollout.UntilStopped(ctx, stop)
 	defer cancel()
 	facts := r.Facts(gather, hosts)
 	if gather.Err() != nil || isClosed(stop) {
@@ -454,21 +454,6 @@ func onSignal(s os.Signal, stopping bool) (stop, abort bool) {
 	default:
 		return false, true
 	}
-}
-
-// untilStopped is ctx, also cancelled at the first Ctrl-C (stop): work
-// that only reads (a plan, a fact gather) is cut at once, as nothing of
-// it can be left half done.
-func untilStopped(ctx context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
-	cut, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-cut.Done():
-		}
-	}()
-	return cut, cancel
 }
 
 func isClosed(c <-chan struct{}) bool {

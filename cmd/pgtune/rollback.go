@@ -6,6 +6,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/report"
+	"github.com/pgtune/pgtune/engine/rollout"
 )
 
 // runRollback puts hosts back as they were before pgtune first changed
@@ -42,7 +43,7 @@ func (a *App) runRollback(o *options) int {
 	// the steps in flight.
 	ctx, stop, release := interruptible(a)
 	defer release()
-	planning, cancel := untilStopped(ctx, stop)
+	planning, cancel := rollout.UntilStopped(ctx, stop)
 	defer cancel()
 	planOut := a.Stdout
 	if o.format != "text" {

@@ -198,7 +198,7 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 	// Planning only reads: the first Ctrl-C cuts it (a plan of hundreds
 	// of hosts is not waited for), and the wave's hosts stay as they were.
 	// Connections outlive the context (it bounds their handshake only).
-	planning, cancel := r.untilStopped(ctx)
+	planning, cancel := UntilStopped(ctx, r.Stop)
 	defer cancel()
 	s, err := r.Runner.Plan(planning, r.Inventory, r.Book, hosts)
 	if err != nil {
@@ -417,12 +417,14 @@ func (r *run) save(force bool) error {
 	return r.State.Save()
 }
 
-// untilStopped is ctx, also cancelled once Stop closes.
-func (r *run) untilStopped(ctx context.Context) (context.Context, context.CancelFunc) {
+// UntilStopped is ctx, also cancelled at the first Ctrl-C (stop closed):
+// work that only reads (a plan, a fact gather) is cut at once, as nothing
+// of it can be left half done.
+func UntilStopped(ctx context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
 	cut, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
-		case <-r.Stop:
+		case <-stop:
 			cancel()
 		case <-cut.Done():
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,7 +38,10 @@ type App struct {
 	// ReadPassword reads a password without echo (nil: from the
 	// terminal on stdin); see passwords.go.
 	ReadPassword func(prompt string) (string, error)
-	passwords    passwordFlags
+	// Abort ends pgtune on a second interrupt of a read-only command
+	// (nil: the signal's own way, see abort).
+	Abort     func(os.Signal)
+	passwords passwordFlags
 }
 
 func newApp() *App {
@@ -145,11 +149,63 @@ func (a *App) newRunID() string {
 	return fmt.Sprintf("%s-%06x", now.Format("20060102T150405Z"), suffix)
 }
 
-// signalContext cancels on SIGINT/SIGTERM (and SIGHUP, see stopSignals)
-// so remote sessions are torn down instead of orphaned: the commands that
-// only read (check, explain, facts) run under it.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), stopSignals()...)
+// signalContext is the context of the commands that only read (check,
+// explain, facts). The first SIGINT or SIGTERM (or SIGHUP, see
+// stopSignals) cancels it: remote sessions are torn down instead of
+// orphaned, and what was read is still shown. A second SIGINT or SIGTERM
+// ends pgtune at once, without the report: nothing is being changed, and
+// a host that holds on to a cut session must not keep the terminal. A
+// second SIGHUP does not (onSignal): a dropped SSH session sends two.
+func (a *App) signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, stopSignals()...)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stopping := false
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sig:
+				first, abort := onSignal(s, stopping)
+				if first {
+					stopping = true
+					cancel()
+				}
+				if abort {
+					fmt.Fprintln(a.Stderr, "pgtune: interrupted again: exiting without the report")
+					a.abort(s)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}
+
+// abort ends the process the way the signal would have: a calling shell
+// or script sees it killed by SIGINT (and stops its own loop) rather
+// than a normal exit. App.Abort replaces it in tests.
+func (a *App) abort(s os.Signal) {
+	if a.Abort != nil {
+		a.Abort(s)
+		return
+	}
+	signal.Reset(s)
+	if sig, ok := s.(syscall.Signal); ok {
+		_ = syscall.Kill(os.Getpid(), sig)
+		time.Sleep(time.Second) // the signal is delivered asynchronously
+	}
+	os.Exit(exitInterrupted)
 }
 
 // readInterrupted ends a read-only command a signal cut: what was read

@@ -18,7 +18,7 @@ import (
 // what each module plans from them.
 func (a *App) runExplain(o *options) int {
 	o.planOnly = true
-	ctx, stop := signalContext()
+	ctx, stop := a.signalContext()
 	defer stop()
 	lv := a.newLive(o, "explain", report.ModeCheck, nil)
 	s, err := a.plan(ctx, o, lv)

@@ -19,7 +19,7 @@ func (a *App) runFacts(o *options) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	ctx, stop := signalContext()
+	ctx, stop := a.signalContext()
 	defer stop()
 	r := a.runner(o, mods)
 	lv := a.newLive(o, "facts", report.ModeCheck, nil)

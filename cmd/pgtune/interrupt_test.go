@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -444,5 +446,137 @@ func TestApplyInterruptedWhilePlanning(t *testing.T) {
 	code, _, stderr = normal("apply", "--resume", "--yes")
 	if code != 0 || len(m.applied) != 5 {
 		t.Errorf("resume: exit %d, applied %v; want 0 and all 5 hosts\n%s", code, m.applied, stderr)
+	}
+}
+
+// TestReadOnlySecondInterrupt: a second SIGINT or SIGTERM ends a read-only
+// command at once (a host that holds on to its cut session must not keep
+// the terminal); a second SIGHUP does not, as a dropped SSH session sends
+// two. Before, every signal after the first was swallowed. The signals
+// after the first are sent together: the pending SIGHUP (1) reaches the
+// handler before SIGINT (2) whatever the timing, so an abort on SIGHUP
+// would show as Abort(SIGHUP).
+func TestReadOnlySecondInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after []syscall.Signal
+	}{
+		{"SIGINT twice", []syscall.Signal{syscall.SIGINT}},
+		{"SIGTERM after SIGINT", []syscall.Signal{syscall.SIGTERM}},
+		{"a hangup does not abort", []syscall.Signal{syscall.SIGHUP, syscall.SIGINT}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMark("h1")
+			_, inv, book := fleetApp(t, m)
+			aborted := make(chan os.Signal, 4)
+			app, _, stderr := testApp(m)
+			app.Abort = func(s os.Signal) { aborted <- s }
+			var once sync.Once
+			var got []os.Signal
+			app.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+				first := false
+				once.Do(func() { first = true })
+				if !first {
+					return nil, errors.New("not this one")
+				}
+				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+					return nil, err
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Minute): // a deadline, not a wait
+					return nil, errors.New("the first signal did not cut the connection")
+				}
+				for _, s := range tc.after {
+					if err := syscall.Kill(os.Getpid(), s); err != nil {
+						return nil, err
+					}
+				}
+				select {
+				case s := <-aborted:
+					got = append(got, s)
+				case <-time.After(time.Minute): // a deadline, not a wait
+				}
+				return nil, ctx.Err()
+			}
+			code := app.Run([]string{"check", "-i", inv, book, "--format", "json"})
+			if len(got) != 1 || got[0] != tc.after[len(tc.after)-1] || len(aborted) != 0 {
+				t.Fatalf("aborted by %v (then %d more), want once by %v\n%s", got, len(aborted), tc.after[len(tc.after)-1], stderr)
+			}
+			if !strings.Contains(stderr.String(), "interrupted again") {
+				t.Errorf("stderr does not say why it ends:\n%s", stderr)
+			}
+			// The Abort hook returns; the run then ends as a first
+			// interrupt does.
+			if code != exitInterrupted {
+				t.Errorf("exit %d, want %d", code, exitInterrupted)
+			}
+		})
+	}
+}
+
+// stuckReadEnv makes the test binary a pgtune check whose one host never
+// lets go of its cut connection (see TestReadOnlyKilledBySecondInterrupt).
+const stuckReadEnv = "PGTUNE_TEST_STUCK_READ"
+
+// runStuckRead is that check: it says "dialing" and "cut" on stderr.
+func runStuckRead(inv string) int {
+	a := newApp()
+	a.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+		fmt.Fprintln(os.Stderr, "dialing")
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "cut")
+		select {} // a host that never answers again
+	}
+	return a.Run([]string{"check", "-i", inv})
+}
+
+// TestReadOnlyKilledBySecondInterrupt: the real second-interrupt path, in
+// a process of its own: pgtune dies of the SIGINT, as a shell expects of
+// Ctrl-C (a script's loop stops too), instead of waiting on a host that
+// ignores the first.
+func TestReadOnlyKilledBySecondInterrupt(t *testing.T) {
+	inv := filepath.Join(t.TempDir(), "inventory.yml")
+	writeFile(t, inv, "all:\n  hosts:\n    h1:\n")
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), stuckReadEnv+"="+inv, "XDG_STATE_HOME="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	guard := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() }) // a hang guard, not a wait
+	defer guard.Stop()
+	lines := bufio.NewScanner(stderr)
+	var seen []string
+	waitFor := func(want string) {
+		for lines.Scan() {
+			seen = append(seen, lines.Text())
+			if lines.Text() == want {
+				return
+			}
+		}
+		t.Fatalf("pgtune ended before saying %q:\n%s", want, strings.Join(seen, "\n"))
+	}
+	waitFor("dialing")
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	waitFor("cut")
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	for lines.Scan() {
+		seen = append(seen, lines.Text())
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("pgtune: %v, want killed by SIGINT\n%s", err, strings.Join(seen, "\n"))
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("pgtune: %v, want killed by SIGINT\n%s", err, strings.Join(seen, "\n"))
+	}
+	if !strings.Contains(strings.Join(seen, "\n"), "interrupted again") {
+		t.Errorf("stderr does not say why it ends:\n%s", strings.Join(seen, "\n"))
 	}
 }

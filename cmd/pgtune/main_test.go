@@ -13,6 +13,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if inv := os.Getenv(stuckReadEnv); inv != "" {
+		os.Exit(runStuckRead(inv))
+	}
 	testscript.Main(removeOwnState{m}, map[string]func(){
 		"pgtune": func() {
 			a := newApp()

@@ -39,7 +39,7 @@ func (a *App) textOut(o *options) io.Writer {
 // runCheck is the dry run: plan every host, change nothing.
 func (a *App) runCheck(o *options) int {
 	o.planOnly = true
-	ctx, stop := signalContext()
+	ctx, stop := a.signalContext()
 	defer stop()
 	lv := a.newLive(o, "check", report.ModeCheck, a.textOut(o))
 	s, err := a.plan(ctx, o, lv)

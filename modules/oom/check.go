@@ -76,6 +76,15 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if pg.Running && (!h.Read || h.Start != pg.StartTime) {
 		return nil, fmt.Errorf("postmaster pid %d is gone or restarted since the facts were read: run again", pg.PID)
 	}
+	if s.postmasterAdj > backendScoreAdj && h.CanLower {
+		// Written with CAP_SYS_RESOURCE (pgtune's root, or systemd's for
+		// the drop-in), a score is also the least the process and every
+		// child forked later may set (the kernel's oom_score_adj_min):
+		// the backends' reset to 0 would fail, and each would stay a
+		// preferred victim.
+		return nil, fmt.Errorf("postmaster_score_adj %d: root here has CAP_SYS_RESOURCE, so the kernel would also make it the least every backend can reset itself to (oom_score_adj_min), and they would stay at %d instead of %d: use a value of at most %d",
+			s.postmasterAdj, s.postmasterAdj, backendScoreAdj, backendScoreAdj)
+	}
 	st := &State{PG: pg, PostmasterAdj: s.postmasterAdj}
 	p.State = st
 	p.Outputs = map[string]any{OutPostmasterAdj: int64(s.postmasterAdj), OutRestart: false}

@@ -142,6 +142,33 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestPositiveScoreWhereRootMayLower: a score above 0 written with
+// CAP_SYS_RESOURCE (pgtune's root live, systemd's for the drop-in) is also
+// the kernel's oom_score_adj_min of the postmaster and every child forked
+// later: the backends' reset to 0 would fail. Refused there, running or
+// stopped; where root lacks the capability the raise sets no floor and is
+// planned (TestCheck, "raising needs no capability").
+func TestPositiveScoreWhereRootMayLower(t *testing.T) {
+	stopped := running()
+	stopped.Running, stopped.PID, stopped.StartTime = false, 0, 0
+	for name, tc := range map[string]struct {
+		pg     *facts.Postgres
+		report string
+	}{
+		"running":               {running(), "systemd=0\ncapeff=" + fullCaps + "\npm_start=777\npm_adj=0\nchild=4243 0\n"},
+		"stopped, systemd unit": {stopped, "systemd=1\ncapeff=" + fullCaps + "\nunit=postgresql@15-main.service\nunit_LoadState=loaded\nunit_MainPID=0\nunit_OOMPolicy=stop\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &fakeHost{report: tc.report}
+			p := &Params{PostmasterScoreAdj: expr.Literal(int64(300)), Systemd: expr.Literal("auto")}
+			_, err := New().Check(context.Background(), target(h, tc.pg), p)
+			if err == nil || !strings.Contains(err.Error(), "oom_score_adj_min") {
+				t.Fatalf("err %v, want a refusal naming oom_score_adj_min", err)
+			}
+		})
+	}
+}
+
 func TestCheckStoppedDebianCluster(t *testing.T) {
 	pg := running()
 	pg.Running, pg.PID, pg.StartTime = false, 0, 0

@@ -764,7 +764,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 			state, err, quoteList(without(slots.drop, dropped)))
 	}
 	if log != nil && len(slots.left) > 0 {
-		log.Warn("switchover: replication slots of no member left on the old primary (a backup tool's?): they retain WAL on it until their consumer follows the new primary or they are dropped",
+		log.Warn("switchover: replication slots of no member left on the old primary (a backup tool's, a logical decoding client's: pgtune does not know their consumer): they retain WAL on it until their consumer follows the new primary or they are dropped",
 			"slots", strings.Join(slots.left, ","))
 	}
 	if log != nil {

@@ -224,12 +224,20 @@ func awaitStreamingFrom(t *testing.T, name string, c *testhost.Cluster, npName s
 // that primary_slot_name; every standby streams from the new primary
 // through its slot; the old primary's slots the members used are dropped
 // on it (it no longer retains WAL for them), and apply says what it
-// created and dropped.
+// created and dropped. A slot of no member (a logical slot, as a change
+// data capture tool keeps) is left on the old primary, and named.
 func TestSwitchoverSlots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
 	}
-	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) { streamThroughSlots(t, set) })
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) {
+		streamThroughSlots(t, set)
+		set.Primary.Stop(t)
+		set.Primary.AppendConf(t, "wal_level = logical")
+		set.Primary.Start(t)
+		set.Primary.Query(t, "SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
+		set.WaitStreaming(t)
+	})
 	members := f.members
 	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
 	if code != 0 {
@@ -263,10 +271,11 @@ func TestSwitchoverSlots(t *testing.T) {
 	if got := strings.ReplaceAll(np.Query(t, "SELECT string_agg(slot_name || ' ' || active, '|' ORDER BY slot_name) FROM pg_replication_slots"), "\n", ""); got != want {
 		t.Errorf("the new primary's slots: %q, want %q", got, want)
 	}
-	if got := members["primary"].Query(t, "SELECT count(*) FROM pg_replication_slots"); got != "0" {
-		t.Errorf("the old primary keeps %s slots: %s", got, members["primary"].Query(t, "SELECT string_agg(slot_name, ',') FROM pg_replication_slots"))
+	if got := members["primary"].Query(t, "SELECT string_agg(slot_name || ' ' || slot_type, ',') FROM pg_replication_slots"); got != "cdc logical" {
+		t.Errorf("the old primary keeps the slots %q, want its logical slot only", got)
 	}
-	for _, w := range []string{"created replication slots", "dropped replication slots"} {
+	for _, w := range []string{"created replication slots on the standby to promote", "slots=standby1,standby2",
+		"dropped replication slots on the old primary", "replication slots of no member left on the old primary", "slots=cdc"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("apply does not say %q:\n%s", w, stderr)
 		}

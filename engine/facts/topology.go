@@ -392,7 +392,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 		case "conf_line":
 			confHead += v + "\n"
 		case "idle_slot":
-			if validSlotName(v) && len(topo.IdleSlots) < MaxIdleSlots && !slices.Contains(topo.IdleSlots, v) {
+			if ValidSlotName(v) && len(topo.IdleSlots) < MaxIdleSlots && !slices.Contains(topo.IdleSlots, v) {
 				topo.IdleSlots = append(topo.IdleSlots, v)
 			}
 		case "standby":
@@ -421,7 +421,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 		topo.Timeline = tl
 	}
 	topo.ClusterName = kv["cluster_name"]
-	if topo.Role == "standby" && validSlotName(kv["slot_name"]) {
+	if topo.Role == "standby" && ValidSlotName(kv["slot_name"]) {
 		topo.SlotName = kv["slot_name"]
 	}
 	if topo.Role != "primary" {
@@ -459,10 +459,10 @@ func (t *Topology) readUpstream(receiver, conninfo, lag string) error {
 	return nil
 }
 
-// validSlotName reports whether s is a name PostgreSQL allows for a
+// ValidSlotName reports whether s is a name PostgreSQL allows for a
 // replication slot (lower-case letters, digits and underscores, at most
 // NAMEDATALEN-1 bytes): anything else did not come from pg_replication_slots.
-func validSlotName(s string) bool {
+func ValidSlotName(s string) bool {
 	if s == "" || len(s) > 63 {
 		return false
 	}

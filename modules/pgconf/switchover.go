@@ -41,8 +41,16 @@ import (
 //     makes them follow the new timeline), and confirm every standby
 //     streams on the new timeline.
 //
+// Replication slots (slots.go): before step 3, the standby to promote
+// gets a physical slot for every member that will stream through one from
+// it (the other standbys' primary_slot_name; for the old primary, the slot
+// the standby itself streamed through, which becomes the old primary's
+// primary_slot_name in step 6). After step 7, the old primary's slots the
+// members streamed through are dropped on it; its other slots (a backup
+// tool's) are left alone and named.
+//
 // Until step 5 every failure puts the old primary back (started as the
-// primary again). A promotion that fails or does not finish in time is
+// primary again) and drops the slots made on the standby to promote. A promotion that fails or does not finish in time is
 // withdrawn first (abandonPromotion): the standby is made sure to stay a
 // standby before the old primary starts, so there are never two
 // primaries. From step 5 on, the new primary is writable and is never
@@ -86,6 +94,11 @@ type swMember struct {
 	// delayed: recovery_min_apply_delay is set (a delayed standby is
 	// never promoted: its delay is what it is for).
 	delayed bool
+	// slot is its primary_slot_name (checked: a name PostgreSQL allows,
+	// or "" for none), and slotFile and slotLine where it is set.
+	slot     string
+	slotFile string
+	slotLine int
 }
 
 func (m *swMember) name() string { return m.t.Name }
@@ -109,7 +122,10 @@ UNION ALL SELECT 'sync=' || encode(convert_to(current_setting('synchronous_stand
 UNION ALL SELECT 'pending=' || count(*) FROM pg_settings WHERE pending_restart
 UNION ALL SELECT 'huge_pages=' || current_setting('huge_pages')
 UNION ALL SELECT 'recovery=' || pg_is_in_recovery()
-UNION ALL SELECT 'delay=' || setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'`
+UNION ALL SELECT 'delay=' || setting FROM pg_settings WHERE name = 'recovery_min_apply_delay'
+UNION ALL SELECT 'slot=' || encode(convert_to(current_setting('primary_slot_name'), 'UTF8'), 'hex')
+UNION ALL SELECT 'slotfile=' || encode(convert_to(coalesce(sourcefile, ''), 'UTF8'), 'hex') FROM pg_settings WHERE name = 'primary_slot_name'
+UNION ALL SELECT 'slotline=' || coalesce(sourceline, 0) FROM pg_settings WHERE name = 'primary_slot_name'`
 
 // ownerQuery runs sql on the member's server as its owner and reads
 // key=value lines.
@@ -166,6 +182,16 @@ func readMember(ctx context.Context, t *engine.Target) (*swMember, map[string]st
 	}
 	m.hugePages = kv["huge_pages"]
 	m.delayed = kv["delay"] != "" && kv["delay"] != "0"
+	if m.slot = unhex(kv["slot"]); m.slot != "" && !facts.ValidSlotName(m.slot) {
+		return nil, nil, fmt.Errorf("its primary_slot_name %s is not a replication slot name PostgreSQL allows", strconv.Quote(clipText(m.slot)))
+	}
+	m.slotFile = unhex(kv["slotfile"])
+	if n, err := facts.ParseInt("primary_slot_name line", kv["slotline"], 0, 1<<30); err == nil {
+		m.slotLine = int(n)
+	}
+	if m.slotFile != "" && (!path.IsAbs(m.slotFile) || path.Clean(m.slotFile) != m.slotFile || m.slotLine < 1) {
+		return nil, nil, fmt.Errorf("primary_slot_name is set at %s line %d: not a file pgtune can edit", strconv.Quote(clipText(m.slotFile)), m.slotLine)
+	}
 	return m, kv, nil
 }
 
@@ -295,8 +321,10 @@ type repointing struct {
 
 // planRepoint prepares each member's new primary_conninfo: the old
 // primary takes the new primary's own (application_name dropped), every
-// other direct standby keeps its own with host and port replaced.
-func (sw *switchover) planRepoint(ctx context.Context, cand *swMember) ([]repointing, error) {
+// other direct standby keeps its own with host and port replaced. The old
+// primary's primary_slot_name becomes oldSlot (slots.go), in the file
+// its primary_conninfo goes to.
+func (sw *switchover) planRepoint(ctx context.Context, cand *swMember, oldSlot string) ([]repointing, error) {
 	var out []repointing
 	members := []*swMember{sw.old}
 	for _, m := range sw.direct {
@@ -327,6 +355,22 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember) ([]repoin
 			content = appendConfLine(b, line)
 		} else if content, err = replaceConfLine(b, m.line, "primary_conninfo", line); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", m.name(), file, err)
+		}
+		if m == sw.old && m.slot != oldSlot {
+			sl, err := slotNameLine(oldSlot)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case m.slotFile == file:
+				if content, err = replaceConfLine(content, m.slotLine, "primary_slot_name", sl); err != nil {
+					return nil, fmt.Errorf("%s: %s: %w", m.name(), file, err)
+				}
+			case m.slotFile == "", file == path.Join(m.pg.DataDir, autoConfName): // set nowhere, or file is read last
+				content = appendConfLine(content, sl)
+			default:
+				return nil, fmt.Errorf("%s: primary_slot_name is set in %s and primary_conninfo goes to %s: pgtune edits them in one file", m.name(), m.slotFile, file)
+			}
 		}
 		out = append(out, repointing{m: m, file: file, content: content, upstream: fmt.Sprintf("%s:%d", host, cand.pg.Port)})
 	}
@@ -614,7 +658,11 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	if err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
 	}
-	repoints, err := sw.planRepoint(ctx, cand)
+	slots, err := sw.planSlots(ctx, cand)
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, err)
+	}
+	repoints, err := sw.planRepoint(ctx, cand, slots.oldSlot)
 	if err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
 	}
@@ -629,6 +677,17 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		return refuseSwitchover(ctx, t, mark, err)
 	}
 	log := t.Log
+	// The slots the members will stream through from the new primary,
+	// made while it is a standby; made lists them for a switchover
+	// abandoned before the promotion, which drops them again.
+	made, err := createSlots(ctx, cand, slots.create)
+	if err != nil {
+		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, made)))
+	}
+	if log != nil && len(made) > 0 {
+		log.Info("switchover: created replication slots on the standby to promote, for the members that will stream from it",
+			"standby", cand.name(), "slots", strings.Join(made, ","))
+	}
 	if log != nil {
 		log.Info("switchover: stopping the primary (fast shutdown)", "new_primary", cand.name())
 	}
@@ -636,23 +695,23 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	// Steps 3–4: until the promotion, the old primary can take its role back.
 	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
 		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
-			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary", t.Name, err, lastLines(string(res.Stdout), 3)))
+			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, made)))
 		}
-		return backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby")
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, made)
 	}
 	lsn, err := shutdownCheckpoint(ctx, t, pg)
 	if err != nil {
-		return backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby")
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, made)
 	}
 	if err := awaitReplayed(ctx, cand, lsn, sw.timeout); err != nil {
-		return backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby")
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, made)
 	}
 	if log != nil {
 		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
 	}
 	tl, err := promote(ctx, cand, sw.timeout)
 	if err != nil {
-		return abandonPromotion(ctx, t, pg, cand, err)
+		return abandonPromotion(ctx, t, pg, cand, err, made)
 	}
 
 	// From here the new primary takes writes: nothing goes back.
@@ -687,7 +746,26 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		}
 	}
 	if len(problems) > 0 {
+		if len(slots.drop) > 0 {
+			problems = append(problems, fmt.Sprintf("%s keeps the replication slots %s (not every member streams from %s: pgtune drops them only then; they retain WAL on it)",
+				t.Name, quoteList(slots.drop), cand.name()))
+		}
 		return fmt.Errorf("switchover: %s; %s; pgtune does not move clients: they must follow the new primary", state, strings.Join(problems, "; "))
+	}
+	// Every member streams from the new primary: the old primary's slots
+	// they streamed through retain WAL on it for no one.
+	dropped, err := dropSlots(ctx, sw.old, slots.drop)
+	if log != nil && len(dropped) > 0 {
+		log.Info("switchover: dropped replication slots on the old primary (the members stream through slots on the new primary now)",
+			"slots", strings.Join(dropped, ","))
+	}
+	if err != nil {
+		return fmt.Errorf("switchover: %s, and every member streams from it; %v: the old primary keeps the replication slots %s, which retain WAL on it: drop them by hand",
+			state, err, quoteList(without(slots.drop, dropped)))
+	}
+	if log != nil && len(slots.left) > 0 {
+		log.Warn("switchover: replication slots of no member left on the old primary (a backup tool's, a logical decoding client's: pgtune does not know their consumer): they retain WAL on it until their consumer follows the new primary or they are dropped",
+			"slots", strings.Join(slots.left, ","))
 	}
 	if log != nil {
 		log.Info("switchover done: the old primary streams from the new one", "new_primary", cand.name(), "timeline", tl)
@@ -695,22 +773,55 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	return nil
 }
 
+// planSlots reads the slots of the old primary and of the standby to
+// promote, and plans what the switchover makes and drops (slots.go).
+func (sw *switchover) planSlots(ctx context.Context, cand *swMember) (slotPlan, error) {
+	oldSlots, err := readSlots(ctx, sw.old)
+	if err != nil {
+		return slotPlan{}, err
+	}
+	candSlots, err := readSlots(ctx, cand)
+	if err != nil {
+		return slotPlan{}, err
+	}
+	var repointed []slotUser
+	for _, m := range sw.direct {
+		if m != cand {
+			repointed = append(repointed, slotUser{member: m.name(), slot: m.slot})
+		}
+	}
+	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, oldSlots, candSlots)
+}
+
+// slotsBack adds to the error of a switchover abandoned before the
+// promotion what became of the slots made on the standby.
+func slotsBack(ctx context.Context, err error, cand *swMember, made []string) error {
+	if len(made) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, made))
+}
+
 // abandonPromotion follows a promotion that failed or did not finish
 // within switchover_timeout: the promotion is withdrawn (the standby
 // stays a standby) and only then is the old primary started again as
 // the primary; a standby that promoted after all stays the primary and
 // the old primary stays stopped. Never two primaries.
-func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, cause error) error {
+func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, cause error, made []string) error {
 	ctx = context.WithoutCancel(ctx)
 	step := "promote " + cand.name()
+	kept := ""
+	if len(made) > 0 {
+		kept = fmt.Sprintf("; %s keeps the replication slots made on it (%s)", cand.name(), quoteList(made))
+	}
 	w, err := withdrawPromotion(ctx, cand)
 	switch {
 	case err != nil:
-		return fmt.Errorf("switchover: step %s: %v; withdrawing the promotion failed: %v; %s is stopped (cleanly, its files as before) and is not started again while %s may be a primary: find out which server is the primary before starting %s",
-			step, cause, err, t.Name, cand.name(), t.Name)
+		return fmt.Errorf("switchover: step %s: %v; withdrawing the promotion failed: %v; %s is stopped (cleanly, its files as before) and is not started again while %s may be a primary: find out which server is the primary before starting %s%s",
+			step, cause, err, t.Name, cand.name(), t.Name, kept)
 	case w.promoted:
-		return fmt.Errorf("switchover: step %s: %v; %s; %s is stopped (cleanly, its files as before) and must not start as a primary: make it a standby of %s; pgtune does not move clients: they must follow the new primary",
-			step, cause, w.why, t.Name, cand.name())
+		return fmt.Errorf("switchover: step %s: %v; %s; %s is stopped (cleanly, its files as before) and must not start as a primary: make it a standby of %s; pgtune does not move clients: they must follow the new primary%s",
+			step, cause, w.why, t.Name, cand.name(), kept)
 	}
 	if cand.t.Log != nil {
 		cand.t.Log.Info("switchover: promotion withdrawn; the old primary starts again", "standby", cand.name())
@@ -725,9 +836,13 @@ func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		defer cancel()
 		res, rerr := restartPostgres(rctx, cand.t, cand.pg, false)
 		if why := restartFailure(res, rerr); why != "" {
-			return fmt.Errorf("%w; starting %s again as its standby FAILED: %s; it has standby.signal: it can only start as a standby", err, cand.name(), failedStart(why))
+			return fmt.Errorf("%w; starting %s again as its standby FAILED: %s; it has standby.signal: it can only start as a standby%s", err, cand.name(), failedStart(why), kept)
 		}
-		return fmt.Errorf("%w (started again, pid %d)", err, res.NewPID)
+		return slotsBack(ctx, fmt.Errorf("%w (started again, pid %d)", err, res.NewPID), cand, made)
+	}
+	if len(made) > 0 {
+		// Left stopped: its slots go when it is rebuilt.
+		return fmt.Errorf("%w; its replication slots made for the switchover (%s) go with it when it is rebuilt", err, quoteList(made))
 	}
 	return err
 }

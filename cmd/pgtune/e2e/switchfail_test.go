@@ -418,3 +418,53 @@ func processTitled(prefix string) bool {
 	}
 	return false
 }
+
+// TestSwitchoverSlotsUndone: the standbys stream through slots, and the
+// standby to promote can hold one replication slot only
+// (max_replication_slots = 1): the switchover makes the first slot it
+// needs on it, fails to make the second, drops the first again and is
+// refused before the primary is touched. The cluster is as it was: the
+// primary keeps its postmaster and its slots, the standbys have no slot
+// and stream from it.
+func TestSwitchoverSlotsUndone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) {
+		streamThroughSlots(t, set)
+		for _, s := range set.Standbys {
+			s.AppendConf(t, "max_replication_slots = 1") // taken at pgtune's restart
+		}
+	})
+	before := f.pids(t)
+	slots := "SELECT coalesce(string_agg(slot_name, ',' ORDER BY slot_name), '') FROM pg_replication_slots"
+	primarySlots := f.members["primary"].Query(t, slots)
+	code, r, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
+	if code != 1 {
+		t.Fatalf("apply: exit %d, want 1: %s\n%s", code, hostErrors(r), stderr)
+	}
+	msg := hostError(r, "primary")
+	t.Logf("the primary's error: %s", msg)
+	for _, want := range []string{"switchover refused, nothing restarted", "create replication slot", "are dropped again"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the primary's error does not say %q:\n%s", want, msg)
+		}
+	}
+	if pid := f.members["primary"].PID(t); pid != before["primary"] {
+		t.Errorf("the primary was restarted (pid %d → %d)", before["primary"], pid)
+	}
+	if got := f.onePrimary(t); got != "primary" {
+		t.Errorf("the primary is %s", got)
+	}
+	if got := f.members["primary"].Query(t, slots); got != primarySlots {
+		t.Errorf("the primary's slots: %q, were %q", got, primarySlots)
+	}
+	for _, name := range []string{"standby1", "standby2"} {
+		if got := f.members[name].Query(t, slots); got != "" {
+			t.Errorf("%s keeps slots %q", name, got)
+		}
+	}
+	if !t.Failed() {
+		f.set.WaitStreaming(t)
+	}
+}

@@ -215,3 +215,71 @@ func awaitStreamingFrom(t *testing.T, name string, c *testhost.Cluster, npName s
 	}
 	t.Errorf("%s does not stream from %s within a minute: WAL receiver %q (%v), want %q", name, npName, out, err, want)
 }
+
+// TestSwitchoverSlots: the standbys stream through physical slots on the
+// primary (primary_slot_name), as most production standbys do. The
+// switchover creates on the standby it promotes, before the promotion, a
+// slot for the other standby and one for the old primary (named as the
+// promoted standby's own was); the old primary starts as a standby with
+// that primary_slot_name; every standby streams from the new primary
+// through its slot; the old primary's slots the members used are dropped
+// on it (it no longer retains WAL for them), and apply says what it
+// created and dropped. A slot of no member (a logical slot, as a change
+// data capture tool keeps) is left on the old primary, and named.
+func TestSwitchoverSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) {
+		streamThroughSlots(t, set)
+		set.Primary.Stop(t)
+		set.Primary.AppendConf(t, "wal_level = logical")
+		set.Primary.Start(t)
+		set.Primary.Query(t, "SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
+		set.WaitStreaming(t)
+	})
+	members := f.members
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
+	if code != 0 {
+		for name, c := range members {
+			logLines(t, c, func(_ time.Time, l string) bool {
+				if strings.Contains(l, "replication slot") {
+					t.Logf("%s: %s", name, l)
+				}
+				return true
+			})
+		}
+		t.Fatalf("apply: exit %d: %s\n%s", code, hostErrors(applied), stderr)
+	}
+	newPrimary := f.onePrimary(t)
+	if newPrimary == "primary" {
+		t.Fatal("the primary role did not move")
+	}
+	np := members[newPrimary]
+	other := map[string]string{"standby1": "standby2", "standby2": "standby1"}[newPrimary]
+	tl := np.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
+	for _, name := range []string{"primary", other} {
+		awaitStreamingFrom(t, name, members[name], newPrimary, np, tl)
+	}
+	// The old primary streams through the slot the promoted standby used
+	// to stream through; the other standby through its own, now on the
+	// new primary.
+	if got := members["primary"].Query(t, "SHOW primary_slot_name"); got != newPrimary {
+		t.Errorf("the old primary's primary_slot_name is %q, want %q", got, newPrimary)
+	}
+	want := "standby1 true|standby2 true"
+	if got := strings.ReplaceAll(np.Query(t, "SELECT string_agg(slot_name || ' ' || active, '|' ORDER BY slot_name) FROM pg_replication_slots"), "\n", ""); got != want {
+		t.Errorf("the new primary's slots: %q, want %q", got, want)
+	}
+	if got := members["primary"].Query(t, "SELECT string_agg(slot_name || ' ' || slot_type, ',') FROM pg_replication_slots"); got != "cdc logical" {
+		t.Errorf("the old primary keeps the slots %q, want its logical slot only", got)
+	}
+	for _, w := range []string{"created replication slots on the standby to promote", "slots=standby1,standby2",
+		"dropped replication slots on the old primary", "replication slots of no member left on the old primary", "slots=cdc"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("apply does not say %q:\n%s", w, stderr)
+		}
+	}
+	t.Logf("apply said:\n%s", lastN(stderr, 12))
+	rollbackAfterSwitchover(t, f, newPrimary)
+}

@@ -1,0 +1,293 @@
+package pgconf
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/facts"
+)
+
+// Replication slots in a switchover. Physical slots are not replicated: a
+// standby that streams through a slot (primary_slot_name) finds none on
+// the standby promoted, and the old primary keeps the slots it had, whose
+// restart_lsn never moves again. So:
+//
+//   - before the promotion, while the standby to promote is still a
+//     standby (physical slots can be made on one), a slot reserving WAL
+//     is made on it for every member that will stream through a slot from
+//     it: each direct standby repointed to it keeps its primary_slot_name,
+//     and the old primary, when the promoted standby streamed through a
+//     slot, streams through one of that name (its primary_slot_name);
+//   - the slots made are remembered, and a switchover abandoned before
+//     the promotion drops them again: the standby is left as it was;
+//   - once every member streams from the new primary, the old primary's
+//     slots the members used are dropped on it (it retains no WAL for
+//     them any more); its other slots (a backup tool's, a logical slot)
+//     have a consumer pgtune does not know: they are left alone, and named.
+//
+// Slot names come from the hosts: each is checked against what PostgreSQL
+// allows (facts.ValidSlotName) and reaches SQL hex-encoded (slotLiteral),
+// never pasted.
+
+// maxSlots bounds the slots read from one server.
+const maxSlots = 256
+
+// slotInfo is one replication slot of a server (temporary slots are not
+// read: they go with their session).
+type slotInfo struct {
+	name     string
+	physical bool
+	active   bool
+}
+
+// slotsSQL lists a server's slots, names hex-encoded.
+var slotsSQL = `SELECT 'slot=' || encode(convert_to(slot_name::text, 'UTF8'), 'hex') || ' ' || slot_type || ' ' || active
+FROM pg_replication_slots WHERE NOT temporary ORDER BY slot_name LIMIT ` + strconv.Itoa(maxSlots+1)
+
+// parseSlots reads slotsSQL's lines; names PostgreSQL would not allow, or
+// too many slots, are refused (they did not come from
+// pg_replication_slots).
+func parseSlots(lines []string) ([]slotInfo, error) {
+	var out []slotInfo
+	for _, l := range lines {
+		v, ok := strings.CutPrefix(strings.TrimSpace(l), "slot=")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("a replication slot line %s is not name, type and active", strconv.Quote(clipText(v)))
+		}
+		name := unhex(f[0])
+		if !facts.ValidSlotName(name) {
+			return nil, fmt.Errorf("a replication slot is named %s: not a slot name PostgreSQL allows", strconv.Quote(clipText(name)))
+		}
+		if f[1] != "physical" && f[1] != "logical" {
+			return nil, fmt.Errorf("replication slot %q has type %s", name, strconv.Quote(clipText(f[1])))
+		}
+		if f[2] != "t" && f[2] != "f" && f[2] != "true" && f[2] != "false" {
+			return nil, fmt.Errorf("replication slot %q: active is %s", name, strconv.Quote(clipText(f[2])))
+		}
+		out = append(out, slotInfo{name: name, physical: f[1] == "physical", active: f[2] == "t" || f[2] == "true"})
+		if len(out) > maxSlots {
+			return nil, fmt.Errorf("more than %d replication slots", maxSlots)
+		}
+	}
+	return out, nil
+}
+
+// clipText cuts host text for a message.
+func clipText(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// readSlots reads a member's replication slots.
+func readSlots(ctx context.Context, m *swMember) ([]slotInfo, error) {
+	res, err := m.t.Run(ctx, "sh", "-c", psqlScript, "sh", m.pg.Owner, path.Join(m.pg.BinDir, "psql"),
+		m.pg.SocketDir, strconv.Itoa(m.pg.Port), slotsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read its replication slots: %w", m.name(), err)
+	}
+	s, err := parseSlots(strings.Split(string(res.Stdout), "\n"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.name(), err)
+	}
+	return s, nil
+}
+
+// slotLiteral is a slot name as an SQL expression: checked, then
+// hex-encoded, so nothing of it is ever SQL text.
+func slotLiteral(name string) (string, error) {
+	if !facts.ValidSlotName(name) {
+		return "", fmt.Errorf("%s is not a replication slot name PostgreSQL allows (a-z, 0-9, _; at most 63 bytes)", strconv.Quote(clipText(name)))
+	}
+	return "convert_from(decode('" + hex.EncodeToString([]byte(name)) + "', 'hex'), 'UTF8')", nil
+}
+
+// slotUser is a member and the slot it streams through ("" for none).
+type slotUser struct {
+	member, slot string
+}
+
+// slotPlan is what a switchover does with replication slots.
+type slotPlan struct {
+	// create: slots to make on the standby to promote, before the
+	// promotion; reuse: slots it has already (physical, not in use).
+	create, reuse []string
+	// oldSlot is the old primary's primary_slot_name as a standby: the
+	// slot the promoted standby streamed through ("" when it used none).
+	oldSlot string
+	// drop: the old primary's slots the members streamed through, dropped
+	// on it once every member streams from the new primary.
+	drop []string
+	// left: the old primary's slots of no member (their consumer is
+	// unknown to pgtune): left alone.
+	left []string
+}
+
+// planSlots plans the slots of a switchover to cand (cand.slot: the slot
+// it streams through now) from the old primary, where repointed are the
+// other direct standbys, oldSlots the old primary's slots and candSlots
+// the candidate's.
+func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSlots []slotInfo) (slotPlan, error) {
+	var p slotPlan
+	// Who will stream through which slot of the new primary.
+	users := map[string]string{}
+	var names []string
+	need := func(slot, member string) error {
+		if _, err := slotLiteral(slot); err != nil {
+			return fmt.Errorf("%s: primary_slot_name %w", member, err)
+		}
+		if other, ok := users[slot]; ok {
+			return fmt.Errorf("%s and %s would both stream through replication slot %q", other, member, slot)
+		}
+		users[slot] = member
+		names = append(names, slot)
+		return nil
+	}
+	if cand.slot != "" {
+		if err := need(cand.slot, old); err != nil {
+			return slotPlan{}, err
+		}
+		p.oldSlot = cand.slot
+	}
+	for _, u := range repointed {
+		if u.slot == "" {
+			continue
+		}
+		if err := need(u.slot, u.member); err != nil {
+			return slotPlan{}, err
+		}
+	}
+	have := map[string]slotInfo{}
+	for _, s := range candSlots {
+		have[s.name] = s
+	}
+	for _, n := range names {
+		s, ok := have[n]
+		switch {
+		case !ok:
+			p.create = append(p.create, n)
+		case !s.physical:
+			return slotPlan{}, fmt.Errorf("%s has a logical replication slot %q, which %s would stream through", cand.member, n, users[n])
+		case s.active:
+			return slotPlan{}, fmt.Errorf("%s's replication slot %q, which %s would stream through, is in use already", cand.member, n, users[n])
+		default:
+			p.reuse = append(p.reuse, n)
+		}
+	}
+	// The old primary's slots: the members' go once they stream from the
+	// new primary; any other is someone else's.
+	for _, s := range oldSlots {
+		if _, ok := users[s.name]; ok && s.physical {
+			p.drop = append(p.drop, s.name)
+		} else {
+			p.left = append(p.left, s.name)
+		}
+	}
+	sort.Strings(p.create)
+	sort.Strings(p.reuse)
+	sort.Strings(p.drop)
+	sort.Strings(p.left)
+	return p, nil
+}
+
+// createSlots makes the planned slots on the standby to promote, each
+// reserving WAL from now on, and returns those it made (all, or those
+// made before the error).
+func createSlots(ctx context.Context, m *swMember, names []string) ([]string, error) {
+	var made []string
+	for _, n := range names {
+		lit, err := slotLiteral(n)
+		if err != nil {
+			return made, err
+		}
+		kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'made=' || slot_name FROM pg_create_physical_replication_slot("+lit+", true)")
+		if err != nil {
+			return made, fmt.Errorf("%s: create replication slot %q: %w", m.name(), n, err)
+		}
+		if kv["made"] != n {
+			return made, fmt.Errorf("%s: create replication slot %q: the server did not say it made it", m.name(), n)
+		}
+		made = append(made, n)
+	}
+	return made, nil
+}
+
+// dropSlots drops the named physical slots on a member (each must not be
+// in use: pg_drop_replication_slot refuses an active one) and returns
+// those dropped.
+func dropSlots(ctx context.Context, m *swMember, names []string) ([]string, error) {
+	var dropped []string
+	for _, n := range names {
+		lit, err := slotLiteral(n)
+		if err != nil {
+			return dropped, err
+		}
+		kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'dropped=1' FROM pg_drop_replication_slot("+lit+")")
+		if err != nil {
+			return dropped, fmt.Errorf("%s: drop replication slot %q: %w", m.name(), n, err)
+		}
+		if kv["dropped"] != "1" {
+			return dropped, fmt.Errorf("%s: drop replication slot %q: the server did not say it dropped it", m.name(), n)
+		}
+		dropped = append(dropped, n)
+	}
+	return dropped, nil
+}
+
+// undoCreatedSlots drops, after a switchover abandoned before the
+// promotion, the slots it made on the standby that stays a standby, and
+// says what became of them for the error.
+func undoCreatedSlots(ctx context.Context, m *swMember, made []string) string {
+	if len(made) == 0 {
+		return ""
+	}
+	dropped, err := dropSlots(context.WithoutCancel(ctx), m, made)
+	if err != nil {
+		return fmt.Sprintf("; dropping the replication slots made on %s FAILED (%v): drop %s on it by hand (they retain WAL)",
+			m.name(), err, quoteList(without(made, dropped)))
+	}
+	return fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
+}
+
+func without(all, some []string) []string {
+	var out []string
+	for _, s := range all {
+		found := false
+		for _, x := range some {
+			found = found || x == s
+		}
+		if !found {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// slotNameLine is the primary_slot_name setting for a configuration file
+// (name checked: only a-z, 0-9 and _, or empty for none).
+func slotNameLine(name string) (string, error) {
+	if name != "" {
+		if _, err := slotLiteral(name); err != nil {
+			return "", err
+		}
+	}
+	return "primary_slot_name = '" + name + "'", nil
+}

@@ -1,0 +1,249 @@
+package pgconf
+
+import (
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pgtune/pgtune/engine/transport"
+)
+
+func TestSlotLiteral(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"standby1", true},
+		{"a", true},
+		{"barman_slot_2", true},
+		{strings.Repeat("x", 63), true},
+		{strings.Repeat("x", 64), false}, // NAMEDATALEN-1
+		{"", false},
+		{"Standby1", false}, // upper case: PostgreSQL refuses it
+		{"standby-1", false},
+		{"s'); DROP TABLE t; --", false},
+		{"s\\", false},
+		{"s\x00", false},
+		{"slöt", false},
+		{"s t", false},
+	} {
+		lit, err := slotLiteral(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("slotLiteral(%q): err %v, want ok %v", tc.name, err, tc.ok)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		// Nothing of the name is SQL text: only its hex digits are.
+		want := "convert_from(decode('" + hex.EncodeToString([]byte(tc.name)) + "', 'hex'), 'UTF8')"
+		if lit != want {
+			t.Errorf("slotLiteral(%q) = %s, want %s", tc.name, lit, want)
+		}
+	}
+	if l, err := slotNameLine(""); err != nil || l != "primary_slot_name = ''" {
+		t.Errorf("slotNameLine(\"\") = %q, %v", l, err)
+	}
+	if l, err := slotNameLine("standby1"); err != nil || l != "primary_slot_name = 'standby1'" {
+		t.Errorf("slotNameLine(standby1) = %q, %v", l, err)
+	}
+	if _, err := slotNameLine("x' primary_conninfo = 'host=evil"); err == nil {
+		t.Error("slotNameLine takes a name with a quote")
+	}
+}
+
+func slotLine(name, typ, active string) string {
+	return "slot=" + hex.EncodeToString([]byte(name)) + " " + typ + " " + active
+}
+
+func TestParseSlots(t *testing.T) {
+	got, err := parseSlots([]string{slotLine("standby1", "physical", "t"), "", slotLine("barman", "physical", "f"), slotLine("cdc", "logical", "f")})
+	want := []slotInfo{{"standby1", true, true}, {"barman", true, false}, {"cdc", false, false}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("parseSlots = %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range [][]string{
+		{slotLine("Bad-Name", "physical", "f")},
+		{slotLine("x'y", "physical", "f")},
+		{slotLine("ok", "other", "f")},
+		{slotLine("ok", "physical", "maybe")},
+		{"slot=zz physical f"},
+		{"slot=6f6b physical"},
+	} {
+		if s, err := parseSlots(bad); err == nil {
+			t.Errorf("parseSlots(%q) = %v, want an error", bad, s)
+		}
+	}
+	var many []string
+	for i := 0; i <= maxSlots; i++ {
+		many = append(many, slotLine("s"+strings.Repeat("x", i%50)+string(rune('a'+i%26)), "physical", "f"))
+	}
+	if _, err := parseSlots(many); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("parseSlots of %d slots: %v", len(many), err)
+	}
+}
+
+func TestPlanSlots(t *testing.T) {
+	phys := func(names ...string) []slotInfo {
+		var out []slotInfo
+		for _, n := range names {
+			out = append(out, slotInfo{name: n, physical: true})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		cand      slotUser
+		repointed []slotUser
+		old, have []slotInfo
+		want      slotPlan
+		err       string
+	}{
+		{name: "no slots anywhere",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", ""}}},
+		{name: "every standby streams through a slot",
+			cand: slotUser{"standby1", "standby1"}, repointed: []slotUser{{"standby2", "standby2"}},
+			old:  []slotInfo{{name: "standby1", physical: true, active: true}, {name: "standby2", physical: true, active: true}},
+			want: slotPlan{create: []string{"standby1", "standby2"}, oldSlot: "standby1", drop: []string{"standby1", "standby2"}}},
+		{name: "a backup tool's slot and a logical slot are left on the old primary",
+			cand: slotUser{"standby1", "s1"}, repointed: []slotUser{{"standby2", "s2"}},
+			old:  append(phys("barman", "s1", "s2"), slotInfo{name: "cdc"}),
+			want: slotPlan{create: []string{"s1", "s2"}, oldSlot: "s1", drop: []string{"s1", "s2"}, left: []string{"barman", "cdc"}}},
+		{name: "a standby without a slot gets none; a slot named after it is no member's",
+			cand: slotUser{"standby1", "standby1"}, repointed: []slotUser{{"standby2", ""}},
+			old:  phys("standby1", "standby2"),
+			want: slotPlan{create: []string{"standby1"}, oldSlot: "standby1", drop: []string{"standby1"}, left: []string{"standby2"}}},
+		{name: "the candidate streams without a slot: the old primary streams without one",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", "standby2"}},
+			old:  phys("standby2"),
+			want: slotPlan{create: []string{"standby2"}, drop: []string{"standby2"}}},
+		{name: "a slot the candidate has already is used, not made (nor dropped on a rollback)",
+			cand: slotUser{"standby1", "standby1"}, repointed: []slotUser{{"standby2", "standby2"}},
+			old: phys("standby1", "standby2"), have: phys("standby2", "other"),
+			want: slotPlan{create: []string{"standby1"}, reuse: []string{"standby2"}, oldSlot: "standby1", drop: []string{"standby1", "standby2"}}},
+		{name: "a member's slot missing on the old primary is made, nothing to drop",
+			cand: slotUser{"standby1", "standby1"}, repointed: []slotUser{{"standby2", "standby2"}},
+			want: slotPlan{create: []string{"standby1", "standby2"}, oldSlot: "standby1"}},
+		{name: "a logical slot of a member's name on the old primary is not dropped",
+			cand: slotUser{"standby1", "standby1"}, old: []slotInfo{{name: "standby1"}},
+			want: slotPlan{create: []string{"standby1"}, oldSlot: "standby1", left: []string{"standby1"}}},
+		{name: "two members, one slot",
+			cand: slotUser{"standby1", "s"}, repointed: []slotUser{{"standby2", "s"}},
+			err: `primary and standby2 would both stream through replication slot "s"`},
+		{name: "two standbys, one slot",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", "s"}, {"standby3", "s"}},
+			err: `standby2 and standby3 would both stream through replication slot "s"`},
+		{name: "the candidate's slot of that name is logical",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", "s"}}, have: []slotInfo{{name: "s"}},
+			err: `standby1 has a logical replication slot "s", which standby2 would stream through`},
+		{name: "the candidate's slot of that name is in use",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", "s"}}, have: []slotInfo{{name: "s", physical: true, active: true}},
+			err: `standby1's replication slot "s", which standby2 would stream through, is in use already`},
+		{name: "a name PostgreSQL would not allow",
+			cand: slotUser{"standby1", ""}, repointed: []slotUser{{"standby2", "x');--"}},
+			err: "standby2: primary_slot_name \"x');--\" is not a replication slot name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := planSlots("primary", tc.cand, tc.repointed, tc.old, tc.have)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("plan %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanRepointSlotName: the old primary's primary_slot_name becomes the
+// slot the promoted standby streamed through, written in the file its
+// primary_conninfo goes to: the line that sets it there replaced, else
+// appended (postgresql.auto.conf is read last: a setting elsewhere loses
+// to it); set in another file that would win, refused.
+func TestPlanRepointSlotName(t *testing.T) {
+	dir := t.TempDir()
+	conf, auto := filepath.Join(dir, "postgresql.conf"), filepath.Join(dir, autoConfName)
+	for _, tc := range []struct {
+		name            string
+		conf, auto      string
+		file            string // where the old primary's primary_conninfo is set
+		line            int
+		slot, slotFile  string
+		slotLine        int
+		oldSlot         string
+		wantConf, wantA string // the content planned for the file written ("" for no change of it)
+		err             string
+	}{
+		{name: "set nowhere: appended with primary_conninfo to postgresql.auto.conf",
+			auto: "# auto\n", oldSlot: "standby1",
+			wantA: "# auto\nprimary_conninfo = 'host=/run/standby1 port=5433 user=rep'\nprimary_slot_name = 'standby1'\n"},
+		{name: "no slot then, none now: no line",
+			auto: "", oldSlot: "",
+			wantA: "primary_conninfo = 'host=/run/standby1 port=5433 user=rep'\n"},
+		{name: "a stale one in postgresql.auto.conf is replaced",
+			auto: "# auto\nprimary_slot_name = 'stale'\n", slot: "stale", slotFile: auto, slotLine: 2, oldSlot: "standby1",
+			wantA: "# auto\nprimary_slot_name = 'standby1'\nprimary_conninfo = 'host=/run/standby1 port=5433 user=rep'\n"},
+		{name: "a stale one in postgresql.conf loses to postgresql.auto.conf",
+			conf: "primary_slot_name = 'stale'\n", auto: "", slot: "stale", slotFile: conf, slotLine: 1, oldSlot: "standby1",
+			wantA: "primary_conninfo = 'host=/run/standby1 port=5433 user=rep'\nprimary_slot_name = 'standby1'\n"},
+		{name: "beside primary_conninfo in postgresql.conf, emptied when the new primary streamed without a slot",
+			conf: "a = 1\nprimary_conninfo = 'host=old'\nprimary_slot_name = 'stale'\n", file: conf, line: 2, slot: "stale", slotFile: conf, slotLine: 3, oldSlot: "",
+			wantConf: "a = 1\nprimary_conninfo = 'host=/run/standby1 port=5433 user=rep'\nprimary_slot_name = ''\n"},
+		{name: "the same slot already: left as it is",
+			conf: "primary_conninfo = 'host=old'\nprimary_slot_name = 'standby1'\n", file: conf, line: 1, slot: "standby1", slotFile: conf, slotLine: 2, oldSlot: "standby1",
+			wantConf: "primary_conninfo = 'host=/run/standby1 port=5433 user=rep'\nprimary_slot_name = 'standby1'\n"},
+		{name: "primary_conninfo in postgresql.conf, primary_slot_name in postgresql.auto.conf: refused",
+			conf: "primary_conninfo = 'host=old'\n", auto: "primary_slot_name = 'stale'\n", file: conf, line: 1, slot: "stale", slotFile: auto, slotLine: 1, oldSlot: "standby1",
+			err: "pgtune edits them in one file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeTestFile(t, conf, tc.conf)
+			writeTestFile(t, auto, tc.auto)
+			old := swStandby("primary", "m", "", 0, 0, "on")
+			old.t.Transport = transport.NewLocal()
+			old.pg.DataDir = dir
+			old.file, old.line, old.slot, old.slotFile, old.slotLine = tc.file, tc.line, tc.slot, tc.slotFile, tc.slotLine
+			if tc.file != "" {
+				old.conninfo, _ = parseConninfo("host=old")
+			}
+			cand := swStandby("standby1", "m", "streaming", 0, 0, "on")
+			cand.pg.Port = 5433
+			cand.conninfo, _ = parseConninfo("host=/run/primary port=5432 user=rep application_name=standby1")
+			sw := &switchover{old: old, direct: []*swMember{cand}}
+			got, err := sw.planRepoint(context.Background(), cand, tc.oldSlot)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 {
+				t.Fatalf("planRepoint = %v, %v", got, err)
+			}
+			want, wantFile := tc.wantA, auto
+			if tc.wantConf != "" {
+				want, wantFile = tc.wantConf, conf
+			}
+			if got[0].file != wantFile || string(got[0].content) != want {
+				t.Errorf("planned %s:\n%s\nwant %s:\n%s", got[0].file, got[0].content, wantFile, want)
+			}
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

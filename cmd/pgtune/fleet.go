@@ -355,6 +355,8 @@ func (a *App) confirmBatch(o *options, view *rolloutView, stop <-chan struct{}) 
 		}
 		forced := *o
 		forced.yes = false
+		view.applied.pause()
+		defer view.applied.resume()
 		return a.confirmOrStop(&forced, question, stop)
 	}
 }

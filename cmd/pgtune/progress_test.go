@@ -1,11 +1,15 @@
 package main
 
 import (
+	"io"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/rollout"
 )
 
@@ -51,5 +55,48 @@ func TestProgressLineNamesTheBatch(t *testing.T) {
 	line := regexp.MustCompile(`\r\x1b\[Kapply: 1/2 done, 1 failed, 1 left · batch 1 of 2 \(1 host\) · `)
 	if !line.Match(out) {
 		t.Errorf("no progress line naming the batch:\n%q", out)
+	}
+}
+
+// readerFunc is an io.Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestQuestionStaysOnScreen: while apply asks, the progress line is off
+// the terminal: a tick that comes while the operator reads the question
+// does not erase it. Before, the ticker redrew the line every second over
+// the question ("\r\e[K"): apply looked hung, its question gone. The tick
+// is made to come while the answer is awaited (the reader runs it).
+func TestQuestionStaysOnScreen(t *testing.T) {
+	app, _, stderr := testApp(nil)
+	app.IsTerminal = func() bool { return true }
+	now := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	app.Now = func() time.Time { return now } // the line's time spent: 0s
+	o := newOptions()
+	view := app.newRolloutView(o, &engine.Runner{}, 3)
+	view.applied.progress = true // stderr is a buffer here, not a terminal
+	view.applied.redraw()
+	answered, onScreen := false, ""
+	app.Stdin = readerFunc(func(p []byte) (int, error) {
+		if answered {
+			return 0, io.EOF
+		}
+		answered = true
+		view.applied.redraw() // a tick while the question is on screen
+		onScreen = stderr.String()
+		return copy(p, "n\n"), nil
+	})
+	ask := app.confirmBatch(o, view, make(chan struct{}))
+	planned := &report.Report{Mode: report.ModeCheck, Summary: report.Summary{Drift: 2}}
+	if err := ask(rollout.Batch{Number: 1, Of: 1}, planned); err == nil {
+		t.Fatal("answered n, and apply goes on")
+	}
+	if !strings.HasSuffix(onScreen, "Apply these changes to 2 host(s)? [y/N] ") {
+		t.Errorf("the question is not the last thing on the terminal while it waits for the answer:\n%q", onScreen)
+	}
+	out := stderr.String()
+	if !strings.HasSuffix(out, "apply: 0/3 done, 0 failed, 3 left · 0s") {
+		t.Errorf("the progress line does not come back after the answer:\n%q", out)
 	}
 }

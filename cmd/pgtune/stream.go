@@ -29,6 +29,7 @@ type live struct {
 	done     int
 	failed   int
 	drawn    bool
+	paused   bool // a question is on the terminal: no line over it
 	batch    rollout.Batch // the rollout's current batch (Of 0: none)
 	shown    map[string]bool
 	stop     chan struct{}
@@ -135,16 +136,39 @@ func (lv *live) tick() {
 		case <-lv.stop:
 			return
 		case <-t.C:
-			lv.mu.Lock()
-			lv.draw()
-			lv.mu.Unlock()
+			lv.redraw()
 		}
 	}
 }
 
+// redraw is a tick: the line again, with the time spent.
+func (lv *live) redraw() {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.draw()
+}
+
+// pause erases the progress line and keeps it off the terminal until
+// resume: a question asked meanwhile stays on screen (the ticks erased it
+// within a second: apply looked hung, its question gone).
+func (lv *live) pause() {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.clear()
+	lv.paused = true
+}
+
+// resume draws the progress line again after pause.
+func (lv *live) resume() {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.paused = false
+	lv.draw()
+}
+
 // draw writes the progress line; the caller holds mu.
 func (lv *live) draw() {
-	if !lv.progress {
+	if !lv.progress || lv.paused {
 		return
 	}
 	fmt.Fprint(lv.stderr, "\r\x1b[K"+lv.progressText())

@@ -29,7 +29,7 @@ type live struct {
 	done     int
 	failed   int
 	drawn    bool
-	paused   bool // a question is on the terminal: no line over it
+	paused   bool          // a question is on the terminal: no line over it
 	batch    rollout.Batch // the rollout's current batch (Of 0: none)
 	shown    map[string]bool
 	stop     chan struct{}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/topology"
@@ -286,8 +286,8 @@ func partialAccepted(hr *hostRun) bool {
 	if !ok {
 		return false
 	}
-	b, err := strconv.ParseBool(fmt.Sprint(v))
-	return err == nil && b
+	b, ok := expr.ParseBool(fmt.Sprint(v))
+	return ok && b
 }
 
 // applyInClusterOrder applies the session wave by wave when some of its

@@ -262,3 +262,20 @@ func TestApplyInClusterOrderMemberDown(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialAcceptedAnsibleBooleans: the var is read as Ansible reads a
+// boolean: "yes" from an INI inventory or YAML 1.1 habits lifts the
+// refusal (strconv.ParseBool took it for false, silently), and anything
+// that is not a boolean does not.
+func TestPartialAcceptedAnsibleBooleans(t *testing.T) {
+	for v, want := range map[any]bool{true: true, "yes": true, "On": true, "1": true, 1: true, "true": true,
+		false: false, "no": false, "off": false, "0": false, "enabled": false, "": false} {
+		hr := &hostRun{host: &inventory.Host{Name: "p", Vars: map[string]any{PartialClusterVar: v}}}
+		if got := partialAccepted(hr); got != want {
+			t.Errorf("%s: %#v: accepted %v, want %v", PartialClusterVar, v, got, want)
+		}
+	}
+	if partialAccepted(&hostRun{host: &inventory.Host{Name: "p"}}) {
+		t.Error("accepted without the var")
+	}
+}

@@ -471,6 +471,19 @@ func (s *Scope) Int64(v Value) (int64, error) {
 	return n, nil
 }
 
+// ParseBool reads a boolean written the way Ansible accepts one (yes/no,
+// true/false, on/off, y/n, t/f, 1/0, in any case): playbooks and
+// inventories come from Ansible users, and YAML 1.2 leaves "yes" a string.
+func ParseBool(s string) (value, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "yes", "y", "true", "t", "on", "1":
+		return true, true
+	case "no", "n", "false", "f", "off", "0":
+		return false, true
+	}
+	return false, false
+}
+
 // Bool evaluates v as a boolean.
 func (s *Scope) Bool(v Value) (bool, error) {
 	out, err := s.get(v)
@@ -478,8 +491,8 @@ func (s *Scope) Bool(v Value) (bool, error) {
 		return false, err
 	}
 	if out.Type() == cty.String {
-		b, perr := strconv.ParseBool(out.AsString())
-		if perr != nil {
+		b, ok := ParseBool(out.AsString())
+		if !ok {
 			return false, s.errAt(v, "%q is not a boolean", out.AsString())
 		}
 		return b, nil

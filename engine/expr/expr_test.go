@@ -322,3 +322,17 @@ func TestPosErrorFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBool(t *testing.T) {
+	for s, want := range map[string]bool{"yes": true, "Y": true, "TRUE": true, "t": true, "on": true, "1": true, " yes ": true,
+		"no": false, "N": false, "False": false, "f": false, "OFF": false, "0": false} {
+		if got, ok := ParseBool(s); !ok || got != want {
+			t.Errorf("ParseBool(%q) = %v, %v; want %v, true", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "2", "yes please", "nope", "enable"} {
+		if _, ok := ParseBool(s); ok {
+			t.Errorf("ParseBool(%q) accepted", s)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/pgtune/pgtune/engine/expr"
 )
 
 // connField is one Conn setting: its canonical key, and how a raw var
@@ -193,11 +195,8 @@ func parseBecome(v any) (any, error) {
 			return t == 1, nil
 		}
 	case string:
-		switch strings.ToLower(strings.TrimSpace(t)) {
-		case "yes", "y", "true", "t", "on", "1":
-			return true, nil
-		case "no", "n", "false", "f", "off", "0":
-			return false, nil
+		if b, ok := expr.ParseBool(t); ok {
+			return b, nil
 		}
 	}
 	return nil, fmt.Errorf("expected a boolean (yes/no/true/false), got %s", show(v))

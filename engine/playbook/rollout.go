@@ -72,6 +72,9 @@ func rolloutFields() []reflect.StructField {
 
 // rolloutKey decodes one rollout key of play p.
 func (l *loader) rolloutKey(p *Play, k, v *yaml.Node) {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+		return // "serial:" or "serial: null": unset, as Ansible reads it
+	}
 	if p.Rollout.Line == 0 {
 		p.Rollout.Line = p.Line
 	}
@@ -85,10 +88,12 @@ func (l *loader) rolloutKey(p *Play, k, v *yaml.Node) {
 			p.Rollout.MaxFailPercentage = &pct
 		}
 	case "any_errors_fatal":
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		// As Ansible reads it: yes/no too (YAML 1.2 leaves them strings).
+		b, ok := expr.ParseBool(v.Value)
+		if v.Kind != yaml.ScalarNode || !ok {
 			err = fmt.Errorf("expected true or false, got %s", describeNode(v))
 		} else {
-			p.Rollout.AnyErrorsFatal = v.Value == "true" || v.Value == "True" || v.Value == "TRUE"
+			p.Rollout.AnyErrorsFatal = b
 		}
 	case "pause_between_batches":
 		p.Rollout.PauseBetweenBatches, err = parsePause(v)

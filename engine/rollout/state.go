@@ -30,7 +30,11 @@ const (
 	Running     = "running"
 	Interrupted = "interrupted" // Ctrl-C (or killed: the status stays running)
 	Stopped     = "stopped"     // the failure budget or an all-failed batch
-	Finished    = "finished"
+	// Partial: the attempt ran to its end over part of the run's hosts
+	// (a resume with a narrower --limit, hosts gone from the inventory);
+	// hosts of the run are left to do, and --resume picks it again.
+	Partial  = "partial"
+	Finished = "finished" // every host of the run reached: verified, or failed (--resume RUN retries those)
 )
 
 // State is one rollout as the controller remembers it, so that an
@@ -230,7 +234,7 @@ func Load(dir, id string) (*State, error) {
 
 // Resume is the state of the run --resume continues: run id, or with id
 // "" the newest run that did not finish (interrupted, stopped by its
-// failure budget, or still "running": killed). A finished run is never
+// failure budget, partial, or still "running": killed). A finished run is never
 // picked by itself, whatever its age: --resume alone must not land on a
 // completed run when an older one was cut short. Named by its id, a
 // finished run is resumed only when some host is left to retry (one

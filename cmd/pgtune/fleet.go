@@ -50,7 +50,7 @@ func rolloutFlags(fs *pflag.FlagSet, o *options) {
 	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
 	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
 	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
-	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `RUN` (--resume=RUN or --resume RUN)")
+	fs.Var(&o.fleet.resume, "resume", "continue the latest unfinished run (of the -i, --shard and --limit given), or run `RUN` (--resume=RUN or --resume RUN)")
 	fs.Lookup("resume").NoOptDefVal = "latest" // --resume alone: the latest run
 }
 
@@ -149,7 +149,8 @@ func (a *App) rolloutApply(o *options) int {
 	}
 	var st *rollout.State
 	if o.fleet.resume.set {
-		if st, err = rollout.Resume(dir, o.fleet.resume.id); err != nil {
+		want := o.resumeMatch()
+		if st, err = rollout.Resume(dir, o.fleet.resume.id, want); err != nil {
 			return a.fail(err)
 		}
 		// Another pgtune may be applying this run right now: take it
@@ -160,7 +161,7 @@ func (a *App) rolloutApply(o *options) int {
 			return a.fail(err)
 		}
 		defer unlock()
-		if st, err = rollout.Resume(dir, st.ID); err != nil {
+		if st, err = rollout.Resume(dir, st.ID, want); err != nil {
 			return a.fail(err)
 		}
 		if err := o.resumeFrom(st); err != nil {
@@ -248,6 +249,23 @@ func (a *App) rolloutApply(o *options) int {
 		return max(out.Report.ExitCode(), 1)
 	}
 	return out.Report.ExitCode()
+}
+
+// resumeMatch is what the command line says of the run to resume: the
+// inventory and shard given must be the run's, and --resume alone picks
+// the newest unfinished run of the -i, --shard and --limit given.
+func (o *options) resumeMatch() rollout.Match {
+	var m rollout.Match
+	if o.given["i"] || o.given["inventory"] {
+		m.Inventory = absPath(o.inventory)
+	}
+	if o.given["shard"] {
+		m.Shard = o.fleet.shard
+	}
+	if o.fleet.resume.id == "" && (o.given["limit"] || o.given["l"]) {
+		m.Limit = o.limit
+	}
+	return m
 }
 
 // runHosts keeps, of the hosts selected, those of the run resumed: a

@@ -50,7 +50,7 @@ func rolloutFlags(fs *pflag.FlagSet, o *options) {
 	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
 	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
 	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
-	fs.Var(&o.fleet.resume, "resume", "continue the latest interrupted run, or run `RUN` (--resume=RUN or --resume RUN)")
+	fs.Var(&o.fleet.resume, "resume", "continue the latest unfinished run (of the -i, --shard and --limit given), or run `RUN` (--resume=RUN or --resume RUN)")
 	fs.Lookup("resume").NoOptDefVal = "latest" // --resume alone: the latest run
 }
 
@@ -149,7 +149,8 @@ func (a *App) rolloutApply(o *options) int {
 	}
 	var st *rollout.State
 	if o.fleet.resume.set {
-		if st, err = rollout.Resume(dir, o.fleet.resume.id); err != nil {
+		want := o.resumeMatch()
+		if st, err = rollout.Resume(dir, o.fleet.resume.id, want); err != nil {
 			return a.fail(err)
 		}
 		// Another pgtune may be applying this run right now: take it
@@ -160,7 +161,7 @@ func (a *App) rolloutApply(o *options) int {
 			return a.fail(err)
 		}
 		defer unlock()
-		if st, err = rollout.Resume(dir, st.ID); err != nil {
+		if st, err = rollout.Resume(dir, st.ID, want); err != nil {
 			return a.fail(err)
 		}
 		if err := o.resumeFrom(st); err != nil {
@@ -173,6 +174,12 @@ func (a *App) rolloutApply(o *options) int {
 	l, mods, err := a.load(o)
 	if err != nil {
 		return a.fail(err)
+	}
+	var gone []string // hosts of the resumed run the inventory lost
+	if st != nil {
+		if l.hosts, gone, err = a.runHosts(st, l); err != nil {
+			return a.fail(err)
+		}
 	}
 	if len(l.hosts) == 0 {
 		// An empty --shard (load noted it): nothing to apply and no run
@@ -237,8 +244,87 @@ func (a *App) rolloutApply(o *options) int {
 	case out.Stopped != "":
 		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s\n", safeText(out.Stopped), st.Path(), st.ID)
 		return 1
+	case len(out.Left) > 0:
+		a.partial(st, out.Left, gone)
+		return max(out.Report.ExitCode(), 1)
 	}
 	return out.Report.ExitCode()
+}
+
+// resumeMatch is what the command line says of the run to resume: the
+// inventory and shard given must be the run's, and --resume alone picks
+// the newest unfinished run of the -i, --shard and --limit given.
+func (o *options) resumeMatch() rollout.Match {
+	var m rollout.Match
+	if o.given["i"] || o.given["inventory"] {
+		m.Inventory = absPath(o.inventory)
+	}
+	if o.given["shard"] {
+		m.Shard = o.fleet.shard
+	}
+	if o.fleet.resume.id == "" && (o.given["limit"] || o.given["l"]) {
+		m.Limit = o.limit
+	}
+	return m
+}
+
+// runHosts keeps, of the hosts selected, those of the run resumed: a
+// resume continues a run over the hosts it started with (its verified
+// hosts, batches and failure budget are theirs). Hosts of the inventory
+// the run never had are left out, not added to it: they were never
+// shown in its plan nor confirmed with it; a new apply takes them. The
+// run's hosts still to do that the inventory no longer has are returned
+// (gone): they keep the run unfinished. Both are named in a note.
+func (a *App) runHosts(st *rollout.State, l *loaded) (kept []*inventory.Host, gone []string, err error) {
+	inRun := map[string]bool{}
+	for _, h := range st.Hosts {
+		inRun[h.Name] = true
+	}
+	var added []string
+	for _, h := range l.hosts {
+		if inRun[h.Name] {
+			kept = append(kept, h)
+		} else {
+			added = append(added, h.Name)
+		}
+	}
+	all, _ := engine.Targets(l.inv, l.book, "") // an error: no host at all
+	inInv := map[string]bool{}
+	for _, h := range all {
+		inInv[h.Name] = true
+	}
+	for _, h := range st.Hosts {
+		if !h.Done() && !inInv[h.Name] {
+			gone = append(gone, h.Name)
+		}
+	}
+	if len(gone) > 0 {
+		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the run no longer in the inventory, left as they are: %s; the run stays unfinished until a resume reaches them\n", st.ID, countHosts(len(gone)), strings.Join(gone, ", "))
+	}
+	if len(added) > 0 {
+		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the inventory not in the run, left out: %s; a resume keeps to the run's hosts: apply them in a new run\n", st.ID, countHosts(len(added)), strings.Join(added, ", "))
+	}
+	if len(kept) == 0 {
+		return nil, nil, fmt.Errorf("--resume %s: no host of the run is in this selection (inventory, --limit, --shard): nothing to resume", st.ID)
+	}
+	return kept, gone, nil
+}
+
+// partial ends an attempt that ran to its end over part of its run: the
+// run is left partial, and --resume picks it again.
+func (a *App) partial(st *rollout.State, left, gone []string) {
+	how := "pgtune apply --resume " + st.ID
+	if len(gone) > 0 {
+		how += fmt.Sprintf(", once the inventory has %s again", strings.Join(gone, ", "))
+	}
+	fmt.Fprintf(a.Stderr, "pgtune: run %s is not finished (partial): %s of it left out of this resume: %s; run state in %s; finish them with: %s\n", st.ID, countHosts(len(left)), strings.Join(left, ", "), st.Path(), how)
+}
+
+func countHosts(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return fmt.Sprintf("%d hosts", n)
 }
 
 // resumeFrom fills what the command line leaves out from the run resumed,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type Outcome struct {
 	// before.
 	Err   error
 	Waves int
+	// Left are the hosts of the run this attempt did not cover (a
+	// narrower --limit, gone from the inventory) and no attempt verified:
+	// an attempt that ran to its end with any left the run partial.
+	Left []string
 }
 
 // Run carries out the rollout and keeps the state file up to date: before
@@ -146,14 +151,19 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 			}
 		}
 	}
-	status := Finished
+	out.Left = r.left()
+	status, reason := Finished, out.Stopped
 	switch {
 	case out.Interrupted:
 		status = Interrupted
 	case out.Stopped != "":
 		status = Stopped
+	case len(out.Left) > 0:
+		// Not finished: a run is finished once every host of it was
+		// reached, and --resume alone skips finished runs.
+		status, reason = Partial, fmt.Sprintf("attempt %s left out %s of the run: %s", r.Runner.RunID, hostsWord(len(out.Left)), strings.Join(out.Left, ", "))
 	}
-	r.finish(status, out.Stopped)
+	r.finish(status, reason)
 	r.State.Attempts[attempt].Ended = time.Now().UTC()
 	r.State.Attempts[attempt].Status = status
 	out.Report = r.report(out)
@@ -343,6 +353,23 @@ func (r *run) failedHosts() int {
 		}
 	}
 	return n
+}
+
+// left are the hosts of the run outside this attempt's that are not done.
+func (r *run) left() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	here := map[string]bool{}
+	for _, h := range r.Hosts {
+		here[h.Name] = true
+	}
+	var out []string
+	for _, hs := range r.State.Hosts {
+		if !here[hs.Name] && !hs.Done() {
+			out = append(out, hs.Name)
+		}
+	}
+	return out
 }
 
 // finish marks every host the rollout did not get to.

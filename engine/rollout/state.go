@@ -30,7 +30,11 @@ const (
 	Running     = "running"
 	Interrupted = "interrupted" // Ctrl-C (or killed: the status stays running)
 	Stopped     = "stopped"     // the failure budget or an all-failed batch
-	Finished    = "finished"
+	// Partial: the attempt ran to its end over part of the run's hosts
+	// (a resume with a narrower --limit, hosts gone from the inventory);
+	// hosts of the run are left to do, and --resume picks it again.
+	Partial  = "partial"
+	Finished = "finished" // every host of the run reached: verified, or failed (--resume RUN retries those)
 )
 
 // State is one rollout as the controller remembers it, so that an
@@ -228,25 +232,91 @@ func Load(dir, id string) (*State, error) {
 	return s, nil
 }
 
+// Match is what the command line says of the run --resume continues:
+// each field given ("" when not) must be the run's.
+type Match struct {
+	Inventory string // as the state keeps it: an absolute path, or a host list
+	Shard     string
+	Limit     string // compared only when --resume picks the run
+}
+
 // Resume is the state of the run --resume continues: run id, or with id
 // "" the newest run that did not finish (interrupted, stopped by its
-// failure budget, or still "running": killed). A finished run is never
-// picked by itself, whatever its age: --resume alone must not land on a
-// completed run when an older one was cut short. Named by its id, a
-// finished run is resumed only when some host is left to retry (one
-// that failed); with every host verified there is nothing to resume.
-func Resume(dir, id string) (*State, error) {
+// failure budget, partial, or still "running": killed) and matches want.
+// A finished run is never picked by itself, whatever its age: --resume
+// alone must not land on a completed run when an older one was cut
+// short. Named by its id, a finished run is resumed only when some host
+// is left to retry (one that failed); with every host verified there is
+// nothing to resume. A run named by its id is refused when want's
+// inventory or shard is not the run's: a resume continues the run over
+// the hosts it started with, never another fleet's or shard's (--limit
+// may narrow it: the run is then left partial).
+func Resume(dir, id string, want Match) (*State, error) {
 	if id == "" {
-		return latestUnfinished(dir)
+		return latestUnfinished(dir, want)
 	}
 	s, err := Load(dir, id)
 	if err != nil {
 		return nil, err
 	}
+	if d := (Match{Inventory: want.Inventory, Shard: want.Shard}).differs(s); d != "" {
+		return nil, fmt.Errorf("--resume %s: the run was started with %s: a resume continues the run over its own hosts; leave out what differs (-i and --shard default to the run's), or resume the run that was started with it: pgtune apply --resume %s", id, d, want.flags())
+	}
 	if s.Status == Finished && s.left() == 0 {
 		return nil, fmt.Errorf("--resume %s: nothing to resume: the run finished and verified every host (%d); start a new apply to check them again", id, len(s.Hosts))
 	}
 	return s, nil
+}
+
+// differs says how run s was started other than m asks, as flags of the
+// run and of m ("" when it was not).
+func (m Match) differs(s *State) string {
+	var d []string
+	if m.Inventory != "" && m.Inventory != s.Inventory {
+		d = append(d, fmt.Sprintf("%s, not %s", flagOf("-i", s.Inventory), flagOf("-i", m.Inventory)))
+	}
+	if m.Shard != "" && normShard(m.Shard) != normShard(s.Shard) {
+		d = append(d, fmt.Sprintf("%s, not %s", flagOf("--shard", s.Shard), flagOf("--shard", m.Shard)))
+	}
+	if m.Limit != "" && m.Limit != s.Limit {
+		d = append(d, fmt.Sprintf("%s, not %s", flagOf("--limit", s.Limit), flagOf("--limit", m.Limit)))
+	}
+	return strings.Join(d, " and ")
+}
+
+// flags are m's fields as the flags that gave them.
+func (m Match) flags() string {
+	var f []string
+	for _, kv := range [][2]string{{"-i", m.Inventory}, {"--shard", m.Shard}, {"--limit", m.Limit}} {
+		if kv[1] != "" {
+			f = append(f, flagOf(kv[0], kv[1]))
+		}
+	}
+	return strings.Join(f, " ")
+}
+
+// summary is the run as a candidate of --resume: its status and what it
+// was started with.
+func (s *State) summary() string {
+	if f := (Match{Inventory: s.Inventory, Shard: s.Shard, Limit: s.Limit}).flags(); f != "" {
+		return fmt.Sprintf("%s (%s, %s)", s.ID, s.Status, f)
+	}
+	return fmt.Sprintf("%s (%s)", s.ID, s.Status)
+}
+
+func flagOf(flag, v string) string {
+	if v == "" {
+		return "no " + flag
+	}
+	return flag + " " + v
+}
+
+// normShard is a --shard value as i/n ("1/2" for " 1/2").
+func normShard(v string) string {
+	if sh, err := ParseShard(v); err == nil {
+		return sh.String()
+	}
+	return v
 }
 
 // left counts the hosts a resume would work on again.
@@ -260,8 +330,10 @@ func (s *State) left() int {
 	return n
 }
 
-// latestUnfinished is the newest run in dir whose status is not finished.
-func latestUnfinished(dir string) (*State, error) {
+// latestUnfinished is the newest run in dir whose status is not finished
+// and that matches want. Unfinished runs that do not match are no error
+// while an older one does; when none does, the error names them.
+func latestUnfinished(dir string, want Match) (*State, error) {
 	ids, err := runIDs(dir)
 	if err != nil {
 		return nil, err
@@ -270,6 +342,7 @@ func latestUnfinished(dir string) (*State, error) {
 		return nil, fmt.Errorf("--resume: no run to resume in %s", dir)
 	}
 	var newest *State
+	var others []string // unfinished runs that do not match, newest first
 	for i := len(ids) - 1; i >= 0; i-- {
 		s, err := Load(dir, ids[i])
 		if err != nil {
@@ -277,11 +350,26 @@ func latestUnfinished(dir string) (*State, error) {
 			return nil, fmt.Errorf("%w; name the run to resume: --resume ID", err)
 		}
 		if s.Status != Finished {
-			return s, nil
+			if want.differs(s) == "" {
+				return s, nil
+			}
+			others = append(others, s.summary())
+			continue
 		}
 		if newest == nil {
 			newest = s
 		}
+	}
+	if len(others) > 0 {
+		const most = 10
+		list := strings.Join(others[:min(len(others), most)], ", ")
+		if len(others) > most {
+			list += fmt.Sprintf(" and %d older", len(others)-most)
+		}
+		return nil, fmt.Errorf("--resume: no unfinished run was started with %s in %s; the unfinished runs there: %s; resume one by its id (pgtune apply --resume RUN, leaving out what differs), or start a new apply", want.flags(), dir, list)
+	}
+	if newest == nil {
+		return nil, fmt.Errorf("--resume: no run to resume in %s", dir)
 	}
 	if n := newest.left(); n > 0 {
 		return nil, fmt.Errorf("--resume: no interrupted or stopped run in %s: every run there finished; the newest, %s, left %s not verified: --resume %s retries them", dir, newest.ID, hostsWord(n), newest.ID)

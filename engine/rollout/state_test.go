@@ -107,7 +107,7 @@ func TestResume(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := Resume(dir, tt.id)
+			got, err := Resume(dir, tt.id, Match{})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("Resume = %v, %v; want error %q", got, err, tt.err)
@@ -116,6 +116,67 @@ func TestResume(t *testing.T) {
 			}
 			if err != nil || got.ID != tt.want {
 				t.Fatalf("Resume = %v, %v; want run %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestResumeMatch: --resume alone picks the newest unfinished run of the
+// inventory, shard and limit given, past newer runs of others, and
+// refuses when none is, naming the unfinished runs; a run named is
+// refused with another inventory or shard than its own, not with
+// another limit (a resume of part of the run).
+func TestResumeMatch(t *testing.T) {
+	const (
+		us    = "20261130T100000Z-aaaaaa"
+		usS1  = "20261130T110000Z-bbbbbb"
+		eu    = "20261130T120000Z-cccccc"
+		usFin = "20261130T130000Z-dddddd"
+	)
+	dir := t.TempDir()
+	for _, r := range []struct{ id, status, inv, shard, limit string }{
+		{us, Stopped, "/inv/us.yml", "", "db*"},
+		{usS1, Interrupted, "/inv/us.yml", "1/2", ""},
+		{eu, Partial, "/inv/eu.yml", "", ""},
+		{usFin, Finished, "/inv/us.yml", "", ""},
+	} {
+		s := NewState(dir, r.id, time.Now())
+		s.Status, s.Inventory, s.Shard, s.Limit = r.status, r.inv, r.shard, r.limit
+		s.Host("db1").State = Failed
+		if err := s.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		id   string
+		want Match
+		run  string // the run picked
+		err  string
+	}{
+		{"nothing given: the newest unfinished, partial included", "", Match{}, eu, ""},
+		{"an inventory: its newest unfinished run", "", Match{Inventory: "/inv/us.yml"}, usS1, ""},
+		{"an inventory and a shard", "", Match{Inventory: "/inv/us.yml", Shard: " 1/2"}, usS1, ""},
+		{"a limit", "", Match{Limit: "db*"}, us, ""},
+		{"a shard no run has", "", Match{Shard: "2/2"}, "", "no unfinished run was started with --shard 2/2 in " + dir + "; the unfinished runs there: " +
+			eu + " (partial, -i /inv/eu.yml), " + usS1 + " (interrupted, -i /inv/us.yml --shard 1/2), " + us + " (stopped, -i /inv/us.yml --limit db*)"},
+		{"an inventory no unfinished run has", "", Match{Inventory: "/inv/ap.yml"}, "", "no unfinished run was started with -i /inv/ap.yml"},
+		{"named, another inventory", eu, Match{Inventory: "/inv/us.yml"}, "", "--resume " + eu + ": the run was started with -i /inv/eu.yml, not -i /inv/us.yml"},
+		{"named, another shard", usS1, Match{Shard: "2/2"}, "", "the run was started with --shard 1/2, not --shard 2/2"},
+		{"named, a shard the run had none of", us, Match{Shard: "1/2"}, "", "the run was started with no --shard, not --shard 1/2"},
+		{"named, another limit", us, Match{Inventory: "/inv/us.yml", Limit: "db1"}, us, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Resume(dir, tt.id, tt.want)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Resume = %v, %v; want error %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got.ID != tt.run {
+				t.Fatalf("Resume = %v, %v; want run %s", got, err, tt.run)
 			}
 		})
 	}

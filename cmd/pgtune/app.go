@@ -158,6 +158,13 @@ func (a *App) newRunID() string {
 // second SIGHUP does not (onSignal): a dropped SSH session sends two.
 func (a *App) signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
+	// The terminal as it is now: a password prompt reading without echo
+	// may be what the second interrupt cuts, and the shell must get its
+	// echo back.
+	var saved *term.State
+	if a.Abort == nil && term.IsTerminal(int(os.Stdin.Fd())) {
+		saved, _ = term.GetState(int(os.Stdin.Fd()))
+	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, stopSignals()...)
 	done := make(chan struct{})
@@ -178,6 +185,9 @@ func (a *App) signalContext() (context.Context, context.CancelFunc) {
 				}
 				if abort {
 					fmt.Fprintln(a.Stderr, "pgtune: interrupted again: exiting without the report")
+					if saved != nil {
+						_ = term.Restore(int(os.Stdin.Fd()), saved)
+					}
 					a.abort(s)
 					return
 				}

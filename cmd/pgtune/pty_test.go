@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // Sequences a program sends to ask the terminal something: OSC queries
@@ -116,5 +117,81 @@ func TestSilentTerminalIsNeverQueried(t *testing.T) {
 				t.Errorf("pgtune %v: colour despite NO_COLOR/--no-color:\n%q", tc.args, out)
 			}
 		})
+	}
+}
+
+// TestSecondInterruptGivesTheEchoBack: a second Ctrl-C that ends check
+// while it reads a password without echo (-k) gives the terminal its
+// echo back before pgtune dies of the signal: the shell after it shows
+// what is typed. The first Ctrl-C cannot end the prompt (it cancels the
+// run's context, which term.ReadPassword does not watch).
+func TestSecondInterruptGivesTheEchoBack(t *testing.T) {
+	bin, err := exec.LookPath("pgtune") // testscript.Main put it on $PATH
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := filepath.Join(t.TempDir(), "inventory.yml")
+	if err := os.WriteFile(inv, []byte("all:\n  hosts:\n    h1:\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	cmd := exec.Command(bin, "check", "-i", inv, "-k")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	guard := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() }) // a hang guard, not a wait
+	defer guard.Stop()
+	echo := func() bool {
+		tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tio.Lflag&unix.ECHO != 0
+	}
+	// The prompt is written before the echo goes off: wait for it, then
+	// for the echo to go (checked, not slept on).
+	var out bytes.Buffer
+	buf := make([]byte, 256)
+	for !bytes.Contains(out.Bytes(), []byte("SSH password: ")) {
+		n, err := ptmx.Read(buf)
+		if err != nil {
+			t.Fatalf("no prompt: %v\n%q", err, out.Bytes())
+		}
+		out.Write(buf[:n])
+	}
+	for echo() {
+		time.Sleep(10 * time.Millisecond) // polling the terminal's state, bounded by the guard
+	}
+	go func() { _, _ = io.Copy(io.Discard, ptmx) }()
+	// Ctrl-C until it ends: two signals sent at once may reach it as one
+	// (a pending signal is not queued twice), and nothing shows when the
+	// first was taken.
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for err = nil; ; {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err = <-waited:
+		case <-time.After(100 * time.Millisecond): // the next Ctrl-C, not a deadline
+			continue
+		}
+		break
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("pgtune: %v, want killed by SIGINT", err)
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("pgtune: %v, want killed by SIGINT", err)
+	}
+	if !echo() {
+		t.Error("the terminal was left without echo")
 	}
 }

@@ -236,6 +236,14 @@ func (a *App) rolloutApply(o *options) int {
 		view.applied.finish(&report.Report{})
 		return a.fail(out.Err)
 	}
+	for _, name := range gone {
+		// In the report too: a JSON reader sees why the exit status is 1.
+		why := fmt.Sprintf("not in the inventory any more: a host of run %s still to do, left as it is (resume once the inventory has it again)", st.ID)
+		out.Report.Hosts = append(out.Report.Hosts, report.Host{Name: name, Status: report.Unreachable, Changes: []report.Change{}, Error: &why})
+	}
+	if len(gone) > 0 {
+		out.Report.Summarize()
+	}
 	a.render(o, view.applied, out.Report)
 	switch {
 	case out.Interrupted:
@@ -245,14 +253,10 @@ func (a *App) rolloutApply(o *options) int {
 		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s\n", safeText(out.Stopped), st.Path(), st.ID)
 		return 1
 	case len(out.Left) > 0:
+		// Hosts left out by a narrower --limit are not in the report (the
+		// exit status speaks of the hosts asked for); those the inventory
+		// lost are, unreachable.
 		a.partial(st, out.Left, gone)
-		if len(gone) > 0 {
-			// Hosts of the run the inventory lost cannot be reached.
-			return max(out.Report.ExitCode(), 1)
-		}
-		// Left out by a narrower --limit: the hosts asked for are what
-		// the exit status speaks of (DESIGN: every host ok and verified).
-		return out.Report.ExitCode()
 	}
 	return out.Report.ExitCode()
 }
@@ -294,7 +298,10 @@ func (a *App) runHosts(st *rollout.State, l *loaded) (kept []*inventory.Host, go
 			added = append(added, h.Name)
 		}
 	}
-	all, _ := engine.Targets(l.inv, l.book, "") // an error: no host at all
+	all, err := engine.Targets(l.inv, l.book, "")
+	if err != nil {
+		return nil, nil, err
+	}
 	inInv := map[string]bool{}
 	for _, h := range all {
 		inInv[h.Name] = true

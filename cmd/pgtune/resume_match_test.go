@@ -213,6 +213,11 @@ func TestResumeEditedInventory(t *testing.T) {
 	if st.Status != "partial" || len(hs) != 5 || hs["h4"] != rollout.NotReached || hs["h5"] != rollout.NotReached {
 		t.Errorf("run: %s %v; want partial, h1..h5 alone, h4 h5 not reached", st.Status, hs)
 	}
+	// The report says why the exit status is 1: the hosts the inventory
+	// lost are in it, unreachable.
+	if got := statuses(r); got["h4"] != "unreachable" || got["h5"] != "unreachable" || got["h5x"] != "" || got["h6"] != "" {
+		t.Errorf("report statuses %v: want h4 and h5 unreachable, h5x and h6 absent", got)
+	}
 	for _, want := range []string{"h4, h5", "h5x, h6"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not name %s:\n%s", want, stderr)

@@ -24,8 +24,9 @@ import (
 // entries there). It is checked before every use.
 
 // stateDirScript walks the state directory's path ($2…, outermost first)
-// and checks each level; with $1 = 1 it creates what is missing (umask 077)
-// and tightens the state directory itself to 0700. It prints "ok",
+// and checks each level; with $1 = 1 it creates what is missing (umask 077;
+// a level another session made meanwhile is checked as found) and tightens
+// the state directory itself to 0700. It prints "ok",
 // "absent" (without create), or a reason on stdout and exits 3.
 const stateDirScript = `set -u
 create=$1; shift
@@ -36,8 +37,10 @@ for p in "$@"; do
   if [ "$last" = 1 ] && [ -L "$p" ]; then echo "$p is a symbolic link"; exit 3; fi
   if [ ! -e "$p" ] && [ ! -L "$p" ]; then
     if [ "$create" != 1 ]; then echo absent; exit 0; fi
-    (umask 077 && mkdir -- "$p") || exit 1
-    continue
+    if (umask 077 && mkdir -- "$p" 2>/dev/null); then continue; fi
+    # Another session to this machine may have made it meanwhile (two
+    # inventory names for one host): then it is checked as found.
+    if [ ! -e "$p" ] && [ ! -L "$p" ]; then (umask 077 && mkdir -- "$p") || exit 1; continue; fi
   fi
   if [ "$last" = 1 ]; then s=$(stat -c '%u %U %a %F' -- "$p"); else s=$(stat -L -c '%u %U %a %F' -- "$p"); fi || exit 1
   uid=${s%% *}; s=${s#* }; user=${s%% *}; s=${s#* }; mode=${s%% *}; kind=${s#* }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -344,5 +345,31 @@ func TestLockHostSameRunSharedStateDir(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "db1-alias: locked by run 20261130T190000Z-aaaaaa") ||
 		!strings.Contains(err.Error(), "another host of this inventory is the same machine with the same state directory "+dir+"; give each its own pgtune_state_dir") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestCheckStateDirMadeMeanwhile: a level another session to the same
+// machine creates between the check that it is missing and this session's
+// mkdir (two inventory names for one host, planned at once) is checked as
+// found, not an error. The race is made certain by a mkdir on PATH that
+// makes the directory and then fails, as mkdir does when it lost.
+func TestCheckStateDirMadeMeanwhile(t *testing.T) {
+	needRoot(t)
+	real, err := exec.LookPath("mkdir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	shim := "#!/bin/sh\n" + real + " \"$@\" || exit 1\necho \"mkdir: cannot create directory: File exists\" >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "mkdir"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := filepath.Join(t.TempDir(), "var/lib/pgtune")
+	if err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
+		t.Fatalf("a state directory made meanwhile by another session: %v", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state directory %v, %v; want it there, 0700", fi, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/pgtune/pgtune/internal/syspaths"
 )
 
 func TestMain(m *testing.M) {
@@ -20,7 +22,7 @@ func TestMain(m *testing.M) {
 	// The developer's agent and keys must not decide a test's outcome.
 	os.Unsetenv("SSH_AUTH_SOCK")
 	// Nor the machine's /etc/ssh/ssh_config (tests that need one set it).
-	systemSSHConfig = ""
+	syspaths.SSHConfig = ""
 	home, err := os.MkdirTemp("", "pgtune-transport-home-")
 	if err == nil {
 		os.Setenv("HOME", home)

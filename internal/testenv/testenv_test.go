@@ -60,7 +60,7 @@ func TestLDFlags(t *testing.T) {
 		t.Skip("builds a binary")
 	}
 	bin := filepath.Join(t.TempDir(), "syspaths")
-	if out, err := exec.Command("go", "build", "-ldflags", LDFlags, "-o", bin, "./testdata/syspaths").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-buildvcs=false", "-ldflags", LDFlags, "-o", bin, "./testdata/syspaths").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin).Output()

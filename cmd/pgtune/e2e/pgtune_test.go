@@ -51,8 +51,10 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	pgtuneBin = filepath.Join(dir, "pgtune")
 	// Linked to read neither /etc/ssh/ssh_config nor
-	// /etc/ansible/ansible.cfg (syspaths), as the in-process tests do.
-	out, err := exec.Command("go", "build", "-ldflags", testenv.LDFlags, "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
+	// /etc/ansible/ansible.cfg (syspaths), as the in-process tests do;
+	// without a VCS stamp, which would ask git, and git the scratch
+	// home's .gitconfig whether it may read a clone another user owns.
+	out, err := exec.Command("go", "build", "-buildvcs=false", "-ldflags", testenv.LDFlags, "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build cmd/pgtune: %v\n%s", err, out)
 		return 1

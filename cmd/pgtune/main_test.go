@@ -9,14 +9,21 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/pgtune/pgtune/internal/testenv"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
+// TestMain runs the tests away from this machine's ssh and Ansible
+// configuration, agent and run state (testenv): the in-process CLI and
+// the processes the tests start inherit that environment. Every copy of
+// this binary, the scripts' pgtune among them (whose environment is the
+// script's, HOME=/no-home), reads neither system file.
 func TestMain(m *testing.M) {
+	testenv.IgnoreSystemFiles()
 	if inv := os.Getenv(stuckReadEnv); inv != "" {
 		os.Exit(runStuckRead(inv))
 	}
-	testscript.Main(removeOwnState{m}, map[string]func(){
+	testscript.Main(isolated{m}, map[string]func(){
 		"pgtune": func() {
 			a := newApp()
 			dial, err := testDial()
@@ -29,6 +36,11 @@ func TestMain(m *testing.M) {
 		},
 	})
 }
+
+// isolated runs the tests under testenv.
+type isolated struct{ m *testing.M }
+
+func (i isolated) Run() int { return testenv.Run(i.m) }
 
 // TestAcceptance runs the CLI scripts in acceptance/: exit codes, JSON
 // shape, refusals. Scripts that need a host get a real sshd on 127.0.0.1:

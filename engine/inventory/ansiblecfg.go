@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/internal/syspaths"
 )
 
 // AnsibleConfig is what pgtune takes from an ansible.cfg: the settings
@@ -58,8 +59,11 @@ func FindAnsibleConfig() (*AnsibleConfig, error) {
 			paths = append(paths, cfg)
 		}
 	}
-	paths = append(paths, expandTilde("~/.ansible.cfg"), "/etc/ansible/ansible.cfg")
+	paths = append(paths, expandTilde("~/.ansible.cfg"), syspaths.AnsibleConfig)
 	for _, p := range paths {
+		if p == "" {
+			continue
+		}
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/pgtune/pgtune/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -17,13 +19,13 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == localBecomeHelperArg {
 		os.Exit(runLocalBecomeHelper())
 	}
-	// The developer's agent and keys must not decide a test's outcome.
-	os.Unsetenv("SSH_AUTH_SOCK")
-	// Nor the machine's /etc/ssh/ssh_config (tests that need one set it).
-	systemSSHConfig = ""
-	home, err := os.MkdirTemp("", "pgtune-transport-home-")
-	if err == nil {
-		os.Setenv("HOME", home)
+	// The developer's agent, keys, ssh_config files and the machine's
+	// /etc/ssh/ssh_config must not decide a test's outcome (tests that
+	// need a file set it).
+	done, err := testenv.Isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	// As goleak.VerifyTestMain, but the temporary HOME is removed before
@@ -34,8 +36,6 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if home != "" {
-		os.RemoveAll(home)
-	}
+	done()
 	os.Exit(code)
 }

@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-)
 
-// systemSSHConfig is the system-wide ssh_config, read after the user's
-// ~/.ssh/config when no ssh_config_file is named (a variable for tests).
-var systemSSHConfig = "/etc/ssh/ssh_config"
+	"github.com/pgtune/pgtune/internal/syspaths"
+)
 
 // sshConfigFile is the ssh_config a host is resolved with: one file named
 // by ssh_config_file, or else the user's and the system's, in the order
@@ -73,8 +71,8 @@ func loadSSHConfigs(explicit, home string) (*sshConfigFile, error) {
 		if home != "" {
 			err = add(filepath.Join(home, ".ssh", "config"), false, true, false)
 		}
-		if err == nil && systemSSHConfig != "" {
-			err = add(systemSSHConfig, true, false, false)
+		if err == nil && syspaths.SSHConfig != "" {
+			err = add(syspaths.SSHConfig, true, false, false)
 		}
 	}
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pgtune/pgtune/internal/syspaths"
 )
 
 // userAndSystemConfigs writes ~/.ssh/config (and files it includes) under
@@ -22,9 +24,9 @@ func userAndSystemConfigs(t *testing.T, files map[string]string) localIdentity {
 			t.Fatal(err)
 		}
 	}
-	old := systemSSHConfig
-	systemSSHConfig = filepath.Join(home, "etc-ssh", "ssh_config")
-	t.Cleanup(func() { systemSSHConfig = old })
+	old := syspaths.SSHConfig
+	syspaths.SSHConfig = filepath.Join(home, "etc-ssh", "ssh_config")
+	t.Cleanup(func() { syspaths.SSHConfig = old })
 	return localIdentity{user: "local", home: home}
 }
 

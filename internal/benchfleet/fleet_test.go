@@ -350,12 +350,20 @@ func writeInventory(b *testing.B, f *fleet, n int, pg *testhost.Cluster) string 
 }
 
 // writeInventoryFor writes an inventory of one host per port, all logging
-// in as benchUser with the bench's key, checked against known.
+// in as benchUser with the bench's key, checked against known. The hosts'
+// ssh_config is an empty file: the binary under test (make build's) would
+// otherwise read this machine's /etc/ssh/ssh_config (Ansible's ssh is
+// given -F none).
 func writeInventoryFor(b *testing.B, f *fleet, name string, ports []int, known string, pg *testhost.Cluster) string {
+	sshConfig := filepath.Join(f.workDir, "ssh_config")
+	if err := os.WriteFile(sshConfig, nil, 0o600); err != nil {
+		b.Fatal(err)
+	}
 	var inv strings.Builder
 	inv.WriteString("all:\n  vars:\n")
 	fmt.Fprintf(&inv, "    ssh_host: 127.0.0.1\n    ssh_user: %s\n    become: true\n", benchUser)
 	fmt.Fprintf(&inv, "    ssh_private_key_file: %s\n    ssh_known_hosts_file: %s\n", f.base.KeyFile, known)
+	fmt.Fprintf(&inv, "    ssh_config_file: %s\n", sshConfig)
 	fmt.Fprintf(&inv, "    pg_data: %s\n    pg_bin: %s\n", pg.DataDir, pg.BinDir)
 	inv.WriteString("  hosts:\n")
 	for i, p := range ports {
@@ -417,7 +425,7 @@ stdout_callback = default
 [ssh_connection]
 pipelining = True
 control_path_dir = %s
-ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes
+ssh_args = -F none -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes
 `, filepath.Join(dir, "cp"), f.known),
 	}
 	for p, c := range files {

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/pgtune/pgtune/internal/clitest"
+	"github.com/pgtune/pgtune/internal/testenv"
 )
 
 // pgtuneBin is the binary TestMain built for this run ("" under -short,
@@ -29,16 +30,16 @@ func TestMain(m *testing.M) {
 }
 
 // run is TestMain's work, with its clean-up deferred (os.Exit skips
-// defers): the state and binary directories go when the tests end.
+// defers): the scratch home (testenv: this machine's ssh and Ansible
+// configuration, agent and run state stay out of the tests and the
+// binary they run) and the binary's directory go when the tests end.
 func run(m *testing.M) int {
-	// Applies keep their run state (fleet.go) in a directory of this test
-	// process, never in the home directory of whoever runs the tests.
-	if os.Getenv("XDG_STATE_HOME") == "" {
-		if dir, err := os.MkdirTemp("", "pgtune-test-state-"); err == nil {
-			_ = os.Setenv("XDG_STATE_HOME", dir)
-			defer os.RemoveAll(dir)
-		}
+	done, err := testenv.Isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
+	defer done()
 	if testing.Short() {
 		return m.Run()
 	}
@@ -49,7 +50,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	pgtuneBin = filepath.Join(dir, "pgtune")
-	out, err := exec.Command("go", "build", "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
+	// Linked to read neither /etc/ssh/ssh_config nor
+	// /etc/ansible/ansible.cfg (syspaths), as the in-process tests do;
+	// without a VCS stamp, which would ask git, and git the scratch
+	// home's .gitconfig whether it may read a clone another user owns.
+	out, err := exec.Command("go", "build", "-buildvcs=false", "-ldflags", testenv.LDFlags, "-o", pgtuneBin, "github.com/pgtune/pgtune/cmd/pgtune").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build cmd/pgtune: %v\n%s", err, out)
 		return 1

@@ -1,13 +1,97 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/transport"
 )
+
+// checkFails is mark whose plan fails on the hosts in fail.
+type checkFails struct {
+	*mark
+	fail map[string]bool
+}
+
+func (m checkFails) Check(ctx context.Context, t *engine.Target, p any) (*plan.ModulePlan, error) {
+	if m.fail[t.Name] {
+		return nil, errors.New("check refused by the test")
+	}
+	return m.mark.Check(ctx, t, p)
+}
+
+// TestPlanFailurePrintedOnce: a host whose plan failed has its error in
+// its plan's block only; its result points there. Before, the same
+// "h2: FAILED" block came again with the results.
+func TestPlanFailurePrintedOnce(t *testing.T) {
+	for _, serial := range [][]string{nil, {"--serial", "2"}} {
+		t.Run(fmt.Sprint(serial), func(t *testing.T) {
+			m := checkFails{newMark(), map[string]bool{"h2": true}}
+			run, inv, book := fleetAppWith(t, m, nil)
+			code, stdout, stderr := run(append([]string{"apply", "-i", inv, "--yes", book}, serial...)...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
+			}
+			if n := strings.Count(stdout, "check refused by the test"); n != 1 {
+				t.Errorf("h2's error printed %d times, want once:\n%s", n, stdout)
+			}
+			if !strings.Contains(stdout, "h2: FAILED, see its plan above\n") || !strings.Contains(stdout, "5 hosts: 4 changed and verified, 1 failed\n") {
+				t.Errorf("h2's result does not point to its plan, or the recap is not 4 changed and 1 failed:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestInterruptedPlanPrintedOnce: Ctrl-C while a batch is planned (the
+// first batch, or a later one) shows each host cut once, in its plan; the
+// results say they were not reached, as the hosts after them. Before,
+// each cut host's "FAILED" block came twice and the recap said failed.
+func TestInterruptedPlanPrintedOnce(t *testing.T) {
+	// The facts of the 5 hosts are read first (--forks 1: one at a time),
+	// then batch 1 (h1, h2) is planned, applied, and batch 2 planned.
+	for _, tc := range []struct {
+		dial    int
+		changed []string
+	}{{6, nil}, {8, []string{"h1", "h2"}}} {
+		t.Run(fmt.Sprint(tc.dial), func(t *testing.T) {
+			m := newMark()
+			run, inv, book := fleetAppWith(t, m, interruptAt(t, tc.dial))
+			code, stdout, stderr := run("apply", "-i", inv, "--yes", "--forks", "1", "--serial", "2", book)
+			if code != exitInterrupted || !slices.Equal(m.applied, tc.changed) {
+				t.Fatalf("exit %d, applied %v; want %d, %v\n%s\n%s", code, m.applied, exitInterrupted, tc.changed, stdout, stderr)
+			}
+			for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
+				if n := strings.Count(stdout, h+": FAILED"); n > 1 {
+					t.Errorf("%s: FAILED printed %d times:\n%s", h, n, stdout)
+				}
+				if n := strings.Count(stdout, h+": not reached"); n != 1 && !slices.Contains(tc.changed, h) {
+					t.Errorf("%s: not reached printed %d times, want once:\n%s", h, n, stdout)
+				}
+			}
+			want := fmt.Sprintf("5 hosts: %d not reached\n", 5-len(tc.changed))
+			if len(tc.changed) > 0 {
+				want = "5 hosts: 2 changed and verified, 3 not reached\n"
+			}
+			if !strings.HasSuffix(stdout, want) || strings.Contains(stdout, "failed") {
+				t.Errorf("the recap does not end with %q, or says failed:\n%s", want, stdout)
+			}
+		})
+	}
+}
 
 // TestInterruptedAtQuestionNotReached: Ctrl-C at the first batch's
 // question tried no host: the text says so ("5 not reached", not "5
@@ -51,5 +135,35 @@ func TestInterruptedAtQuestionNotReached(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// interruptAt makes the n-th connection (from 1) of the run send SIGINT
+// to this process and hold on until the run cuts it.
+func interruptAt(t *testing.T, n int) func(*App) {
+	t.Helper()
+	transcript := []byte(profiles[0].transcript())
+	log := &commandLog{path: filepath.Join(t.TempDir(), "fake.log")}
+	return func(a *App) {
+		var mu sync.Mutex
+		dials := 0
+		a.Dial = func(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+			mu.Lock()
+			dials++
+			now := dials
+			mu.Unlock()
+			if now != n {
+				return localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}, nil
+			}
+			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Minute): // a deadline, not a wait: the signal cuts it
+				return nil, errors.New("the signal did not cut the connection")
+			}
+		}
 	}
 }

@@ -96,11 +96,19 @@ type Printer struct {
 	opts  TextOptions
 	st    style
 	first map[[sha256.Size]byte]string // plan signature → first host shown with it
+	above map[string]bool              // hosts whose failure a plan above showed (Above)
 }
 
 // NewPrinter returns a Printer for a report of mode.
 func NewPrinter(w io.Writer, mode Mode, opts TextOptions) *Printer {
-	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[[sha256.Size]byte]string{}}
+	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[[sha256.Size]byte]string{}, above: map[string]bool{}}
+}
+
+// Above tells p that the block of host name's plan, printed above, showed
+// it failed: its result (failed or not reached) then gets one line that
+// points there, not its error again (a host's error is printed once).
+func (p *Printer) Above(name string) {
+	p.above[name] = true
 }
 
 // Host writes one host's block.
@@ -111,6 +119,11 @@ func (p *Printer) Host(h Host) error {
 	sig := signature(h)
 	if prev, ok := p.first[sig]; ok && len(h.Changes) > 0 {
 		fmt.Fprintf(&b, "%s: %s, same plan as %s\n\n", p.st.Bold(name), p.headline(h), termsafe.Line(prev))
+		_, err := io.WriteString(p.w, b.String())
+		return err
+	}
+	if p.above[h.Name] && (h.Status == Failed || h.Status == Unreachable) && len(h.Changes) == 0 {
+		fmt.Fprintf(&b, "%s: %s, see its plan above\n\n", p.st.Bold(name), p.headline(h))
 		_, err := io.WriteString(p.w, b.String())
 		return err
 	}

@@ -285,3 +285,23 @@ func TestNotReached(t *testing.T) {
 	}
 }
 
+// TestPrinterAbove: a host whose failure its plan showed gets one line
+// with its result, not its error again; other hosts are as ever.
+func TestPrinterAbove(t *testing.T) {
+	msg := "db1: mark: check refused"
+	var out bytes.Buffer
+	p := NewPrinter(&out, ModeApply, TextOptions{})
+	p.Above("db1")
+	for _, h := range []Host{
+		{Name: "db1", Status: Failed, Changes: []Change{}, Error: &msg},
+		{Name: "db2", Status: Failed, Changes: []Change{}, Error: &msg},
+	} {
+		if err := p.Host(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "db1: FAILED, see its plan above\n\ndb2: FAILED\n  error: db1: mark: check refused\n\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/rollout"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -32,6 +33,56 @@ func (m checkFails) Check(ctx context.Context, t *engine.Target, p any) (*plan.M
 		return nil, errors.New("check refused by the test")
 	}
 	return m.mark.Check(ctx, t, p)
+}
+
+// terminal answers the questions with answers, one a line.
+func terminal(answers string) func(*App) {
+	return func(a *App) {
+		a.Stdin = strings.NewReader(answers)
+		a.IsTerminal = func() bool { return true }
+	}
+}
+
+// TestRolloutLaterBatchNotConfirmed: with --confirm-each-batch, batch 1
+// confirmed and batch 2 refused, the refusal says batch 2 was not applied
+// and batch 1 was, on every host not reached and in the last line, which
+// names the rollback. Before, all of them said "not confirmed; nothing was
+// changed" beside a recap with batch 1's hosts changed.
+func TestRolloutLaterBatchNotConfirmed(t *testing.T) {
+	m := newMark()
+	run, inv, book := fleetAppWith(t, m, terminal("y\nn\n"))
+	code, stdout, stderr := run("apply", "-i", inv, "--serial", "2", "--confirm-each-batch", "--forks", "1", book)
+	if code != 1 || len(m.applied) != 2 {
+		t.Fatalf("exit %d, applied %v; want 1 and batch 1's 2 hosts\n%s\n%s", code, m.applied, stdout, stderr)
+	}
+	const said = "batch 2 of 3 not confirmed: it was not applied, nor anything after it; applied before it, and still so: batch 1"
+	for _, out := range []string{stdout, stderr} {
+		if strings.Contains(out, "nothing was changed") {
+			t.Errorf("says nothing was changed after batch 1 changed %v:\n%s", m.applied, out)
+		}
+	}
+	if n := strings.Count(stdout, "why: the rollout stopped: "+said); n != 3 {
+		t.Errorf("%d hosts say %q, want the 3 not reached:\n%s", n, said, stdout)
+	}
+	if !strings.Contains(stderr, "pgtune: rollout stopped: "+said) || !strings.Contains(stderr, "put back the 2 hosts it changed with: pgtune rollback --run ") {
+		t.Errorf("the last line does not say what was applied and how to undo it:\n%s", stderr)
+	}
+}
+
+func TestNotConfirmed(t *testing.T) {
+	for _, tt := range []struct {
+		b    rollout.Batch
+		want string
+	}{
+		{rollout.Batch{Number: 2, Of: 4, Wave: 1}, "batch 2 of 4 not confirmed: it was not applied, nor anything after it; applied before it, and still so: batch 1"},
+		{rollout.Batch{Number: 4, Of: 4, Wave: 1}, "batch 4 of 4 not confirmed: it was not applied, nor anything after it; applied before it, and still so: batches 1–3"},
+		{rollout.Batch{Number: 1, Of: 2, Wave: 2}, "batch 1 of 2, wave 2, not confirmed: it was not applied, nor anything after it; applied before it, and still so: wave 1 of it"},
+		{rollout.Batch{Number: 3, Of: 3, Wave: 3}, "batch 3 of 3, wave 3, not confirmed: it was not applied, nor anything after it; applied before it, and still so: the batches before it and waves 1–2 of it"},
+	} {
+		if got := notConfirmed(tt.b).Error(); got != tt.want {
+			t.Errorf("%+v:\n got %s\nwant %s", tt.b, got, tt.want)
+		}
+	}
 }
 
 // TestPlanFailurePrintedOnce: a host whose plan failed has its error in

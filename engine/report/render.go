@@ -36,6 +36,13 @@ func WriteJSON(w io.Writer, r *Report) error {
 		}
 		bw.WriteString(",\n")
 	}
+	if len(r.RunIDs) > 0 {
+		bw.WriteString(`  "run_ids": `)
+		if err := put("  ", r.RunIDs); err != nil {
+			return err
+		}
+		bw.WriteString(",\n")
+	}
 	bw.WriteString(`  "hosts": `)
 	if len(r.Hosts) == 0 {
 		bw.WriteString("[]") // never null, even for a nil list

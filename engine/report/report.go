@@ -26,10 +26,13 @@ const (
 
 // Report is one run over a set of hosts.
 type Report struct {
-	Mode    Mode    `json:"-"`
-	RunID   string  `json:"run_id,omitempty"`
-	Hosts   []Host  `json:"hosts"`
-	Summary Summary `json:"summary"`
+	Mode  Mode   `json:"-"`
+	RunID string `json:"run_id,omitempty"`
+	// RunIDs are the runs of a merged report of apply shards, each job
+	// its own run (report merge); RunID is empty then.
+	RunIDs  []string `json:"run_ids,omitempty"`
+	Hosts   []Host   `json:"hosts"`
+	Summary Summary  `json:"summary"`
 }
 
 // Host is one host's outcome.

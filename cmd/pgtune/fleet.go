@@ -143,6 +143,12 @@ func (f fleetOptions) overrides(r playbook.Rollout) (playbook.Rollout, error) {
 // rolloutApply is apply: batch by batch, each planned, shown, applied and
 // verified before the next, with the run state kept on the controller.
 func (a *App) rolloutApply(o *options) int {
+	if o.fleet.confirmEach && o.yes {
+		// Either reading would surprise someone: --yes winning asks
+		// nothing of whoever wanted every batch confirmed, and the
+		// questions stall whoever meant to run unattended.
+		return a.fail(errors.New("--yes and --confirm-each-batch contradict each other: --confirm-each-batch asks before every batch (on a terminal), --yes asks nothing; give one of them"))
+	}
 	dir, err := rollout.Dir()
 	if err != nil {
 		return a.fail(err)
@@ -169,7 +175,7 @@ func (a *App) rolloutApply(o *options) int {
 		}
 	}
 	if o.fleet.confirmEach && !a.IsTerminal() {
-		return a.fail(errors.New("--confirm-each-batch asks on a terminal, and stdin is not one"))
+		return a.fail(errors.New("--confirm-each-batch asks before every batch on a terminal, and stdin is not one (without a terminal, --yes applies every batch unasked)"))
 	}
 	l, mods, err := a.load(o)
 	if err != nil {

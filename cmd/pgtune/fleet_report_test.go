@@ -69,6 +69,27 @@ func TestRolloutLaterBatchNotConfirmed(t *testing.T) {
 	}
 }
 
+// TestYesAndConfirmEachBatch: --yes with --confirm-each-batch is refused
+// the same way on a terminal and without one, before any host is
+// contacted. Before, without a terminal it was refused for want of one,
+// and on a terminal --yes won: nothing was asked.
+func TestYesAndConfirmEachBatch(t *testing.T) {
+	for _, tty := range []bool{true, false} {
+		t.Run(fmt.Sprint("terminal=", tty), func(t *testing.T) {
+			m := newMark()
+			run, inv, book := fleetAppWith(t, m, func(a *App) {
+				a.Stdin = strings.NewReader("y\ny\ny\n")
+				a.IsTerminal = func() bool { return tty }
+			})
+			code, stdout, stderr := run("apply", "-i", inv, "--yes", "--confirm-each-batch", "--serial", "2", book)
+			const want = "pgtune: --yes and --confirm-each-batch contradict each other: --confirm-each-batch asks before every batch (on a terminal), --yes asks nothing; give one of them\n"
+			if code != 1 || stderr != want || stdout != "" || len(m.events) != 0 {
+				t.Errorf("exit %d, module calls %v, stdout %q, stderr:\n%s\nwant exit 1, none, nothing, and:\n%s", code, m.events, stdout, stderr, want)
+			}
+		})
+	}
+}
+
 func TestNotConfirmed(t *testing.T) {
 	for _, tt := range []struct {
 		b    rollout.Batch

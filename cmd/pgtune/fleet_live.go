@@ -75,7 +75,7 @@ func (v *rolloutView) beforeWave(b rollout.Batch) {
 	defer v.mu.Unlock()
 	v.shown = map[string]bool{}
 	if b.Of > 1 {
-		fmt.Fprintf(v.planW, "BATCH %d of %d (%d hosts)\n", b.Number, b.Of, len(b.Hosts))
+		fmt.Fprintf(v.planW, "BATCH %d of %d (%s)\n", b.Number, b.Of, plural(len(b.Hosts), "host"))
 	}
 }
 

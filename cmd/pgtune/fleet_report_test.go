@@ -124,6 +124,9 @@ func TestPlanFailurePrintedOnce(t *testing.T) {
 			if !strings.Contains(stdout, "h2: FAILED, see its plan above\n") || !strings.Contains(stdout, "5 hosts: 4 changed and verified, 1 failed\n") {
 				t.Errorf("h2's result does not point to its plan, or the recap is not 4 changed and 1 failed:\n%s", stdout)
 			}
+			if serial != nil && (!strings.Contains(stdout, "BATCH 1 of 3 (2 hosts)\n") || !strings.Contains(stdout, "BATCH 3 of 3 (1 host)\n")) {
+				t.Errorf("batch headers not as \"BATCH 1 of 3 (2 hosts)\", \"BATCH 3 of 3 (1 host)\":\n%s", stdout)
+			}
 		})
 	}
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
+
+// notReached starts the error of a host a rollout never tried (rollout).
+const notReached = "not reached: "
 
 // Part is one JSON report to merge (a --shard i/n job's document) and
 // where it came from, for errors.
@@ -104,7 +108,12 @@ func Merge(parts []Part) (*Report, error) {
 		case out.Mode == "":
 			out.Mode, modeFrom = ModeCheck, p.Name
 		}
-		out.Hosts = append(out.Hosts, *doc.Hosts...)
+		for _, h := range *doc.Hosts {
+			// The document has no status for a host a rollout never
+			// tried; its error says so, and the text does again.
+			h.NotReached = h.Status == Failed && h.Error != nil && strings.HasPrefix(*h.Error, notReached)
+			out.Hosts = append(out.Hosts, h)
+		}
 	}
 	if out.Mode == "" {
 		out.Mode = ModeCheck

@@ -167,3 +167,31 @@ func partsOf(m map[string][]byte) []Part {
 	}
 	return out
 }
+
+// TestMergeNotReached: hosts an apply shard's rollout never tried are
+// failed in its document, their error "not reached: …"; the merged text
+// says not reached, as each shard's did.
+func TestMergeNotReached(t *testing.T) {
+	part := []byte(`{"run_id": "R1", "hosts": [` +
+		`{"name": "db1", "status": "failed", "changes": [], "error": "db1: mark: refused"},` +
+		`{"name": "db2", "status": "failed", "changes": [], "error": "not reached: the rollout stopped: any_errors_fatal: 1 host failed"}` +
+		`], "summary": {"hosts": 2, "failed": 2}}`)
+	r, err := Merge([]Part{{Name: "1.json", Data: part}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "db2: not reached\n") || !strings.HasSuffix(text.String(), "2 hosts: 1 failed, 1 not reached\n") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	var doc bytes.Buffer
+	if err := WriteJSON(&doc, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(doc.String(), `"status": "failed"`) != 2 || !strings.Contains(doc.String(), `"failed": 2,`) {
+		t.Errorf("JSON changed:\n%s", doc.String())
+	}
+}

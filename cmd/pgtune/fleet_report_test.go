@@ -157,6 +157,11 @@ func TestInterruptedPlanPrintedOnce(t *testing.T) {
 					t.Errorf("%s: not reached printed %d times, want once:\n%s", h, n, stdout)
 				}
 			}
+			// One error (the plan's) or why (not planned) for each host
+			// not reached: a host cut in its plan gets no second.
+			if n := strings.Count(stdout, "\n  error: ") + strings.Count(stdout, "\n  why: "); n != 5-len(tc.changed) {
+				t.Errorf("%d errors and whys for %d hosts not reached:\n%s", n, 5-len(tc.changed), stdout)
+			}
 			want := fmt.Sprintf("5 hosts: %d not reached\n", 5-len(tc.changed))
 			if len(tc.changed) > 0 {
 				want = "5 hosts: 2 changed and verified, 3 not reached\n"

@@ -143,6 +143,12 @@ func (f fleetOptions) overrides(r playbook.Rollout) (playbook.Rollout, error) {
 // rolloutApply is apply: batch by batch, each planned, shown, applied and
 // verified before the next, with the run state kept on the controller.
 func (a *App) rolloutApply(o *options) int {
+	if o.fleet.confirmEach && o.yes {
+		// Either reading would surprise someone: --yes winning asks
+		// nothing of whoever wanted every batch confirmed, and the
+		// questions stall whoever meant to run unattended.
+		return a.fail(errors.New("--yes and --confirm-each-batch contradict each other: --confirm-each-batch asks before every batch (on a terminal), --yes asks nothing; give one of them"))
+	}
 	dir, err := rollout.Dir()
 	if err != nil {
 		return a.fail(err)
@@ -169,7 +175,7 @@ func (a *App) rolloutApply(o *options) int {
 		}
 	}
 	if o.fleet.confirmEach && !a.IsTerminal() {
-		return a.fail(errors.New("--confirm-each-batch asks on a terminal, and stdin is not one"))
+		return a.fail(errors.New("--confirm-each-batch asks before every batch on a terminal, and stdin is not one (without a terminal, --yes applies every batch unasked)"))
 	}
 	l, mods, err := a.load(o)
 	if err != nil {
@@ -250,7 +256,7 @@ func (a *App) rolloutApply(o *options) int {
 		fmt.Fprintf(a.Stderr, "pgtune: interrupted; run state in %s; continue with: pgtune apply --resume %s\n", st.Path(), st.ID)
 		return exitInterrupted
 	case out.Stopped != "":
-		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s\n", safeText(out.Stopped), st.Path(), st.ID)
+		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s%s\n", safeText(out.Stopped), st.Path(), st.ID, undoHint(out.Report))
 		return 1
 	case len(out.Left) > 0:
 		// Hosts left out by a narrower --limit are not in the report (the
@@ -338,6 +344,15 @@ func countHosts(n int) string {
 		return "1 host"
 	}
 	return fmt.Sprintf("%d hosts", n)
+}
+
+// undoHint names the rollback of the hosts a stopped run changed ("" when
+// it changed none).
+func undoHint(r *report.Report) string {
+	if r.Summary.Changed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; or put back the %s it changed with: pgtune rollback --run %s (with the run's -i and --limit)", plural(r.Summary.Changed, "host"), r.RunID)
 }
 
 // resumeFrom fills what the command line leaves out from the run resumed,
@@ -456,8 +471,36 @@ func (a *App) confirmBatch(o *options, view *rolloutView, stop <-chan struct{}) 
 		forced.yes = false
 		view.applied.pause()
 		defer view.applied.resume()
-		return a.confirmOrStop(&forced, question, stop)
+		err := a.confirmOrStop(&forced, question, stop)
+		if err != nil && !first && !isClosed(stop) {
+			// An earlier wave was confirmed and applied: "nothing was
+			// changed" would hide the hosts it changed.
+			return notConfirmed(b)
+		}
+		return err
 	}
+}
+
+// notConfirmed is the refusal of a later batch (or wave) of a rollout whose
+// earlier ones were applied, saying both: what was applied stays so, and
+// may need a rollback.
+func notConfirmed(b rollout.Batch) error {
+	what := fmt.Sprintf("batch %d of %d", b.Number, b.Of)
+	before := "batch 1"
+	switch {
+	case b.Wave > 1:
+		what += fmt.Sprintf(", wave %d,", b.Wave)
+		before = "wave 1 of it"
+		if b.Wave > 2 {
+			before = fmt.Sprintf("waves 1–%d of it", b.Wave-1)
+		}
+		if b.Number > 1 {
+			before = "the batches before it and " + before
+		}
+	case b.Number > 2:
+		before = fmt.Sprintf("batches 1–%d", b.Number-1)
+	}
+	return fmt.Errorf("%s not confirmed: it was not applied, nor anything after it; applied before it, and still so: %s", what, before)
 }
 
 // confirmOrStop asks, and gives up asking when the run is stopped.

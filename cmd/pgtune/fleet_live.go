@@ -51,6 +51,21 @@ func (v *rolloutView) hostDone(phase string, h report.Host) {
 	defer v.mu.Unlock()
 	_ = v.plans.Host(h)
 	v.shown[h.Name] = true
+	v.failedAbove(h)
+}
+
+// failedAbove tells the results' printer about a host whose plan block
+// showed it failed: its result then points there instead of printing
+// the same error again.
+func (v *rolloutView) failedAbove(h report.Host) {
+	if h.Status != report.Failed && h.Status != report.Unreachable {
+		return
+	}
+	v.applied.mu.Lock()
+	defer v.applied.mu.Unlock()
+	if v.applied.printer != nil {
+		v.applied.printer.Above(h.Name)
+	}
 }
 
 // beforeWave heads a wave's plan with its batch when there are several.
@@ -60,7 +75,7 @@ func (v *rolloutView) beforeWave(b rollout.Batch) {
 	defer v.mu.Unlock()
 	v.shown = map[string]bool{}
 	if b.Of > 1 {
-		fmt.Fprintf(v.planW, "BATCH %d of %d (%d hosts)\n", b.Number, b.Of, len(b.Hosts))
+		fmt.Fprintf(v.planW, "BATCH %d of %d (%s)\n", b.Number, b.Of, plural(len(b.Hosts), "host"))
 	}
 }
 
@@ -74,6 +89,7 @@ func (v *rolloutView) planned(r *report.Report) error {
 			if err := v.plans.Host(h); err != nil {
 				return err
 			}
+			v.failedAbove(h)
 		}
 	}
 	return v.plans.Recap(r)

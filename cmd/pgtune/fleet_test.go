@@ -98,6 +98,22 @@ func (h localFacts) Run(ctx context.Context, cmd transport.Command) (transport.R
 // It returns the run function and the inventory and playbook paths.
 func fleetApp(t *testing.T, m *mark, unreachable ...string) (func(args ...string) (int, jsonReport, string), string, string) {
 	t.Helper()
+	raw, inv, book := fleetAppWith(t, m, nil, unreachable...)
+	return func(args ...string) (int, jsonReport, string) {
+		t.Helper()
+		code, stdout, stderr := raw(append(args, "--format", "json")...)
+		var r jsonReport
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("pgtune %s: exit %d, no JSON report (%v):\n%s\n%s", strings.Join(args, " "), code, err, stdout, stderr)
+		}
+		return code, r, stderr
+	}, inv, book
+}
+
+// fleetAppWith is fleetApp with the output as written (any --format) and
+// setup, when set, called on each App before it runs (a terminal, stdin).
+func fleetAppWith(t *testing.T, m engine.Module, setup func(*App), unreachable ...string) (func(args ...string) (code int, stdout, stderr string), string, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the host lock's commands on this machine as root")
 	}
@@ -114,7 +130,7 @@ func fleetApp(t *testing.T, m *mark, unreachable ...string) (func(args ...string
 	writeFile(t, invPath, inv.String())
 	transcript := []byte(profiles[0].transcript())
 	log := &commandLog{path: filepath.Join(t.TempDir(), "fake.log")}
-	return func(args ...string) (int, jsonReport, string) {
+	return func(args ...string) (int, string, string) {
 		t.Helper()
 		app, stdout, stderr := testApp(m)
 		app.Dial = func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
@@ -123,12 +139,11 @@ func fleetApp(t *testing.T, m *mark, unreachable ...string) (func(args ...string
 			}
 			return localFacts{Local: transport.NewLocal(), fake: &fakeHost{name: h.Name, transcript: transcript, log: log}}, nil
 		}
-		code := app.Run(append(args, "--format", "json"))
-		var r jsonReport
-		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-			t.Fatalf("pgtune %s: exit %d, no JSON report (%v):\n%s\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+		if setup != nil {
+			setup(app)
 		}
-		return code, r, stderr.String()
+		code := app.Run(args)
+		return code, stdout.String(), stderr.String()
 	}, invPath, book
 }
 

@@ -15,8 +15,11 @@ const reportUsage = `Usage:
 merge joins the JSON reports (--format json) of the --shard i/n jobs of one
 check or apply into the document a single run over all their hosts prints:
 hosts sorted by name, the summary recomputed. A host in two files, check
-reports mixed with apply reports, or a file that is not a whole pgtune
-report is an error and nothing is printed.
+reports mixed with apply reports (an apply report has a run_id, a check
+report none), or a file that is not a whole pgtune report is an error and
+nothing is printed. Apply shards of one run id keep it as "run_id"; of
+several (each shard job its own run), all of them, sorted, as "run_ids"
+(each for rollback --run on its shard's hosts).
 
 Exit codes as the single run: 0 every host in policy (check) or ok
 (apply), 2 drift on some host and no errors, 1 any failed or unreachable

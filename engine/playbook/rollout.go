@@ -171,7 +171,10 @@ func ParseBatchSize(s string) (BatchSize, error) {
 	s = strings.TrimSpace(s)
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil || math.IsNaN(f) || f <= 0 || f > 100 {
+		if err != nil || math.IsNaN(f) {
+			return BatchSize{}, fmt.Errorf("%q: malformed: a percentage is a number followed by one %%, such as \"25%%\"", s)
+		}
+		if f <= 0 || f > 100 {
 			return BatchSize{}, fmt.Errorf("%q: a percentage must be above 0%% and at most 100%%", s)
 		}
 		return BatchSize{Percent: f}, nil
@@ -194,7 +197,10 @@ func parsePercent(v *yaml.Node) (float64, error) {
 // % is accepted).
 func ParsePercent(s string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("%q: malformed: expected a number from 0 to 100, such as 10 or 10%%", s)
+	}
+	if f < 0 || f > 100 {
 		return 0, fmt.Errorf("%q: expected a percentage from 0 to 100", s)
 	}
 	return f, nil

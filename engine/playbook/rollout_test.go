@@ -91,4 +91,24 @@ func TestParseSerialFlag(t *testing.T) {
 	if _, err := ParseSerial("1,,2"); err == nil {
 		t.Error("an empty entry was accepted")
 	}
+	// A malformed entry is called so, not out of range (it is no number).
+	for in, want := range map[string]string{
+		"10%%":  `entry 1: "10%%": malformed: a percentage is a number followed by one %, such as "25%"`,
+		"1,x%":  `entry 2: "x%": malformed: a percentage is a number followed by one %, such as "25%"`,
+		"1,0%":  `entry 2: "0%": a percentage must be above 0% and at most 100%`,
+		"NaN%":  `entry 1: "NaN%": malformed: a percentage is a number followed by one %, such as "25%"`,
+		"150% ": `entry 1: "150%": a percentage must be above 0% and at most 100%`,
+	} {
+		if _, err := ParseSerial(in); err == nil || err.Error() != want {
+			t.Errorf("ParseSerial(%q) = %v, want %s", in, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"5%%": `"5%%": malformed: expected a number from 0 to 100, such as 10 or 10%`,
+		"101": `"101": expected a percentage from 0 to 100`,
+	} {
+		if _, err := ParsePercent(in); err == nil || err.Error() != want {
+			t.Errorf("ParsePercent(%q) = %v, want %s", in, err, want)
+		}
+	}
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
+
+// notReached starts the error of a host a rollout never tried (rollout).
+const notReached = "not reached: "
 
 // Part is one JSON report to merge (a --shard i/n job's document) and
 // where it came from, for errors.
@@ -19,6 +23,7 @@ type Part struct {
 // be there, so that any other JSON is refused rather than read as empty.
 type document struct {
 	RunID   string   `json:"run_id"`
+	RunIDs  []string `json:"run_ids"`
 	Hosts   *[]Host  `json:"hosts"`
 	Summary *Summary `json:"summary"`
 }
@@ -37,7 +42,14 @@ var statusModes = map[Status]Mode{
 // report, a status it does not know, a summary that does not match its
 // hosts (a truncated or edited file), a host present twice (the same
 // shard merged twice, or shards of different selections), and check
-// reports mixed with apply reports.
+// reports mixed with apply reports: an apply report has a run_id, a check
+// report none, whatever its hosts' statuses (a shard whose hosts all
+// failed has only statuses both share).
+//
+// Apply shards are jobs of their own, each with its run id, which
+// rollback --run needs: one shared by every part stays "run_id"; several
+// are kept, sorted, in "run_ids" (no run_id then: any one of them would
+// name the run of only some hosts).
 func Merge(parts []Part) (*Report, error) {
 	if len(parts) == 0 {
 		return nil, errors.New("no report to merge")
@@ -56,7 +68,13 @@ func Merge(parts []Part) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		runIDs[doc.RunID] = true
+		ids := doc.RunIDs
+		if doc.RunID != "" {
+			ids = append(ids, doc.RunID)
+		}
+		for _, id := range ids {
+			runIDs[id] = true
+		}
 		for _, h := range *doc.Hosts {
 			if prev, dup := from[h.Name]; dup && prev == p.Name {
 				return nil, fmt.Errorf("%s: host %q is listed twice", p.Name, h.Name)
@@ -68,25 +86,73 @@ func Merge(parts []Part) (*Report, error) {
 			if mode == "" {
 				continue
 			}
+			if len(ids) > 0 && mode != ModeApply {
+				return nil, fmt.Errorf("%s: host %q has status %q of %s report, in an apply report (it has a run_id)", p.Name, h.Name, h.Status, aMode(mode))
+			}
 			if out.Mode == "" {
 				out.Mode, modeFrom = mode, p.Name
 			} else if mode != out.Mode {
-				return nil, fmt.Errorf("%s: host %q has status %q of an %s report, and %s is a %s report: merge the shards of one run", p.Name, h.Name, h.Status, mode, modeFrom, out.Mode)
+				return nil, fmt.Errorf("%s: host %q has status %q of %s report, and %s is %s report: merge the shards of one run", p.Name, h.Name, h.Status, aMode(mode), modeFrom, aMode(out.Mode))
 			}
 		}
-		out.Hosts = append(out.Hosts, *doc.Hosts...)
+		// The run_id tells the part's kind where its statuses do not.
+		switch {
+		case len(*doc.Hosts) == 0 && len(ids) == 0:
+			// An empty shard: either kind.
+		case len(ids) > 0 && out.Mode == ModeCheck:
+			return nil, fmt.Errorf("%s: an apply report (it has a run_id), and %s is a check report: merge the shards of one run", p.Name, modeFrom)
+		case len(ids) > 0:
+			out.Mode, modeFrom = ModeApply, p.Name
+		case out.Mode == ModeApply && !hasStatusOf(*doc.Hosts, ModeApply):
+			return nil, fmt.Errorf("%s: a check report (it has no run_id, which every apply report has), and %s is an apply report: merge the shards of one run", p.Name, modeFrom)
+		case out.Mode == "":
+			out.Mode, modeFrom = ModeCheck, p.Name
+		}
+		for _, h := range *doc.Hosts {
+			// The document has no status for a host a rollout never
+			// tried; its error says so, and the text does again.
+			h.NotReached = h.Status == Failed && h.Error != nil && strings.HasPrefix(*h.Error, notReached)
+			out.Hosts = append(out.Hosts, h)
+		}
 	}
 	if out.Mode == "" {
 		out.Mode = ModeCheck
 	}
-	if len(runIDs) == 1 {
+	switch len(runIDs) {
+	case 0:
+	case 1:
 		for id := range runIDs {
-			out.RunID = id // one run's parts (all empty for check)
+			out.RunID = id // one run's parts
 		}
+	default:
+		for id := range runIDs {
+			out.RunIDs = append(out.RunIDs, id)
+		}
+		sort.Strings(out.RunIDs)
 	}
 	sort.SliceStable(out.Hosts, func(i, j int) bool { return out.Hosts[i].Name < out.Hosts[j].Name })
 	out.Summarize()
 	return out, nil
+}
+
+// aMode is "a check", "an apply".
+func aMode(m Mode) string {
+	if m == ModeApply {
+		return "an apply"
+	}
+	return "a " + string(m)
+}
+
+// hasStatusOf reports whether a host has a status only a mode's reports
+// have (changed, ok: apply; a rollback's report has them too, without a
+// run_id).
+func hasStatusOf(hosts []Host, mode Mode) bool {
+	for _, h := range hosts {
+		if statusModes[h.Status] == mode {
+			return true
+		}
+	}
+	return false
 }
 
 // readDocument decodes one part and checks it is a whole pgtune report.

@@ -38,7 +38,9 @@ func TestMerge(t *testing.T) {
 		order string
 		mode  Mode
 		runID string
-		exit  int
+		// runIDs: the run ids of apply shards of several runs, joined.
+		runIDs string
+		exit   int
 	}{{
 		name:  "check shards, drift",
 		parts: map[string][]byte{"1.json": doc(t, "", "db3:in_policy", "db1:drift"), "2.json": doc(t, "", "db2:in_policy")},
@@ -52,9 +54,25 @@ func TestMerge(t *testing.T) {
 		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:changed"), "2.json": doc(t, "R1", "db2:ok")},
 		want:  Summary{Hosts: 2, Changed: 1, OK: 1}, order: "db1 db2", mode: ModeApply, runID: "R1", exit: 0,
 	}, {
-		name:  "apply shards of different runs: no run id",
-		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:changed"), "2.json": doc(t, "R2", "db2:unreachable")},
-		want:  Summary{Hosts: 2, Changed: 1, Unreachable: 1}, order: "db1 db2", mode: ModeApply, exit: 1,
+		name:  "apply shards of different runs keep every id, sorted",
+		parts: map[string][]byte{"1.json": doc(t, "R2", "db1:changed"), "2.json": doc(t, "R1", "db2:unreachable"), "3.json": doc(t, "R2", "db3:ok")},
+		want:  Summary{Hosts: 3, Changed: 1, OK: 1, Unreachable: 1}, order: "db1 db2 db3", mode: ModeApply, runIDs: "R1 R2", exit: 1,
+	}, {
+		name:  "apply shards whose hosts all failed are apply",
+		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:failed"), "2.json": doc(t, "R1", "db2:unreachable")},
+		want:  Summary{Hosts: 2, Failed: 1, Unreachable: 1}, order: "db1 db2", mode: ModeApply, runID: "R1", exit: 1,
+	}, {
+		name:  "check shards whose hosts all failed",
+		parts: map[string][]byte{"1.json": doc(t, "", "db1:failed"), "2.json": doc(t, "", "db2:unreachable")},
+		want:  Summary{Hosts: 2, Failed: 1, Unreachable: 1}, order: "db1 db2", mode: ModeCheck, exit: 1,
+	}, {
+		name:  "an empty shard of an apply",
+		parts: map[string][]byte{"1.json": doc(t, "R1", "db1:changed"), "2.json": doc(t, "")},
+		want:  Summary{Hosts: 1, Changed: 1}, order: "db1", mode: ModeApply, runID: "R1", exit: 0,
+	}, {
+		name:  "merged reports merge again",
+		parts: map[string][]byte{"1.json": []byte(`{"run_ids": ["R1", "R3"], "hosts": [{"name": "db1", "status": "ok", "changes": []}], "summary": {"hosts": 1, "ok": 1}}`), "2.json": doc(t, "R2", "db2:ok")},
+		want:  Summary{Hosts: 2, OK: 2}, order: "db1 db2", mode: ModeApply, runIDs: "R1 R2 R3", exit: 0,
 	}, {
 		name:  "an empty shard",
 		parts: map[string][]byte{"1.json": doc(t, ""), "2.json": doc(t, "", "db1:in_policy")},
@@ -76,8 +94,15 @@ func TestMerge(t *testing.T) {
 			if got := strings.Join(names, " "); got != tt.order {
 				t.Errorf("hosts = %q, want %q", got, tt.order)
 			}
-			if r.Mode != tt.mode || r.RunID != tt.runID || r.ExitCode() != tt.exit {
-				t.Errorf("mode %q run %q exit %d, want %q %q %d", r.Mode, r.RunID, r.ExitCode(), tt.mode, tt.runID, tt.exit)
+			if r.Mode != tt.mode || r.RunID != tt.runID || strings.Join(r.RunIDs, " ") != tt.runIDs || r.ExitCode() != tt.exit {
+				t.Errorf("mode %q run %q runs %q exit %d, want %q %q %q %d", r.Mode, r.RunID, r.RunIDs, r.ExitCode(), tt.mode, tt.runID, tt.runIDs, tt.exit)
+			}
+			var buf bytes.Buffer
+			if err := WriteJSON(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			if back, err := readDocument(Part{Name: "merged", Data: buf.Bytes()}); err != nil || back.RunID != tt.runID || strings.Join(back.RunIDs, " ") != tt.runIDs {
+				t.Errorf("the merged document's runs read back as %+v, %v:\n%s", back, err, buf.String())
 			}
 		})
 	}
@@ -112,6 +137,10 @@ func TestMergeRefuses(t *testing.T) {
 		{"a host twice in a file", []Part{{"1.json", doc(t, "", "db1:drift", "db1:drift")}}, `1.json: host "db1" is listed twice`},
 		{"a host twice", []Part{{"1.json", good}, {"2.json", doc(t, "", "db1:drift")}}, `2.json: host "db1" is also in 1.json`},
 		{"check and apply", []Part{{"1.json", good}, {"2.json", doc(t, "R", "db2:changed")}}, `2.json: host "db2" has status "changed" of an apply report, and 1.json is a check report`},
+		{"check and apply, its hosts all failed", []Part{{"1.json", good}, {"2.json", doc(t, "R", "db2:failed")}}, `2.json: an apply report (it has a run_id), and 1.json is a check report`},
+		{"check and apply, all failed", []Part{{"1.json", doc(t, "", "db1:unreachable")}, {"2.json", doc(t, "R", "db2:failed")}}, `2.json: an apply report (it has a run_id), and 1.json is a check report`},
+		{"apply and check, all failed", []Part{{"1.json", doc(t, "R", "db2:failed")}, {"2.json", doc(t, "", "db1:unreachable")}}, `2.json: a check report (it has no run_id, which every apply report has), and 1.json is an apply report`},
+		{"apply and check", []Part{{"1.json", doc(t, "R", "db2:failed")}, {"2.json", good}}, `2.json: host "db1" has status "in_policy" of a check report, and 1.json is an apply report`},
 		{"not JSON", []Part{{"1.json", good}, {"x.json", []byte("{\n\"hosts\": [\n,]}")}}, "x.json: not a pgtune JSON report: line 3"},
 		{"other JSON", []Part{{"x.json", []byte(`{"name": "x"}`)}}, `x.json: not a pgtune JSON report: it has no "hosts" and "summary"`},
 		{"two documents", []Part{{"x.json", append(append([]byte{}, good...), good...)}}, "x.json: more than one JSON document"},
@@ -137,4 +166,32 @@ func partsOf(m map[string][]byte) []Part {
 		}
 	}
 	return out
+}
+
+// TestMergeNotReached: hosts an apply shard's rollout never tried are
+// failed in its document, their error "not reached: …"; the merged text
+// says not reached, as each shard's did.
+func TestMergeNotReached(t *testing.T) {
+	part := []byte(`{"run_id": "R1", "hosts": [` +
+		`{"name": "db1", "status": "failed", "changes": [], "error": "db1: mark: refused"},` +
+		`{"name": "db2", "status": "failed", "changes": [], "error": "not reached: the rollout stopped: any_errors_fatal: 1 host failed"}` +
+		`], "summary": {"hosts": 2, "failed": 2}}`)
+	r, err := Merge([]Part{{Name: "1.json", Data: part}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "db2: not reached\n") || !strings.HasSuffix(text.String(), "2 hosts: 1 failed, 1 not reached\n") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	var doc bytes.Buffer
+	if err := WriteJSON(&doc, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(doc.String(), `"status": "failed"`) != 2 || !strings.Contains(doc.String(), `"failed": 2,`) {
+		t.Errorf("JSON changed:\n%s", doc.String())
+	}
 }

@@ -36,6 +36,13 @@ func WriteJSON(w io.Writer, r *Report) error {
 		}
 		bw.WriteString(",\n")
 	}
+	if len(r.RunIDs) > 0 {
+		bw.WriteString(`  "run_ids": `)
+		if err := put("  ", r.RunIDs); err != nil {
+			return err
+		}
+		bw.WriteString(",\n")
+	}
 	bw.WriteString(`  "hosts": `)
 	if len(r.Hosts) == 0 {
 		bw.WriteString("[]") // never null, even for a nil list
@@ -96,11 +103,19 @@ type Printer struct {
 	opts  TextOptions
 	st    style
 	first map[[sha256.Size]byte]string // plan signature → first host shown with it
+	above map[string]bool              // hosts whose failure a plan above showed (Above)
 }
 
 // NewPrinter returns a Printer for a report of mode.
 func NewPrinter(w io.Writer, mode Mode, opts TextOptions) *Printer {
-	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[[sha256.Size]byte]string{}}
+	return &Printer{w: w, mode: mode, opts: opts, st: Style{On: opts.Color}, first: map[[sha256.Size]byte]string{}, above: map[string]bool{}}
+}
+
+// Above tells p that the block of host name's plan, printed above, showed
+// it failed: its result (failed or not reached) then gets one line that
+// points there, not its error again (a host's error is printed once).
+func (p *Printer) Above(name string) {
+	p.above[name] = true
 }
 
 // Host writes one host's block.
@@ -114,6 +129,11 @@ func (p *Printer) Host(h Host) error {
 		_, err := io.WriteString(p.w, b.String())
 		return err
 	}
+	if p.above[h.Name] && (h.Status == Failed || h.Status == Unreachable) && len(h.Changes) == 0 {
+		fmt.Fprintf(&b, "%s: %s, see its plan above\n\n", p.st.Bold(name), p.headline(h))
+		_, err := io.WriteString(p.w, b.String())
+		return err
+	}
 	if len(h.Changes) > 0 {
 		p.first[sig] = h.Name
 	}
@@ -124,7 +144,12 @@ func (p *Printer) Host(h Host) error {
 	for _, n := range h.Notes {
 		fmt.Fprintf(&b, "  %s %s\n", p.st.Dim("note:"), strings.Join(termsafe.Lines(n), "\n        "))
 	}
-	if h.Error != nil {
+	switch {
+	case h.Error != nil && h.NotReached:
+		// The headline says not reached; the error says why.
+		why := strings.TrimPrefix(hostless(h.Name, *h.Error), "not reached: ")
+		fmt.Fprintf(&b, "  %s %s\n", p.st.Dim("why:"), strings.Join(termsafe.Lines(why), "\n    "))
+	case h.Error != nil:
 		fmt.Fprintf(&b, "  %s %s\n", p.st.Red("error:"), strings.Join(termsafe.Lines(hostless(h.Name, *h.Error)), "\n    "))
 	}
 	b.WriteString("\n")
@@ -191,6 +216,9 @@ func (p *Printer) headline(h Host) string {
 	case Skipped:
 		return "skipped, left untouched"
 	case Failed:
+		if h.NotReached {
+			return p.st.Yellow("not reached")
+		}
 		if p.mode == ModeCheck && n > 0 {
 			return p.st.Red("FAILED") + fmt.Sprintf(" (with %s planned before the failure)", plural(n, "change"))
 		}
@@ -319,7 +347,11 @@ func (p *Printer) Recap(r *Report) error {
 	}
 	fmt.Fprintf(&b, "RECAP %s\n", r.Mode)
 	for _, h := range r.Hosts {
-		fmt.Fprintf(&b, "%-*s  %-11s changes=%d\n", width, termsafe.Line(h.Name), h.Status, len(h.Changes))
+		status := string(h.Status)
+		if h.Status == Failed && h.NotReached {
+			status = "not_reached"
+		}
+		fmt.Fprintf(&b, "%-*s  %-11s changes=%d\n", width, termsafe.Line(h.Name), status, len(h.Changes))
 	}
 	for _, g := range samePlanGroups(r) {
 		fmt.Fprintf(&b, "same plan on %d hosts: %s\n", len(g), termsafe.Line(nameRange(g)))
@@ -486,8 +518,17 @@ func summaryLine(r *Report) string {
 	add(s.Changed, withRestarts("changed and verified"))
 	add(s.InPolicy, "in policy")
 	add(s.OK, "ok")
-	add(s.Failed, "failed")
+	// The summary counts a host not reached as failed (JSON has no status
+	// for it); the sentence tells them apart.
+	notReached := 0
+	for _, h := range r.Hosts {
+		if h.Status == Failed && h.NotReached {
+			notReached++
+		}
+	}
+	add(s.Failed-notReached, "failed")
 	add(s.Unreachable, "unreachable")
+	add(notReached, "not reached")
 	add(s.Skipped, "skipped")
 	if len(parts) == 0 {
 		return plural(s.Hosts, "host")

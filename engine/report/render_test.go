@@ -248,3 +248,60 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestNotReached: a host a rollout never tried reads "not reached" in the
+// text (its block, the recap, the sentence), apart from the failed ones;
+// the JSON keeps DESIGN.md's vocabulary: failed, and counted so.
+func TestNotReached(t *testing.T) {
+	failed, stopped := "db1: mark: refused", "not reached: the rollout stopped: any_errors_fatal: 1 host failed"
+	r := &Report{Mode: ModeApply, Hosts: []Host{
+		{Name: "db1", Status: Failed, Changes: []Change{}, Error: &failed},
+		{Name: "db2", Status: Failed, Changes: []Change{}, Error: &stopped, NotReached: true},
+		{Name: "db3", Status: Failed, Changes: []Change{}, Error: &stopped, NotReached: true},
+	}}
+	r.Summarize()
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"db2: not reached\n  why: the rollout stopped: any_errors_fatal: 1 host failed\n",
+		"db1   failed      changes=0\ndb2   not_reached changes=0\n",
+		"3 hosts: 1 failed, 2 not reached\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	var doc bytes.Buffer
+	if err := WriteJSON(&doc, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(doc.String(), `"failed": 3,`) || strings.Contains(doc.String(), "not_reached") || strings.Count(doc.String(), `"status": "failed"`) != 3 {
+		t.Errorf("JSON is not DESIGN.md's (3 failed):\n%s", doc.String())
+	}
+	if r.ExitCode() != 1 {
+		t.Errorf("exit %d, want 1", r.ExitCode())
+	}
+}
+
+// TestPrinterAbove: a host whose failure its plan showed gets one line
+// with its result, not its error again; other hosts are as ever.
+func TestPrinterAbove(t *testing.T) {
+	msg := "db1: mark: check refused"
+	var out bytes.Buffer
+	p := NewPrinter(&out, ModeApply, TextOptions{})
+	p.Above("db1")
+	for _, h := range []Host{
+		{Name: "db1", Status: Failed, Changes: []Change{}, Error: &msg},
+		{Name: "db2", Status: Failed, Changes: []Change{}, Error: &msg},
+	} {
+		if err := p.Host(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "db1: FAILED, see its plan above\n\ndb2: FAILED\n  error: db1: mark: check refused\n\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}

@@ -26,10 +26,13 @@ const (
 
 // Report is one run over a set of hosts.
 type Report struct {
-	Mode    Mode    `json:"-"`
-	RunID   string  `json:"run_id,omitempty"`
-	Hosts   []Host  `json:"hosts"`
-	Summary Summary `json:"summary"`
+	Mode  Mode   `json:"-"`
+	RunID string `json:"run_id,omitempty"`
+	// RunIDs are the runs of a merged report of apply shards, each job
+	// its own run (report merge); RunID is empty then.
+	RunIDs  []string `json:"run_ids,omitempty"`
+	Hosts   []Host   `json:"hosts"`
+	Summary Summary  `json:"summary"`
 }
 
 // Host is one host's outcome.
@@ -40,6 +43,12 @@ type Host struct {
 	Error   *string  `json:"error"`
 	// Notes are things worth knowing that are not changes.
 	Notes []string `json:"notes,omitempty"`
+	// NotReached: a rollout stopped (Ctrl-C, its failure budget, a batch
+	// not confirmed) before it tried this host; nothing was done to it.
+	// JSON has no status for it (DESIGN.md fixes the vocabulary): there it
+	// is failed, its error saying "not reached: …"; the text says so.
+	// Not part of the JSON contract.
+	NotReached bool `json:"-"`
 	// HugePageSize (bytes; 0 unknown) lets the text show a page count as
 	// memory. Not part of the JSON contract.
 	HugePageSize int64 `json:"-"`

@@ -281,6 +281,7 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 			hs.State = NotReached
 			keepFailed(hs, before[h.Name])
 			h.Error = strPtr("not reached: the run was interrupted before this host started")
+			h.NotReached = true
 		case untouched[h.Name]:
 			// Reported failed with why; not reached in the state: no
 			// failure of its own for the budget, retried by a resume.
@@ -395,7 +396,7 @@ func (r *run) report(out *Outcome) *report.Report {
 	for _, h := range r.Hosts {
 		res, ok := r.results[h.Name]
 		if !ok {
-			res = report.Host{Name: h.Name, Status: report.Failed, Changes: []report.Change{}, Error: strPtr("not reached: " + why)}
+			res = report.Host{Name: h.Name, Status: report.Failed, Changes: []report.Change{}, Error: strPtr("not reached: " + why), NotReached: true}
 		}
 		rep.Hosts = append(rep.Hosts, res)
 	}

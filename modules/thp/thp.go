@@ -168,7 +168,7 @@ func (m *Module) current(ctx context.Context, t *engine.Target, f *Facts, file s
 	}
 	b, ok, err := t.ReadFile(ctx, file)
 	if err != nil {
-		return "", false, fmt.Errorf("read %s: %w", file, err)
+		return "", false, err // "read FILE: …" already
 	}
 	return string(b), ok, nil
 }

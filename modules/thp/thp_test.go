@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/modules/internal/fakehost"
 	"github.com/pgtune/pgtune/modules/internal/moduletest"
 )
@@ -336,5 +337,24 @@ func TestManages(t *testing.T) {
 		if got := m.Manages(nil, tc.kind, tc.target); got != tc.want {
 			t.Errorf("Manages(%s, %s) = %v, want %v", tc.kind, tc.target, got, tc.want)
 		}
+	}
+}
+
+// TestReadErrorNamesPathOnce: a boot file that cannot be read is named
+// once in the error ("read X: …"), not twice ("read X: read X: …").
+func TestReadErrorNamesPathOnce(t *testing.T) {
+	const file = "/run/tmpfiles.d/pgtune-thp.conf"
+	h := newHost()
+	h.Fail = func(op transport.Op, args []string) string {
+		if op == transport.OpReadFile && args[len(args)-1] == file {
+			return "cat: " + file + ": Permission denied"
+		}
+		return ""
+	}
+	prm := params(t, Never, Never)
+	prm.TmpfilesFile = expr.MustParse(file)
+	_, err := New().Check(context.Background(), target(t, h), prm)
+	if err == nil || !strings.HasPrefix(err.Error(), "read "+file+": ") || strings.Contains(err.Error(), "read "+file+": read ") {
+		t.Errorf("err = %v, want it to start with read %s: once", err, file)
 	}
 }

@@ -100,3 +100,18 @@ func TestQuestionStaysOnScreen(t *testing.T) {
 		t.Errorf("the progress line does not come back after the answer:\n%q", out)
 	}
 }
+
+// TestProgressCountsNotReachedApart: a host a stopped rollout left alone
+// is done, not failed, on the progress line, as in the recap.
+func TestProgressCountsNotReachedApart(t *testing.T) {
+	app, _, _ := testApp(nil)
+	lv := app.newLive(newOptions(), "apply", report.ModeApply, nil)
+	lv.total = 3
+	why := "not reached: the rollout stopped before its batch"
+	lv.hostDone("apply", report.Host{Name: "h1", Status: report.OK})
+	lv.hostDone("apply", report.Host{Name: "h2", Status: report.Failed})
+	lv.hostDone("apply", report.Host{Name: "h3", Status: report.Failed, Error: &why, NotReached: true})
+	if lv.done != 3 || lv.failed != 1 {
+		t.Errorf("done %d, failed %d; want 3 done, 1 failed (h3 was not reached)", lv.done, lv.failed)
+	}
+}

@@ -70,8 +70,8 @@ func (lv *live) hostDone(_ string, h report.Host) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	lv.done++
-	if h.Status == report.Failed || h.Status == report.Unreachable {
-		lv.failed++
+	if (h.Status == report.Failed || h.Status == report.Unreachable) && !h.NotReached {
+		lv.failed++ // a host a stop left alone did not fail (the recap says not reached)
 	}
 	if lv.printer != nil {
 		lv.clear()

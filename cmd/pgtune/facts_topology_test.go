@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine"
@@ -37,4 +39,28 @@ func TestFactsTopologyText(t *testing.T) {
 	}
 	writeClusters(&out, engine.Clusters(hosts))
 	checkGolden(t, "facts_topology.golden", out.String())
+}
+
+// TestWriteTopologyWALClients: pgtune facts lists a primary's WAL
+// clients apart from its standbys, each with its kind.
+func TestWriteTopologyWALClients(t *testing.T) {
+	f := &facts.Facts{Topology: &facts.Topology{Role: "primary", SystemID: "42", Timeline: 1,
+		Standbys:    []facts.StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", State: "streaming"}},
+		Clients:     []facts.WALClient{{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: facts.ClientArchiver}},
+		MoreClients: 2}}
+	var rows []string
+	writeTopology(f, func(k, format string, args ...any) { rows = append(rows, k+": "+fmt.Sprintf(format, args...)) })
+	got := strings.Join(rows, "\n")
+	for _, w := range []string{
+		"standby: standby1 from 10.0.0.2 (streaming, lag 0",
+		`wal client: "barman_receive_wal" (WAL archiver, from 10.0.0.7), streaming (no standby)`,
+		"wal client: 2 more",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("facts do not say %q:\n%s", w, got)
+		}
+	}
+	if strings.Count(got, "standby:") != 1 {
+		t.Errorf("a WAL client listed as a standby:\n%s", got)
+	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // TestFactsTopologyText renders replication facts and the clusters (golden
-// file): roles, upstream, standbys, Patroni, and host text escaped.
+// file): roles, upstream, standbys, WAL clients, Patroni, and host text
+// escaped.
 func TestFactsTopologyText(t *testing.T) {
 	base := func() *facts.Facts {
 		return &facts.Facts{Hostname: "h", Kernel: "6.1", User: "root", IsRoot: true, MemTotal: 8 << 30, MemAvailable: 4 << 30,
@@ -21,7 +22,10 @@ func TestFactsTopologyText(t *testing.T) {
 	primary.Topology = &facts.Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 2, Standbys: []facts.StandbyInfo{
 		{Name: "db2", Addr: "10.0.0.2", State: "streaming", LagBytes: 0},
 		{Name: "evil\x1b[2Jname", Addr: "10.0.0.9", State: "catchup", LagBytes: 3 << 20},
-	}, IdleSlots: []string{"db3"}}
+	}, IdleSlots: []string{"db3"}, Clients: []facts.WALClient{
+		{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: facts.ClientArchiver},
+		{Name: "cdc\x1b[2J", Addr: "local", State: "streaming", Kind: facts.ClientLogical},
+	}}
 	standby := base()
 	standby.Topology = &facts.Topology{Role: "standby", SystemID: "7312345678901234567", Timeline: 2, Upstream: "10.0.0.1:5432",
 		Receiver: "streaming", ReplayLagBytes: 8192}

@@ -38,6 +38,12 @@ func writeTopology(f *facts.Facts, row func(string, string, ...any)) {
 		}
 		row("standby", "%s from %s (%s, lag %s)", s.Name, s.Addr, s.State, lag)
 	}
+	for _, c := range topo.Clients {
+		row("wal client", "%s, %s (no standby)", c, c.State)
+	}
+	if topo.MoreClients > 0 {
+		row("wal client", "%d more", topo.MoreClients)
+	}
 	for _, s := range topo.IdleSlots {
 		row("idle slot", "%s (no standby streams through it)", s)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine"
@@ -9,7 +11,8 @@ import (
 )
 
 // TestFactsTopologyText renders replication facts and the clusters (golden
-// file): roles, upstream, standbys, Patroni, and host text escaped.
+// file): roles, upstream, standbys, WAL clients, Patroni, and host text
+// escaped.
 func TestFactsTopologyText(t *testing.T) {
 	base := func() *facts.Facts {
 		return &facts.Facts{Hostname: "h", Kernel: "6.1", User: "root", IsRoot: true, MemTotal: 8 << 30, MemAvailable: 4 << 30,
@@ -19,7 +22,10 @@ func TestFactsTopologyText(t *testing.T) {
 	primary.Topology = &facts.Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 2, Standbys: []facts.StandbyInfo{
 		{Name: "db2", Addr: "10.0.0.2", State: "streaming", LagBytes: 0},
 		{Name: "evil\x1b[2Jname", Addr: "10.0.0.9", State: "catchup", LagBytes: 3 << 20},
-	}, IdleSlots: []string{"db3"}}
+	}, IdleSlots: []string{"db3"}, Clients: []facts.WALClient{
+		{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: facts.ClientArchiver},
+		{Name: "cdc\x1b[2J", Addr: "local", State: "streaming", Kind: facts.ClientLogical},
+	}}
 	standby := base()
 	standby.Topology = &facts.Topology{Role: "standby", SystemID: "7312345678901234567", Timeline: 2, Upstream: "10.0.0.1:5432",
 		Receiver: "streaming", ReplayLagBytes: 8192}
@@ -37,4 +43,28 @@ func TestFactsTopologyText(t *testing.T) {
 	}
 	writeClusters(&out, engine.Clusters(hosts))
 	checkGolden(t, "facts_topology.golden", out.String())
+}
+
+// TestWriteTopologyWALClients: pgtune facts lists a primary's WAL
+// clients apart from its standbys, each with its kind.
+func TestWriteTopologyWALClients(t *testing.T) {
+	f := &facts.Facts{Topology: &facts.Topology{Role: "primary", SystemID: "42", Timeline: 1,
+		Standbys:    []facts.StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", State: "streaming"}},
+		Clients:     []facts.WALClient{{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: facts.ClientArchiver}},
+		MoreClients: 2}}
+	var rows []string
+	writeTopology(f, func(k, format string, args ...any) { rows = append(rows, k+": "+fmt.Sprintf(format, args...)) })
+	got := strings.Join(rows, "\n")
+	for _, w := range []string{
+		"standby: standby1 from 10.0.0.2 (streaming, lag 0",
+		`wal client: "barman_receive_wal" (WAL archiver, from 10.0.0.7), streaming (no standby)`,
+		"wal client: 2 more",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("facts do not say %q:\n%s", w, got)
+		}
+	}
+	if strings.Count(got, "standby:") != 1 {
+		t.Errorf("a WAL client listed as a standby:\n%s", got)
+	}
 }

@@ -42,8 +42,16 @@ type Topology struct {
 	// ReplayLagBytes is, on a standby, the WAL received but not yet
 	// replayed.
 	ReplayLagBytes int64 `json:"replay_lag_bytes,omitempty"`
-	// Standbys are the primary's (or a cascading standby's) WAL senders.
+	// Standbys are the primary's (or a cascading standby's) WAL senders
+	// to physical standbys (and to any client that cannot be told from
+	// one: see classifyWALSender).
 	Standbys []StandbyInfo `json:"standbys,omitempty"`
+	// Clients are its WAL senders to clients that are no standby: WAL
+	// archivers, base backups, logical decoding clients (at most
+	// MaxWALClients; MoreClients counts the others). They are no members
+	// of the cluster: a restart cuts them off, and they reconnect.
+	Clients     []WALClient `json:"wal_clients,omitempty"`
+	MoreClients int         `json:"more_wal_clients,omitempty"`
 	// IdleSlots are, on a primary, its physical replication slots that
 	// no one streams through (pg_replication_slots: not active, not
 	// temporary; at most MaxIdleSlots, valid slot names only): each is a
@@ -76,6 +84,59 @@ type StandbyInfo struct {
 	State string `json:"state"`
 	// LagBytes is how far its replay is behind this server's WAL.
 	LagBytes int64 `json:"lag_bytes"`
+}
+
+// WALClient is a WAL sender's client that is no standby, as
+// pg_stat_replication and pg_replication_slots tell it: its name is the
+// client's application_name, host input (checked and clipped: clientText).
+type WALClient struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr,omitempty"`
+	State string `json:"state"`
+	Kind  string `json:"kind"` // ClientArchiver, ClientBaseBackup or ClientLogical
+}
+
+// The kinds of WAL clients.
+const (
+	// ClientArchiver streams WAL and reports where it wrote (and
+	// flushed) it but never a replay position: pg_receivewal, Barman's
+	// barman_receive_wal, pg_basebackup's WAL stream.
+	ClientArchiver = "WAL archiver"
+	// ClientBaseBackup is a base backup being taken (state 'backup':
+	// pg_basebackup, Barman's backup_method: postgres).
+	ClientBaseBackup = "base backup"
+	// ClientLogical decodes through a logical slot (its WAL sender holds
+	// it: active_pid): a subscription, pg_recvlogical, a change data
+	// capture tool (Debezium). Its slot stays on this server: in
+	// PostgreSQL 15 logical slots do not follow the primary role.
+	ClientLogical = "logical decoding client"
+)
+
+// MaxWALClients bounds the WAL clients kept for a host (the others are
+// only counted: MoreClients).
+const MaxWALClients = 32
+
+// String is `"name" (kind, from addr)`, for notes and messages.
+func (c WALClient) String() string {
+	name := strconv.Quote(c.Name)
+	if c.Name == "" {
+		name = "(no application_name)"
+	}
+	return fmt.Sprintf("%s (%s, from %s)", name, c.Kind, c.Addr)
+}
+
+// LogicalClients are the server's logical decoding clients.
+func (t *Topology) LogicalClients() []WALClient {
+	var out []WALClient
+	if t == nil {
+		return nil
+	}
+	for _, c := range t.Clients {
+		if c.Kind == ClientLogical {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Patroni is what says Patroni manages a server, and its view of it.
@@ -127,6 +188,11 @@ func (t *Topology) IsStopped() bool { return t != nil && t.Role == RoleStopped }
 // receiver began streaming, which can be behind what it already replayed
 // from its own pg_wal: no lag then (0), not a negative one, until new WAL
 // arrives (on an idle cluster, never).
+// Every WAL sender is read with the slot it holds (if any): a standby
+// replays and says where (replay_lsn), a WAL archiver writes but never
+// replays, a base backup is in state 'backup', a logical decoding client
+// holds a logical slot (classifyWALSender); logical clients come first,
+// so that the bound on clients (MaxWALClients) never drops one.
 // Idle physical slots are asked of a primary only (a standby's may be
 // copies of its primary's, kept by Patroni): a slot no one streams
 // through is a standby that is down, unreachable or gone, seen from the
@@ -138,8 +204,10 @@ UNION ALL SELECT 'cluster_name=' || current_setting('cluster_name')
 UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
-UNION ALL SELECT 'standby=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)::bigint, -1)
-  || ' ' || coalesce(state, '') || ' ' || coalesce(host(client_addr), 'local') || ' ' || application_name FROM pg_stat_replication
+UNION ALL (SELECT 'walsender=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, r.replay_lsn)::bigint, -1)
+  || ' ' || coalesce(r.state, '') || ' ' || coalesce(host(r.client_addr), 'local') || ' ' || (r.write_lsn IS NOT NULL) || ' ' || (r.replay_lsn IS NOT NULL)
+  || ' ' || coalesce(s.slot_type, 'none') || ' ' || r.application_name
+  FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid ORDER BY s.slot_type = 'logical' DESC NULLS LAST, r.pid)
 UNION ALL SELECT 'slot_name=' || current_setting('primary_slot_name') WHERE pg_is_in_recovery()
 UNION ALL (SELECT 'idle_slot=' || slot_name::text FROM pg_replication_slots
   WHERE slot_type = 'physical' AND NOT active AND NOT temporary AND NOT pg_is_in_recovery() ORDER BY slot_name LIMIT ` + strconv.Itoa(MaxIdleSlots) + `)
@@ -395,12 +463,18 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 			if ValidSlotName(v) && len(topo.IdleSlots) < MaxIdleSlots && !slices.Contains(topo.IdleSlots, v) {
 				topo.IdleSlots = append(topo.IdleSlots, v)
 			}
-		case "standby":
-			s, err := parseStandby(v)
-			if err != nil {
+		case "walsender":
+			s, c, err := parseWALSender(v)
+			switch {
+			case err != nil:
 				return nil, nil, err
+			case c == nil:
+				topo.Standbys = append(topo.Standbys, s)
+			case len(topo.Clients) < MaxWALClients:
+				topo.Clients = append(topo.Clients, *c)
+			default:
+				topo.MoreClients++
 			}
-			topo.Standbys = append(topo.Standbys, s)
 		default:
 			if _, dup := kv[k]; !dup {
 				kv[k] = v
@@ -474,17 +548,73 @@ func ValidSlotName(s string) bool {
 	return true
 }
 
-// parseStandby reads "LAG STATE ADDR NAME" (NAME may hold spaces).
-func parseStandby(v string) (StandbyInfo, error) {
-	f := strings.SplitN(v, " ", 4)
-	if len(f) != 4 {
-		return StandbyInfo{}, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
+// parseWALSender reads "LAG STATE ADDR WRITES REPLAYS SLOTTYPE NAME"
+// (NAME may hold spaces): a standby, or (non-nil) a client that is none.
+func parseWALSender(v string) (StandbyInfo, *WALClient, error) {
+	f := strings.SplitN(v, " ", 7)
+	if len(f) != 7 {
+		return StandbyInfo{}, nil, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
 	}
 	lag, err := ParseInt("standby lag (bytes)", f[0], -1, MaxBytes)
 	if err != nil {
-		return StandbyInfo{}, err
+		return StandbyInfo{}, nil, err
 	}
-	return StandbyInfo{LagBytes: lag, State: f[1], Addr: f[2], Name: f[3]}, nil
+	state, addr, name := clientText(f[1], 16), clientAddr(f[2]), clientText(f[6], maxClientName)
+	kind := classifyWALSender(state, f[3] == "true", f[4] == "true", f[5])
+	if kind == "" {
+		return StandbyInfo{LagBytes: lag, State: state, Addr: addr, Name: name}, nil, nil
+	}
+	return StandbyInfo{}, &WALClient{Name: name, Addr: addr, State: state, Kind: kind}, nil
+}
+
+// classifyWALSender tells what a WAL sender's client is from what
+// PostgreSQL reports of it: "" for a physical standby, else the kind of
+// client. A client that holds a logical slot decodes; one in state
+// 'backup' takes a base backup; one that reports a write position but no
+// replay position archives WAL (a standby's WAL receiver always reports
+// its replay). A client that reports nothing yet (just connected, or a
+// standby with wal_receiver_status_interval = 0) cannot be told from a
+// standby, and counts as one: it holds its cluster as a standby does.
+func classifyWALSender(state string, writes, replays bool, slotType string) string {
+	switch {
+	case slotType == "logical":
+		return ClientLogical
+	case state == "backup":
+		return ClientBaseBackup
+	case writes && !replays:
+		return ClientArchiver
+	}
+	return ""
+}
+
+// maxClientName is the longest application_name PostgreSQL keeps
+// (NAMEDATALEN-1 bytes).
+const maxClientName = 63
+
+// clientText is text a host reports of a WAL sender's client
+// (application_name, state), as PostgreSQL itself keeps an
+// application_name: printable ASCII only (anything else a '?'), at most
+// max bytes.
+func clientText(s string, max int) string {
+	if len(s) > max {
+		s = s[:max]
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}
+
+// clientAddr is a client's address: an IP address, or "local" (a unix
+// socket); anything else is no address PostgreSQL reports ("?").
+func clientAddr(s string) string {
+	if s == "local" || net.ParseIP(s) != nil {
+		return s
+	}
+	return "?"
 }
 
 // conninfoAddr reads host (or hostaddr) and port out of a libpq

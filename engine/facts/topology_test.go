@@ -43,9 +43,47 @@ func TestParseTopology(t *testing.T) {
 	}{{
 		name: "primary with standbys",
 		out: rec("conf_line", "# plain") + rec("role", "primary") + rec("sysid", "7312345678901234567") + rec("timeline", "1") +
-			rec("cluster_name", "") + rec("conninfo", "") + rec("standby", "0 streaming 127.0.0.1 standby1") + rec("standby", "4096 catchup local my standby") + "\n",
+			rec("cluster_name", "") + rec("conninfo", "") + rec("walsender", "0 streaming 127.0.0.1 true true physical standby1") + rec("walsender", "4096 catchup local true true none my standby") + "\n",
 		want: Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 1, Standbys: []StandbyInfo{
 			{Name: "standby1", Addr: "127.0.0.1", State: "streaming"}, {Name: "my standby", Addr: "local", State: "catchup", LagBytes: 4096}}},
+	}, {
+		name: "primary: WAL clients that are no standby",
+		out: rec("role", "primary") + rec("sysid", "42") +
+			rec("walsender", "-1 streaming 10.0.0.9 true false logical debezium") +
+			rec("walsender", "-1 streaming 10.0.0.7 true false physical barman_receive_wal") +
+			rec("walsender", "-1 streaming local true false none pg_receivewal") +
+			rec("walsender", "-1 backup 10.0.0.7 false false none pg_basebackup") +
+			rec("walsender", "-1 catchup local false false logical sub_1") +
+			rec("walsender", "0 streaming 10.0.0.2 true true physical standby1") +
+			// Nothing reported yet (just connected, or status updates
+			// off): it cannot be told from a standby, and counts as one.
+			rec("walsender", "-1 startup 10.0.0.3 false false none standby2"),
+		want: Topology{Role: "primary", SystemID: "42",
+			Standbys: []StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", State: "streaming"}, {Name: "standby2", Addr: "10.0.0.3", State: "startup", LagBytes: -1}},
+			Clients: []WALClient{
+				{Name: "debezium", Addr: "10.0.0.9", State: "streaming", Kind: ClientLogical},
+				{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: ClientArchiver},
+				{Name: "pg_receivewal", Addr: "local", State: "streaming", Kind: ClientArchiver},
+				{Name: "pg_basebackup", Addr: "10.0.0.7", State: "backup", Kind: ClientBaseBackup},
+				{Name: "sub_1", Addr: "local", State: "catchup", Kind: ClientLogical}}},
+	}, {
+		name: "hostile WAL clients: names and addresses checked and clipped, the count bounded",
+		out: rec("role", "primary") + rec("sysid", "42") +
+			rec("walsender", "-1 streaming 10.0.0.7; true false none \x1b]0;pwned\x07 $(reboot) "+strings.Repeat("x", 100)) +
+			rec("walsender", "-1 streaming\x1b[2J local true false logical caf\xc3\xa9") +
+			rec("walsender", "0 streaming local true true physical evil\nstandby") +
+			strings.Repeat(rec("walsender", "-1 streaming local true false none many"), MaxWALClients+3),
+		want: Topology{Role: "primary", SystemID: "42",
+			Standbys: []StandbyInfo{{Name: "evil?standby", Addr: "local", State: "streaming"}},
+			Clients: append([]WALClient{
+				{Name: "?]0;pwned? $(reboot) " + strings.Repeat("x", 63-len("?]0;pwned? $(reboot) ")), Addr: "?", State: "streaming", Kind: ClientArchiver},
+				{Name: "caf??", Addr: "local", State: "streaming?[2J", Kind: ClientLogical}},
+				manyClients(MaxWALClients-2)...),
+			MoreClients: 5},
+	}, {
+		name: "forged WAL sender row", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming local standby1"), err: "pg_stat_replication",
+	}, {
+		name: "forged WAL sender lag", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "-2 streaming local true true none s"), err: "standby lag",
 	}, {
 		name: "standby: upstream from the receiver, never the password",
 		out: rec("role", "standby") + rec("sysid", "42") + rec("timeline", "3") + rec("conninfo", "host=p port=1 password=hunter2") +
@@ -119,6 +157,15 @@ func TestParseTopology(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyClients are n WAL archivers named "many" on a unix socket.
+func manyClients(n int) []WALClient {
+	var out []WALClient
+	for range n {
+		out = append(out, WALClient{Name: "many", Addr: "local", State: "streaming", Kind: ClientArchiver})
+	}
+	return out
 }
 
 // slotNames are n idle slot names as idleSlots reports them.
@@ -211,6 +258,42 @@ func TestTopologyStreaming(t *testing.T) {
 	}
 	if got := topologyOf(t, s1.DataDir); got.SlotName != "standby1" || len(got.IdleSlots) != 0 {
 		t.Errorf("standby1: slot %q, idle slots %q", got.SlotName, got.IdleSlots)
+	}
+}
+
+// TestTopologyWALClients: a primary with a standby, a WAL archiver
+// (pg_receivewal through a physical slot, as Barman streams) and a logical
+// decoding client (pg_recvlogical on a test_decoding slot) streaming from
+// it: only the standby is a standby; the others are its clients, named
+// and of their kind.
+func TestTopologyWALClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a primary, a standby, pg_receivewal and pg_recvlogical")
+	}
+	set := testhost.StreamingReplication(t, 1, testhost.WithConf("wal_level = logical"))
+	testhost.StartReceiveWAL(t, set.Primary, "barman_receive_wal", "barman")
+	testhost.StartRecvLogical(t, set.Primary, "debezium", "cdc")
+	topo := topologyOf(t, set.Primary.DataDir)
+	var standbys, clients []string
+	for _, s := range topo.Standbys {
+		standbys = append(standbys, s.Name)
+	}
+	for _, c := range topo.Clients {
+		clients = append(clients, c.Name+": "+c.Kind+" "+c.State+" "+c.Addr)
+	}
+	if strings.Join(standbys, ",") != "standby1" {
+		t.Errorf("standbys %q, want standby1 alone", standbys)
+	}
+	// The logical client first (logical clients come first).
+	want := "debezium: " + ClientLogical + " streaming local|barman_receive_wal: " + ClientArchiver + " streaming local"
+	if got := strings.Join(clients, "|"); got != want {
+		t.Errorf("WAL clients\n got %q\nwant %q", got, want)
+	}
+	if lc := topo.LogicalClients(); len(lc) != 1 || lc[0].Name != "debezium" {
+		t.Errorf("logical clients %+v", lc)
+	}
+	if len(topo.IdleSlots) != 0 {
+		t.Errorf("idle slots %q: the archiver streams through its slot", topo.IdleSlots)
 	}
 }
 

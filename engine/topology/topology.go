@@ -50,6 +50,11 @@ type Cluster struct {
 	// lost its upstream. No member of such a cluster may go down: it
 	// would be the second one down (see notStreaming).
 	NotStreaming []string `json:"not_streaming,omitempty"`
+	// Clients describes the WAL clients streaming from the primary that
+	// are no standby (a WAL archiver, a base backup, a logical decoding
+	// client: facts.Topology's Clients). They are no members: they hold
+	// no restart, and a restart only cuts them off until they reconnect.
+	Clients []string `json:"wal_clients,omitempty"`
 	// Upstreams names, for each standby that streams from another
 	// standby of the run (cascading replication), that upstream standby.
 	Upstreams map[string]string `json:"upstreams,omitempty"`
@@ -111,6 +116,9 @@ func (c *Cluster) String() string {
 	if len(c.NotStreaming) > 0 {
 		fmt.Fprintf(&b, "; not streaming: %s", strings.Join(c.NotStreaming, ", "))
 	}
+	if len(c.Clients) > 0 {
+		fmt.Fprintf(&b, "; WAL clients of the primary (no members): %s", strings.Join(c.Clients, ", "))
+	}
 	return b.String()
 }
 
@@ -168,6 +176,7 @@ func Group(members []Member) *Layout {
 		c.orderStandbys(byIDTopos[c.ID])
 		c.Outside = outside(c, byIDTopos[c.ID])
 		c.NotStreaming = notStreaming(byIDTopos[c.ID], c.Primary)
+		c.Clients = clients(byIDTopos[c.ID], c.Primary)
 	}
 	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
 	return l
@@ -231,6 +240,34 @@ func outside(c *Cluster, members []Member) []string {
 		if extra := len(m.Topo.Standbys) - len(c.Standbys); extra > 0 {
 			out = append(out, fmt.Sprintf("%d standby(s) the primary streams to", extra))
 		}
+	}
+	return out
+}
+
+// clients describes the primary's WAL clients that are no standby:
+// pg_stat_replication rows that are no member, inside the run or out.
+func clients(members []Member, primary string) []string {
+	for _, m := range members {
+		if m.Host == primary {
+			return ClientList(m.Topo)
+		}
+	}
+	return nil
+}
+
+// ClientList describes a server's WAL clients that are no standby, each
+// as facts.WALClient.String (names clipped), and how many more there are.
+func ClientList(t *facts.Topology) []string {
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range t.Clients {
+		c.Name = clip(c.Name)
+		out = append(out, c.String())
+	}
+	if t.MoreClients > 0 {
+		out = append(out, fmt.Sprintf("%d more", t.MoreClients))
 	}
 	return out
 }

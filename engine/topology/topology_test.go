@@ -304,3 +304,44 @@ func TestPatroniSlotName(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupWALClients: WAL clients that are no standby (facts.Topology's
+// Clients) are no members: they make no cluster replicated and are
+// nothing outside the run; the cluster names them.
+func TestGroupWALClients(t *testing.T) {
+	archiver := facts.WALClient{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: facts.ClientArchiver}
+	logical := facts.WALClient{Name: "debezium", Addr: "local", State: "streaming", Kind: facts.ClientLogical}
+	withClients := func(t *facts.Topology, more int, cs ...facts.WALClient) *facts.Topology {
+		t.Clients, t.MoreClients = cs, more
+		return t
+	}
+	for _, tc := range []struct {
+		name       string
+		members    []Member
+		want       string
+		replicated bool
+	}{
+		{"a standby and two clients", []Member{{Host: "p", Topo: withClients(primary("1", 1), 0, logical, archiver)}, {Host: "s1", Topo: standby("1")}},
+			`cluster 1: primary p, standbys s1; WAL clients of the primary (no members): "debezium" (logical decoding client, from local), "barman_receive_wal" (WAL archiver, from 10.0.0.7)`, true},
+		{"a lone primary and its archiver", []Member{{Host: "p", Topo: withClients(primary("1", 0), 0, archiver)}},
+			`cluster 1: primary p; WAL clients of the primary (no members): "barman_receive_wal" (WAL archiver, from 10.0.0.7)`, false},
+		{"a standby left out beside a client", []Member{{Host: "p", Topo: withClients(primary("1", 2), 3, archiver)}, {Host: "s1", Topo: standby("1")}},
+			`cluster 1: primary p, standbys s1; outside this run: 1 standby(s) the primary streams to; WAL clients of the primary (no members): "barman_receive_wal" (WAL archiver, from 10.0.0.7), 3 more`, true},
+		{"a standby's clients are not the cluster's", []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: withClients(standby("1"), 0, archiver)}},
+			`cluster 1: primary p, standbys s1`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Group(tc.members)
+			if len(l.Clusters) != 1 {
+				t.Fatalf("%d clusters", len(l.Clusters))
+			}
+			c := l.Clusters[0]
+			if got := c.String(); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if c.Replicated() != tc.replicated || l.IsPrimary("p") != tc.replicated {
+				t.Errorf("replicated %t, IsPrimary %t; want %t", c.Replicated(), l.IsPrimary("p"), tc.replicated)
+			}
+		})
+	}
+}

@@ -3,11 +3,13 @@ package pgconf
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/topology"
 )
 
 // The play's choice for the primary of a replicated cluster. The engine
@@ -85,6 +87,7 @@ func replicatedPrimary(topo *facts.Topology) bool {
 // Patroni is pgtune's own (switchover.go). Lone servers and standbys
 // restart as planned.
 func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error {
+	defer walClientsNote(topo, s, p)
 	if !replicatedPrimary(topo) || !s.restart {
 		return nil
 	}
@@ -100,6 +103,29 @@ func primaryPolicy(topo *facts.Topology, s *settings, p *plan.ModulePlan) error 
 		p.Note(fmt.Sprintf("primary of a replicated cluster (%d standby(s)): primary: switchover: apply switches over to a standby already restarted on the new values and caught up (stops this primary with a fast shutdown, waits until that standby replayed its shutdown checkpoint, promotes it), repoints the other standbys and restarts this server as its standby; pgtune does not move clients: they must follow the new primary (e.g. target_session_attrs=read-write)", len(topo.Standbys)))
 	}
 	return nil
+}
+
+// walClientsNote names the WAL clients that are no standby streaming
+// from a primary whose restart is planned (facts.Topology's Clients: WAL
+// archivers, base backups, logical decoding clients). They are no
+// members of its cluster: a restart goes ahead, cuts them off, and they
+// reconnect. A plain switchover is refused while a logical decoding
+// client streams (switchover.go: its slot does not follow the role), and
+// goes ahead with the others, which must follow the new primary.
+func walClientsNote(topo *facts.Topology, s *settings, p *plan.ModulePlan) {
+	if !topo.IsPrimary() || !s.restart || (len(topo.Clients) == 0 && topo.MoreClients == 0) {
+		return
+	}
+	list := strings.Join(topology.ClientList(topo), ", ")
+	if !s.plainSwitchover {
+		p.Note(fmt.Sprintf("WAL clients that are no standby stream from this primary: %s; they are no members of its cluster and hold no restart: the restart cuts them off and they reconnect", list))
+		return
+	}
+	if lc := topo.LogicalClients(); len(lc) > 0 {
+		p.Note(fmt.Sprintf("WAL clients that are no standby stream from this primary: %s; apply refuses the switchover while a logical decoding client streams (its slot stays on this server): %s", list, logicalAdvice))
+		return
+	}
+	p.Note(fmt.Sprintf("WAL clients that are no standby stream from this primary: %s; they do not move with the switchover: each must follow the new primary, or keep streaming from this server once it is a standby", list))
 }
 
 // pendingReason says why a needed restart is left pending.

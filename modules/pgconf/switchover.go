@@ -111,6 +111,19 @@ type switchover struct {
 	direct, cascaded []*swMember
 	// timeout bounds each wait on the standby being promoted.
 	timeout time.Duration
+	// clients describes the old primary's WAL clients that are no
+	// standby (WAL archivers, base backups: a logical decoding client
+	// refuses the switchover), for the warning once the role moved.
+	clients []string
+}
+
+// logicalAdvice is what to do about a logical decoding client that holds
+// a plain switchover.
+const logicalAdvice = "use primary: restart (the client reconnects to this server), or move the client (and its slot) or stop it first and switch over then"
+
+// clientNames describes WAL clients for a message, names clipped.
+func clientNames(cs []facts.WALClient) []string {
+	return topology.ClientList(&facts.Topology{Clients: cs})
 }
 
 // switchoverSQL reads what the switchover needs from a member.
@@ -215,7 +228,21 @@ func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Targe
 	if unhex(kv["sync"]) != "" {
 		return nil, fmt.Errorf("%s: synchronous_standby_names is set: with synchronous replication the standby names would have to move with the primary role; use primary: restart", t.Name)
 	}
-	sw := &switchover{old: old}
+	// WAL clients that are no standby, asked now (a client may have come
+	// since the facts): a logical decoding client's slot would stay on
+	// this server, the others are warned of once the role moved.
+	topo, err := facts.GatherTopology(ctx, t.Transport, t.Become, pg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read its WAL clients: %w", t.Name, err)
+	}
+	if topo == nil || !topo.IsPrimary() {
+		return nil, fmt.Errorf("%s: the server is not the primary any more", t.Name)
+	}
+	if lc := topo.LogicalClients(); len(lc) > 0 {
+		return nil, fmt.Errorf("%s: %s streams from this primary through its logical replication slot, which stays on this server (PostgreSQL 15 does not move a logical slot with the primary role): after a switchover it would find no slot on the new primary; %s",
+			t.Name, strings.Join(clientNames(lc), ", "), logicalAdvice)
+	}
+	sw := &switchover{old: old, clients: topology.ClientList(topo)}
 	oldReach := map[string]bool{}
 	for _, r := range topology.Addresses(t.Facts.Hostname, pg.SocketDir, pg.Port, t.Facts.Hostname, inventoryAddress(t)) {
 		oldReach[r] = true
@@ -766,6 +793,10 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	if log != nil && len(slots.left) > 0 {
 		log.Warn("switchover: replication slots of no member left on the old primary (a backup tool's, a logical decoding client's: pgtune does not know their consumer): they retain WAL on it until their consumer follows the new primary or they are dropped",
 			"slots", strings.Join(slots.left, ","))
+	}
+	if log != nil && len(sw.clients) > 0 {
+		log.Warn("switchover: WAL archivers stream from the old primary, now a standby: pgtune does not move them: each must follow the new primary, or keep streaming from the old one (through its slot there, if it uses one)",
+			"old_primary", t.Name, "new_primary", cand.name(), "clients", strings.Join(sw.clients, ", "))
 	}
 	if log != nil {
 		log.Info("switchover done: the old primary streams from the new one", "new_primary", cand.name(), "timeline", tl)

@@ -165,6 +165,23 @@ func (a *App) signalContext() (context.Context, context.CancelFunc) {
 	if a.Abort == nil && term.IsTerminal(int(os.Stdin.Fd())) {
 		saved, _ = term.GetState(int(os.Stdin.Fd()))
 	}
+	release := watchSignals(cancel, func(s os.Signal) {
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted again: exiting without the report")
+		if saved != nil {
+			_ = term.Restore(int(os.Stdin.Fd()), saved)
+		}
+		a.abort(s)
+	})
+	return ctx, func() {
+		release()
+		cancel()
+	}
+}
+
+// watchSignals calls first on the first stop signal (stopSignals) and
+// again on a second SIGINT or SIGTERM (onSignal: a second SIGHUP is
+// ignored), after which it stops watching; release stops it before.
+func watchSignals(first func(), again func(os.Signal)) (release func()) {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, stopSignals()...)
 	done := make(chan struct{})
@@ -178,27 +195,22 @@ func (a *App) signalContext() (context.Context, context.CancelFunc) {
 			case <-done:
 				return
 			case s := <-sig:
-				first, abort := onSignal(s, stopping)
-				if first {
+				f, abort := onSignal(s, stopping)
+				if f {
 					stopping = true
-					cancel()
+					first()
 				}
 				if abort {
-					fmt.Fprintln(a.Stderr, "pgtune: interrupted again: exiting without the report")
-					if saved != nil {
-						_ = term.Restore(int(os.Stdin.Fd()), saved)
-					}
-					a.abort(s)
+					again(s)
 					return
 				}
 			}
 		}
 	}()
-	return ctx, func() {
+	return func() {
 		signal.Stop(sig)
 		close(done)
 		wg.Wait()
-		cancel()
 	}
 }
 

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -523,36 +521,12 @@ func (a *App) confirmOrStop(o *options, question string, stop <-chan struct{}) e
 func interruptible(a *App) (context.Context, <-chan struct{}, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := make(chan struct{})
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, stopSignals()...)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		stopped := false
-		for {
-			select {
-			case <-done:
-				return
-			case s := <-sig:
-				first, abort := onSignal(s, stopped)
-				if first {
-					close(stop) // before it is said: whoever reads it sees the run stopping
-					stopped = true
-					fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
-				}
-				if abort {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	release := watchSignals(func() {
+		close(stop) // before it is said: whoever reads it sees the run stopping
+		fmt.Fprintln(a.Stderr, "pgtune: interrupted: each host finishes the step in flight, then the run stops (interrupt again to abort the steps in flight)")
+	}, func(os.Signal) { cancel() })
 	return ctx, stop, func() {
-		signal.Stop(sig)
-		close(done)
-		wg.Wait()
+		release()
 		cancel()
 	}
 }

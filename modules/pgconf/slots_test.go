@@ -205,6 +205,15 @@ func TestPlanRepointSlotName(t *testing.T) {
 		{name: "primary_conninfo in postgresql.conf, primary_slot_name in postgresql.auto.conf: refused",
 			conf: "primary_conninfo = 'host=old'\n", auto: "primary_slot_name = 'stale'\n", file: conf, line: 1, slot: "stale", slotFile: auto, slotLine: 1, oldSlot: "standby1",
 			err: "pgtune edits them in one file"},
+		{name: "set on the command line (no file): a line in a file would lose to it, refused",
+			auto: "", slot: "stale", oldSlot: "standby1",
+			err: `primary: primary_slot_name "stale" is not set in a configuration file (the command line?): the line pgtune would write to "` + auto + `" loses to it`},
+		{name: "the same slot on the command line: nothing to write",
+			auto: "", slot: "standby1", oldSlot: "standby1",
+			wantA: "primary_conninfo = 'host=/run/standby1 port=5433 user=rep'\n"},
+		{name: "host text in the other file's name is quoted",
+			conf: "primary_conninfo = 'host=old'\n", file: conf, line: 1, slot: "stale", slotFile: dir + "/x\n.conf", slotLine: 1, oldSlot: "standby1",
+			err: `primary_slot_name is set in "` + dir + `/x\n.conf" and primary_conninfo goes to "` + conf + `"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			writeTestFile(t, conf, tc.conf)

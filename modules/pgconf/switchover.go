@@ -366,10 +366,16 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember, oldSlot s
 				if content, err = replaceConfLine(content, m.slotLine, "primary_slot_name", sl); err != nil {
 					return nil, fmt.Errorf("%s: %s: %w", m.name(), file, err)
 				}
+			case m.slotFile == "" && m.slot != "":
+				// Set on the command line (postgres -c), not in a file:
+				// a line in any file loses to it.
+				return nil, fmt.Errorf("%s: primary_slot_name %q is not set in a configuration file (the command line?): the line pgtune would write to %s loses to it; set it in that file instead, or choose primary: restart",
+					m.name(), m.slot, strconv.Quote(clipText(file)))
 			case m.slotFile == "", file == path.Join(m.pg.DataDir, autoConfName): // set nowhere, or file is read last
 				content = appendConfLine(content, sl)
 			default:
-				return nil, fmt.Errorf("%s: primary_slot_name is set in %s and primary_conninfo goes to %s: pgtune edits them in one file", m.name(), m.slotFile, file)
+				return nil, fmt.Errorf("%s: primary_slot_name is set in %s and primary_conninfo goes to %s: pgtune edits them in one file",
+					m.name(), strconv.Quote(clipText(m.slotFile)), strconv.Quote(clipText(file)))
 			}
 		}
 		out = append(out, repointing{m: m, file: file, content: content, upstream: fmt.Sprintf("%s:%d", host, cand.pg.Port)})

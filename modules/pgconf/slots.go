@@ -43,11 +43,19 @@ type slotInfo struct {
 	name     string
 	physical bool
 	active   bool
+	// noWAL: the slot reserves no WAL (restart_lsn NULL, or wal_status
+	// 'lost': the WAL it was to keep is gone); a standby streaming
+	// through it would not find what it needs.
+	noWAL bool
 }
 
-// slotsSQL lists a server's slots, names hex-encoded.
+// slotsSQL lists a server's slots, names hex-encoded: name, type, active,
+// whether it has a restart_lsn, and its wal_status ('-' before
+// PostgreSQL 13, which has none: read through to_jsonb, so the query
+// runs on any version).
 var slotsSQL = `SELECT 'slot=' || encode(convert_to(slot_name::text, 'UTF8'), 'hex') || ' ' || slot_type || ' ' || active
-FROM pg_replication_slots WHERE NOT temporary ORDER BY slot_name LIMIT ` + strconv.Itoa(maxSlots+1)
+ || ' ' || (restart_lsn IS NOT NULL) || ' ' || coalesce(to_jsonb(s) ->> 'wal_status', '-')
+FROM pg_replication_slots s WHERE NOT temporary ORDER BY slot_name LIMIT ` + strconv.Itoa(maxSlots+1)
 
 // parseSlots reads slotsSQL's lines; names PostgreSQL would not allow, or
 // too many slots, are refused (they did not come from
@@ -60,8 +68,8 @@ func parseSlots(lines []string) ([]slotInfo, error) {
 			continue
 		}
 		f := strings.Fields(v)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("a replication slot line %s is not name, type and active", strconv.Quote(clipText(v)))
+		if len(f) != 5 {
+			return nil, fmt.Errorf("a replication slot line %s is not name, type, active, restart_lsn and wal_status", strconv.Quote(clipText(v)))
 		}
 		name := unhex(f[0])
 		if !facts.ValidSlotName(name) {
@@ -70,15 +78,33 @@ func parseSlots(lines []string) ([]slotInfo, error) {
 		if f[1] != "physical" && f[1] != "logical" {
 			return nil, fmt.Errorf("replication slot %q has type %s", name, strconv.Quote(clipText(f[1])))
 		}
-		if f[2] != "t" && f[2] != "f" && f[2] != "true" && f[2] != "false" {
-			return nil, fmt.Errorf("replication slot %q: active is %s", name, strconv.Quote(clipText(f[2])))
+		active, ok1 := sqlBool(f[2])
+		hasLSN, ok2 := sqlBool(f[3])
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("replication slot %q: active, restart_lsn are %s, %s", name, strconv.Quote(clipText(f[2])), strconv.Quote(clipText(f[3])))
 		}
-		out = append(out, slotInfo{name: name, physical: f[1] == "physical", active: f[2] == "t" || f[2] == "true"})
+		switch f[4] {
+		case "-", "reserved", "extended", "unreserved", "lost":
+		default:
+			return nil, fmt.Errorf("replication slot %q: wal_status is %s", name, strconv.Quote(clipText(f[4])))
+		}
+		out = append(out, slotInfo{name: name, physical: f[1] == "physical", active: active, noWAL: !hasLSN || f[4] == "lost"})
 		if len(out) > maxSlots {
 			return nil, fmt.Errorf("more than %d replication slots", maxSlots)
 		}
 	}
 	return out, nil
+}
+
+// sqlBool reads a boolean as psql prints it.
+func sqlBool(s string) (v, ok bool) {
+	switch s {
+	case "t", "true":
+		return true, true
+	case "f", "false":
+		return false, true
+	}
+	return false, false
 }
 
 // clipText cuts host text for a message.
@@ -135,9 +161,16 @@ type slotPlan struct {
 
 // planSlots plans the slots of a switchover to cand (cand.slot: the slot
 // it streams through now) from the old primary, where repointed are the
-// other direct standbys, oldSlots the old primary's slots and candSlots
-// the candidate's.
-func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSlots []slotInfo) (slotPlan, error) {
+// other direct standbys, cascading the standbys streaming from cand,
+// oldSlots the old primary's slots and candSlots the candidate's.
+//
+// A repointed standby whose slot on the old primary is not in use is
+// refused: it is not streaming, and the WAL it needs next may be kept
+// only by that slot; the slot made for it on cand reserves WAL from now
+// on, so once cand is promoted it would ask for WAL cand no longer has
+// (requested WAL segment has already been removed), past the point of
+// no return.
+func planSlots(old string, cand slotUser, repointed, cascading []slotUser, oldSlots, candSlots []slotInfo) (slotPlan, error) {
 	var p slotPlan
 	// Who will stream through which slot of the new primary.
 	users := map[string]string{}
@@ -159,6 +192,10 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 		}
 		p.oldSlot = cand.slot
 	}
+	onOld := map[string]slotInfo{}
+	for _, s := range oldSlots {
+		onOld[s.name] = s
+	}
 	for _, u := range repointed {
 		if u.slot == "" {
 			continue
@@ -167,11 +204,35 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 			return slotPlan{}, err
 		}
 	}
+	for _, u := range repointed {
+		if u.slot == "" {
+			continue
+		}
+		const what = "the slot made for it on %s would reserve WAL only from now on, and after the promotion %s would ask for WAL %s no longer has (requested WAL segment has already been removed); bring %s back streaming, or choose primary: restart"
+		switch s, ok := onOld[u.slot]; {
+		case !ok:
+			return slotPlan{}, fmt.Errorf("%s streams through replication slot %q, which %s does not have: it is not streaming; "+what,
+				u.member, u.slot, old, cand.member, u.member, cand.member, u.member)
+		case !s.active:
+			return slotPlan{}, fmt.Errorf("%s is not streaming through its replication slot %q on %s (not in use): the WAL it needs next may be kept only by that slot; "+what,
+				u.member, u.slot, old, cand.member, u.member, cand.member, u.member)
+		}
+	}
+	// A standby streaming from cand names its slots there already.
+	fromCand := map[string]string{}
+	for _, u := range cascading {
+		if u.slot != "" {
+			fromCand[u.slot] = u.member
+		}
+	}
 	have := map[string]slotInfo{}
 	for _, s := range candSlots {
 		have[s.name] = s
 	}
 	for _, n := range names {
+		if c, ok := fromCand[n]; ok {
+			return slotPlan{}, fmt.Errorf("%s streams from %s through its replication slot %q, which %s would stream through too", c, cand.member, n, users[n])
+		}
 		s, ok := have[n]
 		switch {
 		case !ok:
@@ -180,6 +241,8 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 			return slotPlan{}, fmt.Errorf("%s has a logical replication slot %q, which %s would stream through", cand.member, n, users[n])
 		case s.active:
 			return slotPlan{}, fmt.Errorf("%s's replication slot %q, which %s would stream through, is in use already", cand.member, n, users[n])
+		case s.noWAL:
+			return slotPlan{}, fmt.Errorf("%s's replication slot %q, which %s would stream through, reserves no WAL (restart_lsn NULL, or wal_status lost): drop it on %s and run again (pgtune then makes it anew)", cand.member, n, users[n], cand.member)
 		default:
 			p.reuse = append(p.reuse, n)
 		}

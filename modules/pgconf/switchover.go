@@ -790,13 +790,22 @@ func (sw *switchover) planSlots(ctx context.Context, cand *swMember) (slotPlan, 
 	if err != nil {
 		return slotPlan{}, err
 	}
-	var repointed []slotUser
+	var repointed, cascading []slotUser
 	for _, m := range sw.direct {
 		if m != cand {
 			repointed = append(repointed, slotUser{member: m.name(), slot: m.slot})
 		}
 	}
-	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, oldSlots, candSlots)
+	candReach := map[string]bool{}
+	for _, r := range topology.Addresses(cand.t.Facts.Hostname, cand.pg.SocketDir, cand.pg.Port, cand.t.Facts.Hostname, inventoryAddress(cand.t)) {
+		candReach[r] = true
+	}
+	for _, m := range sw.cascaded {
+		if topo := m.t.Facts.Topology; topo != nil && candReach[topology.UpstreamReach(m.t.Facts.Hostname, topo.Upstream)] {
+			cascading = append(cascading, slotUser{member: m.name(), slot: m.slot})
+		}
+	}
+	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, cascading, oldSlots, candSlots)
 }
 
 // slotsBack adds to the error of a switchover abandoned before the

@@ -308,18 +308,53 @@ func dropSlots(ctx context.Context, m *swMember, names []string) ([]string, erro
 }
 
 // undoCreatedSlots drops, after a switchover abandoned before the
-// promotion, the slots it made on the standby that stays a standby, and
-// says what became of them for the error.
-func undoCreatedSlots(ctx context.Context, m *swMember, made []string) string {
-	if len(made) == 0 {
+// promotion, the slots it was to make on the standby that stays a
+// standby, and says what became of them for the error. planned is the
+// plan's create list, not only the slots psql confirmed: a query cut
+// short (a second Ctrl-C, a dropped ssh connection, garbled output) may
+// have made its slot anyway. The plan proved none of them existed, so
+// every one of them the standby has now was made by the switchover: the
+// standby's slots are read again and those are dropped.
+func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string {
+	if len(planned) == 0 {
 		return ""
 	}
-	dropped, err := dropSlots(context.WithoutCancel(ctx), m, made)
+	ctx = context.WithoutCancel(ctx)
+	now, err := readSlots(ctx, m)
 	if err != nil {
-		return fmt.Sprintf("; dropping the replication slots made on %s FAILED (%v): drop %s on it by hand (they retain WAL)",
-			m.name(), err, quoteList(without(made, dropped)))
+		return fmt.Sprintf("; reading the replication slots of %s again FAILED (%v): drop any of %s it has on it by hand (pgtune made them; they retain WAL)",
+			m.name(), err, quoteList(planned))
 	}
-	return fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
+	has := map[string]bool{}
+	for _, s := range now {
+		has[s.name] = true
+	}
+	var there []string
+	for _, n := range planned {
+		if has[n] {
+			there = append(there, n)
+		}
+	}
+	if len(there) == 0 {
+		return fmt.Sprintf("; %s has none of the replication slots the switchover was to make on it (%s)", m.name(), quoteList(planned))
+	}
+	var dropped, failed []string
+	for _, n := range there {
+		d, err := dropSlots(ctx, m, []string{n})
+		if err != nil || len(d) != 1 {
+			failed = append(failed, fmt.Sprintf("%q (%v)", n, err))
+			continue
+		}
+		dropped = append(dropped, n)
+	}
+	msg := ""
+	if len(dropped) > 0 {
+		msg = fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
+	}
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("; dropping replication slots made on %s FAILED: %s: drop them on it by hand (they retain WAL)", m.name(), strings.Join(failed, ", "))
+	}
+	return msg
 }
 
 func without(all, some []string) []string {

@@ -3,6 +3,7 @@ package pgconf
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -298,5 +299,99 @@ func writeTestFile(t *testing.T, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slotServer answers the slot queries of slots.go as a server holding
+// slots would; dropFails names slots whose drop fails, readFails makes
+// reading the slots fail.
+type slotServer struct {
+	slots     []string
+	dropFails map[string]bool
+	readFails bool
+	sql       []string
+}
+
+func (f *slotServer) Close() error { return nil }
+
+func (f *slotServer) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	sql := cmd.Args[len(cmd.Args)-1]
+	f.sql = append(f.sql, sql)
+	switch {
+	case sql == slotsSQL:
+		if f.readFails {
+			return transport.Result{}, errors.New("connection lost")
+		}
+		var out []string
+		for _, n := range f.slots {
+			out = append(out, slotLine(n, "physical", "f"))
+		}
+		return transport.Result{Stdout: []byte(strings.Join(out, "\n") + "\n")}, nil
+	case strings.Contains(sql, "pg_drop_replication_slot("):
+		i := strings.Index(sql, "decode('") + len("decode('")
+		b, _ := hex.DecodeString(sql[i : i+strings.IndexByte(sql[i:], '\'')])
+		if f.dropFails[string(b)] {
+			return transport.Result{}, errors.New("ERROR: replication slot is active")
+		}
+		for i, n := range f.slots {
+			if n == string(b) {
+				f.slots = append(f.slots[:i], f.slots[i+1:]...)
+				return transport.Result{Stdout: []byte("dropped=1\n")}, nil
+			}
+		}
+		return transport.Result{}, errors.New("ERROR: replication slot does not exist")
+	}
+	return transport.Result{}, errors.New("unexpected query " + sql)
+}
+
+// TestUndoCreatedSlots: an abandoned switchover drops every slot of the
+// plan's create list the standby has when it is read again, not only
+// those psql confirmed (a creation cut short may have made its slot),
+// and says which it dropped and which it could not.
+func TestUndoCreatedSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		has       []string
+		dropFails map[string]bool
+		readFails bool
+		want      string
+		left      []string
+	}{
+		{name: "a creation cut short made its slot: dropped too",
+			has:  []string{"other", "s1", "s2"},
+			want: `; the replication slots made on standby1 are dropped again ("s1", "s2")`, left: []string{"other"}},
+		{name: "only the first was made",
+			has:  []string{"s1"},
+			want: `; the replication slots made on standby1 are dropped again ("s1")`},
+		{name: "none was made",
+			has:  []string{"other"},
+			want: `; standby1 has none of the replication slots the switchover was to make on it ("s1", "s2")`, left: []string{"other"}},
+		{name: "a drop fails: the others are dropped, the failure named",
+			has: []string{"s1", "s2"}, dropFails: map[string]bool{"s1": true},
+			want: `; the replication slots made on standby1 are dropped again ("s2"); dropping replication slots made on standby1 FAILED: "s1" (`, left: []string{"s1"}},
+		{name: "the slots cannot be read again",
+			has: []string{"s1"}, readFails: true,
+			want: `; reading the replication slots of standby1 again FAILED (`, left: []string{"s1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &slotServer{slots: tc.has, dropFails: tc.dropFails, readFails: tc.readFails}
+			m := swStandby("standby1", "m", "streaming", 0, 0, "on")
+			m.t.Transport = srv
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a second Ctrl-C: the undo runs all the same
+			got := undoCreatedSlots(ctx, m, []string{"s1", "s2"})
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("undo says %q, want %q", got, tc.want)
+			}
+			if tc.readFails && !strings.Contains(got, `drop any of "s1", "s2" it has on it by hand`) {
+				t.Errorf("undo says %q: names no slot to drop by hand", got)
+			}
+			if strings.Join(srv.slots, ",") != strings.Join(tc.left, ",") {
+				t.Errorf("slots left %q, want %q", srv.slots, tc.left)
+			}
+		})
+	}
+	if got := undoCreatedSlots(context.Background(), swStandby("standby1", "m", "", 0, 0, "on"), nil); got != "" {
+		t.Errorf("undo of nothing says %q", got)
 	}
 }

@@ -684,11 +684,11 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	}
 	log := t.Log
 	// The slots the members will stream through from the new primary,
-	// made while it is a standby; made lists them for a switchover
-	// abandoned before the promotion, which drops them again.
+	// made while it is a standby; a switchover abandoned before the
+	// promotion drops again those of slots.create the standby has then.
 	made, err := createSlots(ctx, cand, slots.create)
 	if err != nil {
-		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, made)))
+		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, slots.create)))
 	}
 	if log != nil && len(made) > 0 {
 		log.Info("switchover: created replication slots on the standby to promote, for the members that will stream from it",
@@ -701,23 +701,23 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	// Steps 3–4: until the promotion, the old primary can take its role back.
 	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
 		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
-			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, made)))
+			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, slots.create)))
 		}
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	lsn, err := shutdownCheckpoint(ctx, t, pg)
 	if err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	if err := awaitReplayed(ctx, cand, lsn, sw.timeout); err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	if log != nil {
 		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
 	}
 	tl, err := promote(ctx, cand, sw.timeout)
 	if err != nil {
-		return abandonPromotion(ctx, t, pg, cand, err, made)
+		return abandonPromotion(ctx, t, pg, cand, err, slots.create)
 	}
 
 	// From here the new primary takes writes: nothing goes back.

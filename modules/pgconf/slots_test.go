@@ -395,3 +395,23 @@ func TestUndoCreatedSlots(t *testing.T) {
 		t.Errorf("undo of nothing says %q", got)
 	}
 }
+
+// TestStrandedSlots: after the promotion each slot on the new primary of
+// a member that does not stream from it is named, with what to do.
+func TestStrandedSlots(t *testing.T) {
+	got := strandedSlots("standby1", []slotUser{{"primary", "standby1"}, {"standby2", "s2"}}, true)
+	want := []string{
+		`primary's replication slot "standby1" on standby1 retains WAL until primary streams; drop it if primary is to be rebuilt`,
+		`standby2's replication slot "s2" on standby1 retains WAL until standby2 streams; drop it if standby2 is to be rebuilt`,
+		`max_slot_wal_keep_size is -1 on standby1: nothing bounds the WAL those slots retain (pg_wal grows until they are used or dropped)`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("strandedSlots =\n%q\nwant\n%q", got, want)
+	}
+	if got := strandedSlots("standby1", []slotUser{{"standby2", "s2"}}, false); len(got) != 1 {
+		t.Errorf("bounded: %q", got)
+	}
+	if got := strandedSlots("standby1", nil, true); got != nil {
+		t.Errorf("no member failed: %q", got)
+	}
+}

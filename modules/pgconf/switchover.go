@@ -727,13 +727,18 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		log.Info("switchover: promoted", "new_primary", cand.name(), "timeline", tl)
 	}
 	var problems []string
+	// failed: the members not streaming from the new primary; a slot
+	// made for one of them there retains WAL from before the promotion.
+	failed := map[*swMember]bool{}
 	oldBack := false
 	if err := writeRepoint(ctx, repoints[0], true); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: step repoint: %v; it is left stopped (cleanly) and must not start as a primary", t.Name, err))
+		failed[sw.old] = true
 	} else {
 		res, err := restartPostgres(ctx, t, pg, false)
 		if why := restartFailure(res, err); why != "" {
 			problems = append(problems, fmt.Sprintf("%s: step start as standby of %s: %s; it is left stopped with standby.signal and must not start as a primary", t.Name, cand.name(), failedStart(why)))
+			failed[sw.old] = true
 		} else {
 			oldBack = true
 		}
@@ -741,6 +746,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	for _, r := range repoints[1:] {
 		if err := writeRepoint(ctx, r, false); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: step repoint: %v", r.m.name(), err))
+			failed[r.m] = true
 		}
 	}
 	for _, m := range append(append([]*swMember{sw.old}, sw.direct...), sw.cascaded...) {
@@ -749,12 +755,26 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		}
 		if err := awaitStreamingOn(ctx, m, tl); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: step confirm streaming from %s: %v", m.name(), cand.name(), err))
+			failed[m] = true
 		}
 	}
 	if len(problems) > 0 {
 		if len(slots.drop) > 0 {
 			problems = append(problems, fmt.Sprintf("%s keeps the replication slots %s (not every member streams from %s: pgtune drops them only then; they retain WAL on it)",
 				t.Name, quoteList(slots.drop), cand.name()))
+		}
+		// The slots on the new primary of the members that failed.
+		var stranded []slotUser
+		if failed[sw.old] && slots.oldSlot != "" {
+			stranded = append(stranded, slotUser{member: sw.old.name(), slot: slots.oldSlot})
+		}
+		for _, m := range sw.direct {
+			if m != cand && failed[m] && m.slot != "" {
+				stranded = append(stranded, slotUser{member: m.name(), slot: m.slot})
+			}
+		}
+		if len(stranded) > 0 {
+			problems = append(problems, strandedSlots(cand.name(), stranded, slotKeepUnbounded(ctx, cand))...)
 		}
 		return fmt.Errorf("switchover: %s; %s; pgtune does not move clients: they must follow the new primary", state, strings.Join(problems, "; "))
 	}
@@ -806,6 +826,30 @@ func (sw *switchover) planSlots(ctx context.Context, cand *swMember) (slotPlan, 
 		}
 	}
 	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, cascading, oldSlots, candSlots)
+}
+
+// strandedSlots names, after the promotion, the slots on the new primary
+// of members that do not stream from it: each retains WAL from before
+// the promotion on the writable primary until its member streams (or is
+// rebuilt, and the slot dropped); unbounded: max_slot_wal_keep_size is
+// -1 there.
+func strandedSlots(newPrimary string, users []slotUser, unbounded bool) []string {
+	var out []string
+	for _, u := range users {
+		out = append(out, fmt.Sprintf("%s's replication slot %q on %s retains WAL until %s streams; drop it if %s is to be rebuilt",
+			u.member, u.slot, newPrimary, u.member, u.member))
+	}
+	if len(out) > 0 && unbounded {
+		out = append(out, fmt.Sprintf("max_slot_wal_keep_size is -1 on %s: nothing bounds the WAL those slots retain (pg_wal grows until they are used or dropped)", newPrimary))
+	}
+	return out
+}
+
+// slotKeepUnbounded says whether max_slot_wal_keep_size is -1 on m (false
+// when it cannot be read, or before PostgreSQL 13, which has none).
+func slotKeepUnbounded(ctx context.Context, m *swMember) bool {
+	kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'keep=' || coalesce(current_setting('max_slot_wal_keep_size', true), '')")
+	return err == nil && kv["keep"] == "-1"
 }
 
 // slotsBack adds to the error of a switchover abandoned before the

@@ -23,12 +23,26 @@ import (
 //     it: each direct standby repointed to it keeps its primary_slot_name,
 //     and the old primary, when the promoted standby streamed through a
 //     slot, streams through one of that name (its primary_slot_name);
-//   - the slots made are remembered, and a switchover abandoned before
-//     the promotion drops them again: the standby is left as it was;
+//   - a switchover abandoned before the promotion reads the standby's
+//     slots again and drops every one of those it was to make (the plan
+//     proved none existed; a creation cut short may have made its slot
+//     anyway): the standby is left as it was;
 //   - once every member streams from the new primary, the old primary's
 //     slots the members used are dropped on it (it retains no WAL for
 //     them any more); its other slots (a backup tool's, a logical slot)
-//     have a consumer pgtune does not know: they are left alone, and named.
+//     have a consumer pgtune does not know: they are left alone, and named;
+//   - when a member does not stream from the new primary after the
+//     promotion, its slot there (made before the promotion) retains WAL
+//     on the writable primary: the error names each such slot, and says
+//     when max_slot_wal_keep_size is -1 there (nothing bounds it).
+//
+// Refused before the primary is stopped: two members naming one slot; a
+// repointed standby not streaming through its slot on the old primary
+// (the WAL it needs next may be kept only by that slot, and the slot
+// made for it on the new primary begins later: after the promotion it
+// would find its WAL removed); on the standby to promote, a slot of that
+// name that is logical, in use, reserving no WAL (restart_lsn NULL,
+// wal_status lost), or named by a standby cascading from it.
 //
 // Slot names come from the hosts: each is checked against what PostgreSQL
 // allows (facts.ValidSlotName) and reaches SQL hex-encoded (slotLiteral),

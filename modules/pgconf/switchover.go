@@ -47,10 +47,16 @@ import (
 // the standby itself streamed through, which becomes the old primary's
 // primary_slot_name in step 6). After step 7, the old primary's slots the
 // members streamed through are dropped on it; its other slots (a backup
-// tool's) are left alone and named.
+// tool's) are left alone and named. A repointed standby not streaming
+// through its slot on the old primary is refused before step 3 (its slot
+// on the new primary would begin too late for it); after step 5, the
+// slots on the new primary of members that do not stream from it are
+// named in the error (they retain WAL there).
 //
 // Until step 5 every failure puts the old primary back (started as the
-// primary again) and drops the slots made on the standby to promote. A promotion that fails or does not finish in time is
+// primary again) and drops the slots made on the standby to promote (those
+// of the plan it has then: a creation cut short may have made its slot).
+// A promotion that fails or does not finish in time is
 // withdrawn first (abandonPromotion): the standby is made sure to stay a
 // standby before the old primary starts, so there are never two
 // primaries. From step 5 on, the new primary is writable and is never

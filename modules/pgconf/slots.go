@@ -23,12 +23,26 @@ import (
 //     it: each direct standby repointed to it keeps its primary_slot_name,
 //     and the old primary, when the promoted standby streamed through a
 //     slot, streams through one of that name (its primary_slot_name);
-//   - the slots made are remembered, and a switchover abandoned before
-//     the promotion drops them again: the standby is left as it was;
+//   - a switchover abandoned before the promotion reads the standby's
+//     slots again and drops every one of those it was to make (the plan
+//     proved none existed; a creation cut short may have made its slot
+//     anyway): the standby is left as it was;
 //   - once every member streams from the new primary, the old primary's
 //     slots the members used are dropped on it (it retains no WAL for
 //     them any more); its other slots (a backup tool's, a logical slot)
-//     have a consumer pgtune does not know: they are left alone, and named.
+//     have a consumer pgtune does not know: they are left alone, and named;
+//   - when a member does not stream from the new primary after the
+//     promotion, its slot there (made before the promotion) retains WAL
+//     on the writable primary: the error names each such slot, and says
+//     when max_slot_wal_keep_size is -1 there (nothing bounds it).
+//
+// Refused before the primary is stopped: two members naming one slot; a
+// repointed standby not streaming through its slot on the old primary
+// (the WAL it needs next may be kept only by that slot, and the slot
+// made for it on the new primary begins later: after the promotion it
+// would find its WAL removed); on the standby to promote, a slot of that
+// name that is logical, in use, reserving no WAL (restart_lsn NULL,
+// wal_status lost), or named by a standby cascading from it.
 //
 // Slot names come from the hosts: each is checked against what PostgreSQL
 // allows (facts.ValidSlotName) and reaches SQL hex-encoded (slotLiteral),
@@ -43,11 +57,19 @@ type slotInfo struct {
 	name     string
 	physical bool
 	active   bool
+	// noWAL: the slot reserves no WAL (restart_lsn NULL, or wal_status
+	// 'lost': the WAL it was to keep is gone); a standby streaming
+	// through it would not find what it needs.
+	noWAL bool
 }
 
-// slotsSQL lists a server's slots, names hex-encoded.
+// slotsSQL lists a server's slots, names hex-encoded: name, type, active,
+// whether it has a restart_lsn, and its wal_status ('-' before
+// PostgreSQL 13, which has none: read through to_jsonb, so the query
+// runs on any version).
 var slotsSQL = `SELECT 'slot=' || encode(convert_to(slot_name::text, 'UTF8'), 'hex') || ' ' || slot_type || ' ' || active
-FROM pg_replication_slots WHERE NOT temporary ORDER BY slot_name LIMIT ` + strconv.Itoa(maxSlots+1)
+ || ' ' || (restart_lsn IS NOT NULL) || ' ' || coalesce(to_jsonb(s) ->> 'wal_status', '-')
+FROM pg_replication_slots s WHERE NOT temporary ORDER BY slot_name LIMIT ` + strconv.Itoa(maxSlots+1)
 
 // parseSlots reads slotsSQL's lines; names PostgreSQL would not allow, or
 // too many slots, are refused (they did not come from
@@ -60,8 +82,8 @@ func parseSlots(lines []string) ([]slotInfo, error) {
 			continue
 		}
 		f := strings.Fields(v)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("a replication slot line %s is not name, type and active", strconv.Quote(clipText(v)))
+		if len(f) != 5 {
+			return nil, fmt.Errorf("a replication slot line %s is not name, type, active, restart_lsn and wal_status", strconv.Quote(clipText(v)))
 		}
 		name := unhex(f[0])
 		if !facts.ValidSlotName(name) {
@@ -70,15 +92,33 @@ func parseSlots(lines []string) ([]slotInfo, error) {
 		if f[1] != "physical" && f[1] != "logical" {
 			return nil, fmt.Errorf("replication slot %q has type %s", name, strconv.Quote(clipText(f[1])))
 		}
-		if f[2] != "t" && f[2] != "f" && f[2] != "true" && f[2] != "false" {
-			return nil, fmt.Errorf("replication slot %q: active is %s", name, strconv.Quote(clipText(f[2])))
+		active, ok1 := sqlBool(f[2])
+		hasLSN, ok2 := sqlBool(f[3])
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("replication slot %q: active, restart_lsn are %s, %s", name, strconv.Quote(clipText(f[2])), strconv.Quote(clipText(f[3])))
 		}
-		out = append(out, slotInfo{name: name, physical: f[1] == "physical", active: f[2] == "t" || f[2] == "true"})
+		switch f[4] {
+		case "-", "reserved", "extended", "unreserved", "lost":
+		default:
+			return nil, fmt.Errorf("replication slot %q: wal_status is %s", name, strconv.Quote(clipText(f[4])))
+		}
+		out = append(out, slotInfo{name: name, physical: f[1] == "physical", active: active, noWAL: !hasLSN || f[4] == "lost"})
 		if len(out) > maxSlots {
 			return nil, fmt.Errorf("more than %d replication slots", maxSlots)
 		}
 	}
 	return out, nil
+}
+
+// sqlBool reads a boolean as psql prints it.
+func sqlBool(s string) (v, ok bool) {
+	switch s {
+	case "t", "true":
+		return true, true
+	case "f", "false":
+		return false, true
+	}
+	return false, false
 }
 
 // clipText cuts host text for a message.
@@ -135,9 +175,16 @@ type slotPlan struct {
 
 // planSlots plans the slots of a switchover to cand (cand.slot: the slot
 // it streams through now) from the old primary, where repointed are the
-// other direct standbys, oldSlots the old primary's slots and candSlots
-// the candidate's.
-func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSlots []slotInfo) (slotPlan, error) {
+// other direct standbys, cascading the standbys streaming from cand,
+// oldSlots the old primary's slots and candSlots the candidate's.
+//
+// A repointed standby whose slot on the old primary is not in use is
+// refused: it is not streaming, and the WAL it needs next may be kept
+// only by that slot; the slot made for it on cand reserves WAL from now
+// on, so once cand is promoted it would ask for WAL cand no longer has
+// (requested WAL segment has already been removed), past the point of
+// no return.
+func planSlots(old string, cand slotUser, repointed, cascading []slotUser, oldSlots, candSlots []slotInfo) (slotPlan, error) {
 	var p slotPlan
 	// Who will stream through which slot of the new primary.
 	users := map[string]string{}
@@ -159,6 +206,10 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 		}
 		p.oldSlot = cand.slot
 	}
+	onOld := map[string]slotInfo{}
+	for _, s := range oldSlots {
+		onOld[s.name] = s
+	}
 	for _, u := range repointed {
 		if u.slot == "" {
 			continue
@@ -167,11 +218,35 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 			return slotPlan{}, err
 		}
 	}
+	for _, u := range repointed {
+		if u.slot == "" {
+			continue
+		}
+		const what = "the slot made for it on %s would reserve WAL only from now on, and after the promotion %s would ask for WAL %s no longer has (requested WAL segment has already been removed); bring %s back streaming, or choose primary: restart"
+		switch s, ok := onOld[u.slot]; {
+		case !ok:
+			return slotPlan{}, fmt.Errorf("%s streams through replication slot %q, which %s does not have: it is not streaming; "+what,
+				u.member, u.slot, old, cand.member, u.member, cand.member, u.member)
+		case !s.active:
+			return slotPlan{}, fmt.Errorf("%s is not streaming through its replication slot %q on %s (not in use): the WAL it needs next may be kept only by that slot; "+what,
+				u.member, u.slot, old, cand.member, u.member, cand.member, u.member)
+		}
+	}
+	// A standby streaming from cand names its slots there already.
+	fromCand := map[string]string{}
+	for _, u := range cascading {
+		if u.slot != "" {
+			fromCand[u.slot] = u.member
+		}
+	}
 	have := map[string]slotInfo{}
 	for _, s := range candSlots {
 		have[s.name] = s
 	}
 	for _, n := range names {
+		if c, ok := fromCand[n]; ok {
+			return slotPlan{}, fmt.Errorf("%s streams from %s through its replication slot %q, which %s would stream through too", c, cand.member, n, users[n])
+		}
 		s, ok := have[n]
 		switch {
 		case !ok:
@@ -180,6 +255,8 @@ func planSlots(old string, cand slotUser, repointed []slotUser, oldSlots, candSl
 			return slotPlan{}, fmt.Errorf("%s has a logical replication slot %q, which %s would stream through", cand.member, n, users[n])
 		case s.active:
 			return slotPlan{}, fmt.Errorf("%s's replication slot %q, which %s would stream through, is in use already", cand.member, n, users[n])
+		case s.noWAL:
+			return slotPlan{}, fmt.Errorf("%s's replication slot %q, which %s would stream through, reserves no WAL (restart_lsn NULL, or wal_status lost): drop it on %s and run again (pgtune then makes it anew)", cand.member, n, users[n], cand.member)
 		default:
 			p.reuse = append(p.reuse, n)
 		}
@@ -245,18 +322,53 @@ func dropSlots(ctx context.Context, m *swMember, names []string) ([]string, erro
 }
 
 // undoCreatedSlots drops, after a switchover abandoned before the
-// promotion, the slots it made on the standby that stays a standby, and
-// says what became of them for the error.
-func undoCreatedSlots(ctx context.Context, m *swMember, made []string) string {
-	if len(made) == 0 {
+// promotion, the slots it was to make on the standby that stays a
+// standby, and says what became of them for the error. planned is the
+// plan's create list, not only the slots psql confirmed: a query cut
+// short (a second Ctrl-C, a dropped ssh connection, garbled output) may
+// have made its slot anyway. The plan proved none of them existed, so
+// every one of them the standby has now was made by the switchover: the
+// standby's slots are read again and those are dropped.
+func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string {
+	if len(planned) == 0 {
 		return ""
 	}
-	dropped, err := dropSlots(context.WithoutCancel(ctx), m, made)
+	ctx = context.WithoutCancel(ctx)
+	now, err := readSlots(ctx, m)
 	if err != nil {
-		return fmt.Sprintf("; dropping the replication slots made on %s FAILED (%v): drop %s on it by hand (they retain WAL)",
-			m.name(), err, quoteList(without(made, dropped)))
+		return fmt.Sprintf("; reading the replication slots of %s again FAILED (%v): drop any of %s it has on it by hand (pgtune made them; they retain WAL)",
+			m.name(), err, quoteList(planned))
 	}
-	return fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
+	has := map[string]bool{}
+	for _, s := range now {
+		has[s.name] = true
+	}
+	var there []string
+	for _, n := range planned {
+		if has[n] {
+			there = append(there, n)
+		}
+	}
+	if len(there) == 0 {
+		return fmt.Sprintf("; %s has none of the replication slots the switchover was to make on it (%s)", m.name(), quoteList(planned))
+	}
+	var dropped, failed []string
+	for _, n := range there {
+		d, err := dropSlots(ctx, m, []string{n})
+		if err != nil || len(d) != 1 {
+			failed = append(failed, fmt.Sprintf("%q (%v)", n, err))
+			continue
+		}
+		dropped = append(dropped, n)
+	}
+	msg := ""
+	if len(dropped) > 0 {
+		msg = fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
+	}
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("; dropping replication slots made on %s FAILED: %s: drop them on it by hand (they retain WAL)", m.name(), strings.Join(failed, ", "))
+	}
+	return msg
 }
 
 func without(all, some []string) []string {

@@ -47,10 +47,16 @@ import (
 // the standby itself streamed through, which becomes the old primary's
 // primary_slot_name in step 6). After step 7, the old primary's slots the
 // members streamed through are dropped on it; its other slots (a backup
-// tool's) are left alone and named.
+// tool's) are left alone and named. A repointed standby not streaming
+// through its slot on the old primary is refused before step 3 (its slot
+// on the new primary would begin too late for it); after step 5, the
+// slots on the new primary of members that do not stream from it are
+// named in the error (they retain WAL there).
 //
 // Until step 5 every failure puts the old primary back (started as the
-// primary again) and drops the slots made on the standby to promote. A promotion that fails or does not finish in time is
+// primary again) and drops the slots made on the standby to promote (those
+// of the plan it has then: a creation cut short may have made its slot).
+// A promotion that fails or does not finish in time is
 // withdrawn first (abandonPromotion): the standby is made sure to stay a
 // standby before the old primary starts, so there are never two
 // primaries. From step 5 on, the new primary is writable and is never
@@ -393,10 +399,16 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember, oldSlot s
 				if content, err = replaceConfLine(content, m.slotLine, "primary_slot_name", sl); err != nil {
 					return nil, fmt.Errorf("%s: %s: %w", m.name(), file, err)
 				}
+			case m.slotFile == "" && m.slot != "":
+				// Set on the command line (postgres -c), not in a file:
+				// a line in any file loses to it.
+				return nil, fmt.Errorf("%s: primary_slot_name %q is not set in a configuration file (the command line?): the line pgtune would write to %s loses to it; set it in that file instead, or choose primary: restart",
+					m.name(), m.slot, strconv.Quote(clipText(file)))
 			case m.slotFile == "", file == path.Join(m.pg.DataDir, autoConfName): // set nowhere, or file is read last
 				content = appendConfLine(content, sl)
 			default:
-				return nil, fmt.Errorf("%s: primary_slot_name is set in %s and primary_conninfo goes to %s: pgtune edits them in one file", m.name(), m.slotFile, file)
+				return nil, fmt.Errorf("%s: primary_slot_name is set in %s and primary_conninfo goes to %s: pgtune edits them in one file",
+					m.name(), strconv.Quote(clipText(m.slotFile)), strconv.Quote(clipText(file)))
 			}
 		}
 		out = append(out, repointing{m: m, file: file, content: content, upstream: fmt.Sprintf("%s:%d", host, cand.pg.Port)})
@@ -705,11 +717,11 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	}
 	log := t.Log
 	// The slots the members will stream through from the new primary,
-	// made while it is a standby; made lists them for a switchover
-	// abandoned before the promotion, which drops them again.
+	// made while it is a standby; a switchover abandoned before the
+	// promotion drops again those of slots.create the standby has then.
 	made, err := createSlots(ctx, cand, slots.create)
 	if err != nil {
-		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, made)))
+		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, slots.create)))
 	}
 	if log != nil && len(made) > 0 {
 		log.Info("switchover: created replication slots on the standby to promote, for the members that will stream from it",
@@ -722,23 +734,23 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	// Steps 3–4: until the promotion, the old primary can take its role back.
 	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
 		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
-			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, made)))
+			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, slots.create)))
 		}
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	lsn, err := shutdownCheckpoint(ctx, t, pg)
 	if err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	if err := awaitReplayed(ctx, cand, lsn, sw.timeout); err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, made)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, slots.create)
 	}
 	if log != nil {
 		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
 	}
 	tl, err := promote(ctx, cand, sw.timeout)
 	if err != nil {
-		return abandonPromotion(ctx, t, pg, cand, err, made)
+		return abandonPromotion(ctx, t, pg, cand, err, slots.create)
 	}
 
 	// From here the new primary takes writes: nothing goes back.
@@ -748,13 +760,18 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		log.Info("switchover: promoted", "new_primary", cand.name(), "timeline", tl)
 	}
 	var problems []string
+	// failed: the members not streaming from the new primary; a slot
+	// made for one of them there retains WAL from before the promotion.
+	failed := map[*swMember]bool{}
 	oldBack := false
 	if err := writeRepoint(ctx, repoints[0], true); err != nil {
 		problems = append(problems, fmt.Sprintf("%s: step repoint: %v; it is left stopped (cleanly) and must not start as a primary", t.Name, err))
+		failed[sw.old] = true
 	} else {
 		res, err := restartPostgres(ctx, t, pg, false)
 		if why := restartFailure(res, err); why != "" {
 			problems = append(problems, fmt.Sprintf("%s: step start as standby of %s: %s; it is left stopped with standby.signal and must not start as a primary", t.Name, cand.name(), failedStart(why)))
+			failed[sw.old] = true
 		} else {
 			oldBack = true
 		}
@@ -762,6 +779,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	for _, r := range repoints[1:] {
 		if err := writeRepoint(ctx, r, false); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: step repoint: %v", r.m.name(), err))
+			failed[r.m] = true
 		}
 	}
 	for _, m := range append(append([]*swMember{sw.old}, sw.direct...), sw.cascaded...) {
@@ -770,12 +788,26 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 		}
 		if err := awaitStreamingOn(ctx, m, tl); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: step confirm streaming from %s: %v", m.name(), cand.name(), err))
+			failed[m] = true
 		}
 	}
 	if len(problems) > 0 {
 		if len(slots.drop) > 0 {
 			problems = append(problems, fmt.Sprintf("%s keeps the replication slots %s (not every member streams from %s: pgtune drops them only then; they retain WAL on it)",
 				t.Name, quoteList(slots.drop), cand.name()))
+		}
+		// The slots on the new primary of the members that failed.
+		var stranded []slotUser
+		if failed[sw.old] && slots.oldSlot != "" {
+			stranded = append(stranded, slotUser{member: sw.old.name(), slot: slots.oldSlot})
+		}
+		for _, m := range sw.direct {
+			if m != cand && failed[m] && m.slot != "" {
+				stranded = append(stranded, slotUser{member: m.name(), slot: m.slot})
+			}
+		}
+		if len(stranded) > 0 {
+			problems = append(problems, strandedSlots(cand.name(), stranded, slotKeepUnbounded(ctx, cand))...)
 		}
 		return fmt.Errorf("switchover: %s; %s; pgtune does not move clients: they must follow the new primary", state, strings.Join(problems, "; "))
 	}
@@ -815,13 +847,46 @@ func (sw *switchover) planSlots(ctx context.Context, cand *swMember) (slotPlan, 
 	if err != nil {
 		return slotPlan{}, err
 	}
-	var repointed []slotUser
+	var repointed, cascading []slotUser
 	for _, m := range sw.direct {
 		if m != cand {
 			repointed = append(repointed, slotUser{member: m.name(), slot: m.slot})
 		}
 	}
-	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, oldSlots, candSlots)
+	candReach := map[string]bool{}
+	for _, r := range topology.Addresses(cand.t.Facts.Hostname, cand.pg.SocketDir, cand.pg.Port, cand.t.Facts.Hostname, inventoryAddress(cand.t)) {
+		candReach[r] = true
+	}
+	for _, m := range sw.cascaded {
+		if topo := m.t.Facts.Topology; topo != nil && candReach[topology.UpstreamReach(m.t.Facts.Hostname, topo.Upstream)] {
+			cascading = append(cascading, slotUser{member: m.name(), slot: m.slot})
+		}
+	}
+	return planSlots(sw.old.name(), slotUser{member: cand.name(), slot: cand.slot}, repointed, cascading, oldSlots, candSlots)
+}
+
+// strandedSlots names, after the promotion, the slots on the new primary
+// of members that do not stream from it: each retains WAL from before
+// the promotion on the writable primary until its member streams (or is
+// rebuilt, and the slot dropped); unbounded: max_slot_wal_keep_size is
+// -1 there.
+func strandedSlots(newPrimary string, users []slotUser, unbounded bool) []string {
+	var out []string
+	for _, u := range users {
+		out = append(out, fmt.Sprintf("%s's replication slot %q on %s retains WAL until %s streams; drop it if %s is to be rebuilt",
+			u.member, u.slot, newPrimary, u.member, u.member))
+	}
+	if len(out) > 0 && unbounded {
+		out = append(out, fmt.Sprintf("max_slot_wal_keep_size is -1 on %s: nothing bounds the WAL those slots retain (pg_wal grows until they are used or dropped)", newPrimary))
+	}
+	return out
+}
+
+// slotKeepUnbounded says whether max_slot_wal_keep_size is -1 on m (false
+// when it cannot be read, or before PostgreSQL 13, which has none).
+func slotKeepUnbounded(ctx context.Context, m *swMember) bool {
+	kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'keep=' || coalesce(current_setting('max_slot_wal_keep_size', true), '')")
+	return err == nil && kv["keep"] == "-1"
 }
 
 // slotsBack adds to the error of a switchover abandoned before the

@@ -13,24 +13,34 @@ import (
 // value becomes the setting (or why it cannot).
 type connField struct {
 	canonical string
-	parse     func(v any) (any, error)
-	set       func(c *Conn, v any)
+	// own: canonical is pgtune's key, not one of Ansible's spellings.
+	own bool
+	// ansible: Ansible's spellings, in the order of its connection and
+	// become plugins' variable lists, where the last one set wins
+	// whatever level set it (ansible_ssh_host over ansible_host).
+	ansible []string
+	parse   func(v any) (any, error)
+	set     func(c *Conn, v any)
 }
 
 // connKeys maps every accepted spelling (pgtune's key and the Ansible
 // aliases an existing inventory uses) to its field.
 var connKeys = map[string]connField{}
 
-// connOrder lists the canonical keys; within one level (a group's vars or
-// a host's vars) the canonical spelling wins over an alias.
+// connOrder lists the canonical keys (resolve says which spelling wins).
 var connOrder []string
 
 func init() {
 	str := func(what string) func(any) (any, error) {
 		return func(v any) (any, error) { return textValue(what, v) }
 	}
+	// aliases are Ansible's spellings in its plugins' order (see
+	// connField.ansible); a canonical key spelt ansible_* is one of them.
 	add := func(canonical string, aliases []string, parse func(any) (any, error), set func(*Conn, any)) {
-		f := connField{canonical: canonical, parse: parse, set: set}
+		f := connField{canonical: canonical, parse: parse, set: set, own: !strings.HasPrefix(canonical, "ansible_"), ansible: aliases}
+		if !f.own {
+			f.ansible = append([]string{canonical}, aliases...)
+		}
 		connOrder = append(connOrder, canonical)
 		connKeys[canonical] = f
 		for _, a := range aliases {
@@ -41,7 +51,7 @@ func init() {
 	add("ssh_host", []string{"ansible_host", "ansible_ssh_host"}, str("address"), func(c *Conn, v any) { c.Address = v.(string) })
 	add("ssh_port", []string{"ansible_port", "ansible_ssh_port"}, parsePort, func(c *Conn, v any) { c.Port = v.(int) })
 	add("ssh_user", []string{"ansible_user", "ansible_ssh_user"}, str("user"), func(c *Conn, v any) { c.User = v.(string) })
-	add("ssh_private_key_file", []string{"ansible_ssh_private_key_file", "ansible_private_key_file"}, str("path"), func(c *Conn, v any) { c.PrivateKeyFile = v.(string) })
+	add("ssh_private_key_file", []string{"ansible_private_key_file", "ansible_ssh_private_key_file"}, str("path"), func(c *Conn, v any) { c.PrivateKeyFile = v.(string) })
 	add("ssh_known_hosts_file", nil, str("path"), func(c *Conn, v any) { c.KnownHostsFile = v.(string) })
 	add("ssh_host_key_checking", nil, parseHostKeyChecking, func(c *Conn, v any) { c.HostKeyChecking = v.(string) })
 	add("ssh_config_file", nil, str("path"), func(c *Conn, v any) { c.ConfigFile = v.(string) })
@@ -63,11 +73,18 @@ func resolve(host string, levels [][]varDef, defaults ConnDefaults) (Conn, error
 	addrSet := false
 	dir := ""
 	extra := map[string]varDef{} // the Ansible vars resolved after the levels
-	for _, level := range levels {
-		// The most specific level wins whatever the spelling; inside a
-		// level the canonical key wins over its aliases, and the last
-		// definition of one spelling wins.
-		chosen := map[string]varDef{}
+	// Per spelling, its most specific definition (the last one within a
+	// level). Then per setting, as Ansible does among its spellings: the
+	// last of its plugin's list that is set, from whatever level
+	// (ansible_ssh_host set for a group beats a host's ansible_host);
+	// and between that and pgtune's own key, the more specific level, the
+	// own key at the same one.
+	type def struct {
+		d     varDef
+		level int
+	}
+	spelt := map[string]def{}
+	for li, level := range levels {
 		for _, d := range level {
 			if unusable(d) != nil {
 				continue // in Host.Unusable: the host fails when it connects
@@ -75,33 +92,36 @@ func resolve(host string, levels [][]varDef, defaults ConnDefaults) (Conn, error
 			if ansibleExtraKeys[d.key] {
 				extra[d.key] = d
 			}
-			f, ok := connKeys[d.key]
-			if !ok {
-				continue
+			if _, ok := connKeys[d.key]; ok {
+				spelt[d.key] = def{d, li}
 			}
-			prev, had := chosen[f.canonical]
-			if had && prev.key == f.canonical && d.key != f.canonical {
-				continue
-			}
-			chosen[f.canonical] = d
 		}
-		for _, canonical := range connOrder {
-			d, ok := chosen[canonical]
-			if !ok {
-				continue
+	}
+	for _, canonical := range connOrder {
+		f := connKeys[canonical]
+		var pick *def
+		for _, k := range f.ansible {
+			if d, ok := spelt[k]; ok {
+				pick = &d
 			}
-			f := connKeys[canonical]
-			v, err := f.parse(d.value)
-			if err != nil {
-				return Conn{}, d.errAt("host %q: %s: %v", host, d.key, err)
-			}
-			f.set(&c, v)
-			switch canonical {
-			case "ssh_host":
-				addrSet = true
-			case "ssh_config_file":
-				dir = filepath.Dir(d.file)
-			}
+		}
+		if own, ok := spelt[canonical]; ok && f.own && (pick == nil || own.level >= pick.level) {
+			pick = &own
+		}
+		if pick == nil {
+			continue
+		}
+		d := pick.d
+		v, err := f.parse(d.value)
+		if err != nil {
+			return Conn{}, d.errAt("host %q: %s: %v", host, d.key, err)
+		}
+		f.set(&c, v)
+		switch canonical {
+		case "ssh_host":
+			addrSet = true
+		case "ssh_config_file":
+			dir = filepath.Dir(d.file)
 		}
 	}
 	if !addrSet {

@@ -188,16 +188,17 @@ func ansibleResolved(t *testing.T, c corpusCase, bin string) resolved {
 // ansible_host, ansible_port and ansible_user, or their ansible_ssh_*
 // spellings.
 func ansibleConn(host string, vars map[string]any) string {
-	first := func(def string, keys ...string) string {
+	// The ssh plugin's lists: the last one set wins.
+	last := func(def string, keys ...string) string {
 		for _, k := range keys {
 			if v, ok := vars[k]; ok {
-				return fmt.Sprint(v)
+				def = fmt.Sprint(v)
 			}
 		}
 		return def
 	}
-	return fmt.Sprintf("%s@%s:%s", first("", "ansible_user", "ansible_ssh_user"),
-		first(host, "ansible_host", "ansible_ssh_host"), first("0", "ansible_port", "ansible_ssh_port"))
+	return fmt.Sprintf("%s@%s:%s", last("", "ansible_user", "ansible_ssh_user"),
+		last(host, "ansible_host", "ansible_ssh_host"), last("0", "ansible_port", "ansible_ssh_port"))
 }
 
 func TestCorpusAgainstAnsible(t *testing.T) {

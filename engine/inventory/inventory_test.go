@@ -196,6 +196,34 @@ func TestLevelBeatsSpelling(t *testing.T) {
 	}
 }
 
+// TestAnsibleSpellingOrder: among Ansible's spellings of a setting, the
+// one Ansible's ssh plugin takes wins whatever level set it: the last of
+// its list (ansible_ssh_host over ansible_host, ansible_ssh_port over
+// ansible_port), as "ansible -vvv" connected in exploratory QA (olduser@
+// 127.0.0.9 port 1). Before, the most specific level won, and within one
+// the last spelling written: pgtune reached newuser@127.0.0.3 port 2.
+func TestAnsibleSpellingOrder(t *testing.T) {
+	ini := "[g]\nh3 ansible_host=127.0.0.3 ansible_ssh_port=1 ansible_port=2 ansible_user=newuser\n" +
+		"[g:vars]\nansible_ssh_host=127.0.0.9\nansible_ssh_user=olduser\nansible_private_key_file=/g\n" +
+		"[all:vars]\nansible_ssh_private_key_file=/all\nssh_user=own\n"
+	inv, err := Parse("alias.ini", []byte(ini))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := inv.Hosts[0].Conn
+	if c.User != "olduser" || c.Address != "127.0.0.9" || c.Port != 1 || c.PrivateKeyFile != "/all" {
+		t.Errorf("%s@%s port %d key %s; want olduser@127.0.0.9 port 1 key /all, as Ansible", c.User, c.Address, c.Port, c.PrivateKeyFile)
+	}
+	// pgtune's own key still wins at its level or a more specific one.
+	inv, err = Parse("i.yml", []byte("all:\n  vars: {ansible_ssh_user: a}\n  hosts:\n    h: {ssh_user: b, ansible_user: c}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := inv.Hosts[0].Conn.User; u != "b" {
+		t.Errorf("user %q, want b (pgtune's key, at the host)", u)
+	}
+}
+
 func TestRanges(t *testing.T) {
 	tests := []struct {
 		pattern string

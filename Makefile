@@ -13,7 +13,7 @@ build:
 # A read-only audit of this machine against the default policy. Drift is a
 # finding, not a failure: only a failed audit (exit 1) fails the target.
 demo: build
-	@./$(BIN) check; code=$$?; \
+	@./$(BIN) check -i inventories/localhost.yml; code=$$?; \
 	if [ $$code -eq 2 ]; then echo "(demo: drift found above; 'pgtune apply' would fix it)"; fi; \
 	[ $$code -ne 1 ]
 

@@ -21,6 +21,9 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 	if err != nil {
 		return nil, err
 	}
+	if cfg, err = inventory.WithAnsibleEnv(cfg); err != nil {
+		return nil, err
+	}
 	opts := inventory.Options{PlaybookDir: pbDir}
 	var warnings []string
 	if cfg != nil {
@@ -33,7 +36,11 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 		}
 		if o.inventory == "" && len(cfg.Inventory) > 0 {
 			if len(cfg.Inventory) > 1 {
-				return nil, fmt.Errorf("%s: inventory names %d sources; pgtune takes one (pass -i, or a directory holding them)", cfg.File, len(cfg.Inventory))
+				from := cfg.File
+				if cfg.InventoryFrom != "" {
+					from = cfg.InventoryFrom
+				}
+				return nil, fmt.Errorf("%s: inventory names %d sources; pgtune takes one (pass -i, or a directory holding them)", from, len(cfg.Inventory))
 			}
 			o.inventory = cfg.Inventory[0]
 		}

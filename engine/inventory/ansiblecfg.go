@@ -16,9 +16,11 @@ import (
 type AnsibleConfig struct {
 	File string
 	// Inventory is [defaults] inventory: paths resolved against the
-	// file's directory, or a host list.
-	Inventory []string
-	Forks     int // [defaults] forks; 0 when not set
+	// file's directory, or a host list; InventoryFrom names where it was
+	// set when not in File (ANSIBLE_INVENTORY).
+	Inventory     []string
+	InventoryFrom string
+	Forks         int // [defaults] forks; 0 when not set
 	// AskPass and BecomeAskPass are [defaults] ask_pass and
 	// [privilege_escalation] become_ask_pass: as -k and -K.
 	AskPass, BecomeAskPass bool
@@ -157,13 +159,79 @@ func LoadAnsibleConfig(path string) (*AnsibleConfig, error) {
 	return c, nil
 }
 
-// resolveCfgPath makes a relative path from ansible.cfg relative to the
-// file's directory, as Ansible does; ~ is expanded later by the transport.
+// resolveCfgPath expands a path from ansible.cfg as Ansible expands a
+// path setting ($VAR and ${VAR} that are set, a leading ~), and makes a
+// relative one relative to dir (the file's directory; the working
+// directory for an environment variable).
 func resolveCfgPath(dir, p string) string {
+	p = expandTilde(expandEnv(p))
 	if filepath.IsAbs(p) || strings.HasPrefix(p, "~") || strings.Contains(p, ",") {
 		return p
 	}
 	return filepath.Join(dir, p)
+}
+
+// expandEnv replaces $VAR and ${VAR} by the variable's value where it is
+// set, and leaves the others as written (as Python's expandvars does).
+func expandEnv(p string) string {
+	return os.Expand(p, func(name string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return "${" + name + "}"
+	})
+}
+
+// WithAnsibleEnv applies over cfg (nil: no ansible.cfg was found) the
+// environment variables Ansible reads for the same settings, which win
+// over the file there too: ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER,
+// ANSIBLE_PRIVATE_KEY_FILE and ANSIBLE_HOST_KEY_CHECKING. A CI job that
+// sets ANSIBLE_INVENTORY for its playbooks gets the same hosts from
+// pgtune, not this machine. Relative paths are the working directory's.
+func WithAnsibleEnv(cfg *AnsibleConfig) (*AnsibleConfig, error) {
+	env := func(name string) (string, bool) {
+		v, ok := os.LookupEnv(name)
+		return strings.TrimSpace(v), ok && strings.TrimSpace(v) != ""
+	}
+	_, inv := env("ANSIBLE_INVENTORY")
+	_, user := env("ANSIBLE_REMOTE_USER")
+	_, key := env("ANSIBLE_PRIVATE_KEY_FILE")
+	_, hkc := env("ANSIBLE_HOST_KEY_CHECKING")
+	if !inv && !user && !key && !hkc {
+		return cfg, nil
+	}
+	if cfg == nil {
+		cfg = &AnsibleConfig{File: "the environment"}
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := env("ANSIBLE_INVENTORY"); ok {
+		cfg.Inventory, cfg.InventoryFrom = nil, "ANSIBLE_INVENTORY"
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				cfg.Inventory = append(cfg.Inventory, resolveCfgPath(cwd, s))
+			}
+		}
+	}
+	if v, ok := env("ANSIBLE_REMOTE_USER"); ok {
+		cfg.Defaults.User = v
+	}
+	if v, ok := env("ANSIBLE_PRIVATE_KEY_FILE"); ok {
+		cfg.Defaults.PrivateKeyFile = resolveCfgPath(cwd, v)
+	}
+	if v, ok := env("ANSIBLE_HOST_KEY_CHECKING"); ok {
+		on, err := parseBecome(v)
+		if err != nil {
+			return nil, fmt.Errorf("ANSIBLE_HOST_KEY_CHECKING: %v", err)
+		}
+		cfg.Defaults.HostKeyChecking = ""
+		if !on.(bool) {
+			cfg.Defaults.HostKeyChecking = "accept-new" // as host_key_checking = False
+		}
+	}
+	return cfg, nil
 }
 
 type cfgValue struct {

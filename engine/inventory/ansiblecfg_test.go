@@ -116,3 +116,62 @@ func TestAnsibleConfigDefaults(t *testing.T) {
 		t.Errorf("conn\n got: %+v\n      %+v\nwant: %+v\n      %+v", db1.Conn, db2.Conn, want1, want2)
 	}
 }
+
+// TestAnsibleConfigPathsExpanded: paths in ansible.cfg take $VAR, ${VAR}
+// and a leading ~ as Ansible expands them (before: "stat ~/inv.ini: no
+// such file", "/proj/$HOME/inv.ini"); an unset variable stays as written.
+func TestAnsibleConfigPathsExpanded(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("PGTUNE_TEST_KEYS", "/keys")
+	dir := writeTree(t, map[string]string{"ansible.cfg": "[defaults]\ninventory = ~/inv.ini\nprivate_key_file = ${PGTUNE_TEST_KEYS}/fleet\n"})
+	c, err := LoadAnsibleConfig(filepath.Join(dir, "ansible.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Inventory, []string{filepath.Join(home, "inv.ini")}) || c.Defaults.PrivateKeyFile != "/keys/fleet" {
+		t.Errorf("inventory %v, key %q; want %s/inv.ini and /keys/fleet", c.Inventory, c.Defaults.PrivateKeyFile, home)
+	}
+	if got := resolveCfgPath("/d", "$PGTUNE_TEST_UNSET_X/k"); got != "/d/${PGTUNE_TEST_UNSET_X}/k" {
+		t.Errorf("unset variable: %q", got)
+	}
+}
+
+// TestAnsibleEnv: Ansible's environment variables win over ansible.cfg,
+// and count without one: a CI job that sets ANSIBLE_INVENTORY gets its
+// fleet from pgtune too (before: pgtune quietly took this machine).
+func TestAnsibleEnv(t *testing.T) {
+	for _, k := range []string{"ANSIBLE_INVENTORY", "ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_HOST_KEY_CHECKING"} {
+		t.Setenv(k, "")
+	}
+	if c, err := WithAnsibleEnv(nil); err != nil || c != nil {
+		t.Fatalf("nothing set: %+v, %v; want nil", c, err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ANSIBLE_INVENTORY", "hosts.ini")
+	t.Setenv("ANSIBLE_REMOTE_USER", "deploy")
+	t.Setenv("ANSIBLE_HOST_KEY_CHECKING", "False")
+	c, err := WithAnsibleEnv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Inventory, []string{filepath.Join(cwd, "hosts.ini")}) || c.InventoryFrom != "ANSIBLE_INVENTORY" ||
+		c.Defaults.User != "deploy" || c.Defaults.HostKeyChecking != "accept-new" {
+		t.Errorf("without ansible.cfg: %+v", c)
+	}
+	cfg := &AnsibleConfig{File: "/p/ansible.cfg", Inventory: []string{"/p/inv"}, Defaults: ConnDefaults{User: "cfg", PrivateKeyFile: "/p/k"}}
+	t.Setenv("ANSIBLE_PRIVATE_KEY_FILE", "/env/k")
+	if c, err = WithAnsibleEnv(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if c.Inventory[0] != filepath.Join(cwd, "hosts.ini") || c.Defaults.User != "deploy" || c.Defaults.PrivateKeyFile != "/env/k" {
+		t.Errorf("over ansible.cfg: %+v", c)
+	}
+	t.Setenv("ANSIBLE_HOST_KEY_CHECKING", "maybe")
+	if _, err := WithAnsibleEnv(nil); err == nil || !strings.Contains(err.Error(), "ANSIBLE_HOST_KEY_CHECKING") {
+		t.Errorf("a bad ANSIBLE_HOST_KEY_CHECKING: %v", err)
+	}
+}

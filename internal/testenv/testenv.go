@@ -78,12 +78,20 @@ func Isolate() (done func(), err error) {
 			return nil, err
 		}
 	}
-	if err := os.Unsetenv("SSH_AUTH_SOCK"); err != nil {
-		done()
-		return nil, err
+	// Nor the agent, nor Ansible's variables pgtune reads beside
+	// ansible.cfg (inventory.WithAnsibleEnv).
+	for _, k := range AnsibleEnv {
+		if err := os.Unsetenv(k); err != nil {
+			done()
+			return nil, err
+		}
 	}
 	return done, nil
 }
+
+// AnsibleEnv are the variables Isolate unsets: the agent, and Ansible's
+// that pgtune reads beside ansible.cfg.
+var AnsibleEnv = []string{"SSH_AUTH_SOCK", "ANSIBLE_INVENTORY", "ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_HOST_KEY_CHECKING"}
 
 // IgnoreSystemFiles stops this process from reading /etc/ssh/ssh_config
 // and /etc/ansible/ansible.cfg (syspaths). Isolate calls it; a copy of a

@@ -39,8 +39,10 @@ func TestIsolated(t *testing.T) {
 	if s := os.Getenv("XDG_STATE_HOME"); s != filepath.Join(home, "state") {
 		t.Errorf("XDG_STATE_HOME %s", s)
 	}
-	if s, ok := os.LookupEnv("SSH_AUTH_SOCK"); ok {
-		t.Errorf("SSH_AUTH_SOCK %s", s)
+	for _, k := range AnsibleEnv {
+		if s, ok := os.LookupEnv(k); ok {
+			t.Errorf("%s %s", k, s)
+		}
 	}
 	if syspaths.SSHConfig != "" || syspaths.AnsibleConfig != "" {
 		t.Errorf("system files %q %q", syspaths.SSHConfig, syspaths.AnsibleConfig)

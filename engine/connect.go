@@ -16,6 +16,12 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 	if c.Connection == "local" {
 		return transport.NewLocalBecome(c.BecomePassword), nil
 	}
+	return transport.DialSSH(ctx, SSHConfigOf(h))
+}
+
+// SSHConfigOf is how Dial reaches h over SSH (also what -vvv describes).
+func SSHConfigOf(h *inventory.Host) transport.SSHConfig {
+	c := h.Conn
 	addr := c.Address
 	if addr == h.Name {
 		// No ssh_host given: let the ssh_config's HostName (the named
@@ -23,7 +29,7 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		// as ssh(1) would.
 		addr = ""
 	}
-	return transport.DialSSH(ctx, transport.SSHConfig{
+	return transport.SSHConfig{
 		Name:           h.Name,
 		Address:        addr,
 		Port:           c.Port,
@@ -41,5 +47,5 @@ func Dial(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 		// saved SSH round trips and no host CPU, and it is one more
 		// protocol spoken with a hostile host. transport keeps it tested.
 		PrivilegedShell: false,
-	})
+	}
 }

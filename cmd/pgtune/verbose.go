@@ -4,13 +4,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // connectionLine says how a host is reached, for -vvv: user, address,
-// port, key, jump host and where its host key is checked. Values the
-// inventory leaves to ssh_config or to defaults say so.
+// port, key, jump host and where its host key is checked, with the
+// ssh_config files resolved as the connection resolves them (before, the
+// inventory's values alone: "no jump host, port 22" for a host an
+// ssh_config sends through a bastion to another port).
 func connectionLine(h *inventory.Host) string {
 	c := h.Conn
 	if c.Connection == "local" {
@@ -20,6 +24,17 @@ func connectionLine(h *inventory.Host) string {
 		}
 		return line
 	}
+	// As the connection will go: the ssh_config files resolved.
+	if route, err := transport.DescribeRoute(engine.SSHConfigOf(h)); err == nil {
+		if c.ConfigFile != "" {
+			route += ", ssh_config " + c.ConfigFile
+		}
+		if c.Become {
+			route += ", " + becomeText(c)
+		}
+		return route
+	}
+	// Not resolvable (the connection will say why): what the inventory says.
 	or := func(v, dflt string) string {
 		if v == "" {
 			return dflt

@@ -1,0 +1,58 @@
+package transport
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// DescribeRoute says how cfg reaches its host, as a connection would go:
+// the ssh_config files (the named one, ~/.ssh/config, the system file)
+// resolved as DialSSH resolves them, without touching the network. For
+// -vvv and inventory views: "ssh USER@HOST port N, key …, jump host …,
+// host key from … (policy)".
+func DescribeRoute(cfg SSHConfig) (string, error) {
+	r, err := resolve(cfg, currentIdentity(), os.Getenv("SSH_AUTH_SOCK") != "")
+	if err != nil {
+		return "", err
+	}
+	return r.describe(), nil
+}
+
+func (r *route) describe() string {
+	t := r.target
+	parts := []string{fmt.Sprintf("ssh %s@%s port %d", t.user, t.host, t.port), "key " + t.keysText()}
+	switch {
+	case len(r.jumps) > 0:
+		hops := make([]string, len(r.jumps))
+		for i, j := range r.jumps {
+			hops[i] = fmt.Sprintf("%s@%s port %d", j.user, j.host, j.port)
+		}
+		parts = append(parts, "jump host "+strings.Join(hops, ", then "))
+	case t.proxyCommand != "":
+		parts = append(parts, "proxy command "+t.proxyCommand)
+	default:
+		parts = append(parts, "no jump host")
+	}
+	known := "no known_hosts file (UserKnownHostsFile none)"
+	if len(t.knownHosts) > 0 {
+		known = "host key from " + strings.Join(t.knownHosts, ", ")
+	}
+	if t.hostKeyAlias != "" {
+		known += " as " + t.hostKeyAlias
+	}
+	return strings.Join(append(parts, fmt.Sprintf("%s (%s)", known, t.policy)), ", ")
+}
+
+func (e *endpoint) keysText() string {
+	keys := strings.Join(e.keyFiles, ", ")
+	switch {
+	case keys == "" && e.agent:
+		return "(the SSH agent's)"
+	case keys == "":
+		return "(none: no key file, no SSH agent)"
+	case e.agent:
+		return keys + " and the SSH agent's"
+	}
+	return keys
+}

@@ -188,11 +188,12 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		return out, nil
 	})}
 	auth = append(auth, passwordAuth(e.password)...)
+	algos, recorded := hk.algorithms(e.knownHostsName())
 	config := &ssh.ClientConfig{
 		User:              e.user,
 		Auth:              auth,
 		HostKeyCallback:   hk.callback,
-		HostKeyAlgorithms: hk.algorithms(e.knownHostsName()),
+		HostKeyAlgorithms: algos,
 		Timeout:           timeout,
 	}
 
@@ -207,7 +208,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		switch {
 		case hk.err != nil:
 			return nil, hk.err
-		case strings.Contains(err.Error(), "no common algorithm for host key") && len(config.HostKeyAlgorithms) > 0:
+		case strings.Contains(err.Error(), "no common algorithm for host key") && recorded:
 			return nil, &hostKeyError{kind: ErrChangedHostKey, msg: fmt.Sprintf(
 				"host key for %s CHANGED: the server offers none of the key types recorded in %s (%s); possible man-in-the-middle, refusing to connect",
 				addr, strings.Join(hk.files, ", "), strings.Join(config.HostKeyAlgorithms, ", "))}

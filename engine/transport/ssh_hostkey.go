@@ -48,14 +48,25 @@ func newHostKeyChecker(e *endpoint) (*hostKeyChecker, error) {
 	return hk, nil
 }
 
-// algorithms lists the key types recorded for addr, so that a server with
-// several host keys presents the one we know. Nil (library defaults) for
-// a host not recorded yet.
-func (hk *hostKeyChecker) algorithms(addr string) []string {
-	if hk.db == nil {
-		return nil
+// algorithms lists the key types recorded for addr (a @cert-authority
+// for it included), so that a server with several host keys presents the
+// one we know; recorded says there were some. For a host not recorded
+// yet, the plain key types only: a server with a host certificate then
+// presents its key, which can be told unknown (and recorded by
+// accept-new) as ssh(1) does; offered its certificate, the check could
+// only fail ("no authorities for hostname").
+func (hk *hostKeyChecker) algorithms(addr string) (algos []string, recorded bool) {
+	if hk.db != nil {
+		if algos := hk.db.HostKeyAlgorithms(addr); len(algos) > 0 {
+			return algos, true
+		}
 	}
-	return hk.db.HostKeyAlgorithms(addr)
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		if !strings.Contains(a, "-cert-") {
+			algos = append(algos, a)
+		}
+	}
+	return algos, false
 }
 
 func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.PublicKey) error {

@@ -201,6 +201,39 @@ func TestSSHHostKeyPolicy(t *testing.T) {
 	}
 }
 
+// TestSSHHostCertificateFirstContact: a server that presents a host
+// certificate (sshd's HostCertificate), reached with no @cert-authority
+// for it, is an unknown host like any other, as ssh(1) makes it: refused
+// with the usual advice under strict, its plain key recorded under
+// accept-new. Before, the client offered certificate types first, got the
+// certificate and failed with "ssh: no authorities for hostname", also
+// under accept-new.
+func TestSSHHostCertificateFirstContact(t *testing.T) {
+	key, pub := clientKey(t)
+	srv := newTestServer(t, []gossh.PublicKey{pub}, withHostCert())
+	t.Run("strict", func(t *testing.T) {
+		cfg := srv.baseConfig(key, writeKnownHosts(t, "[127.0.0.1]:1 "+strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub)))))
+		_, err := DialSSH(context.Background(), cfg)
+		if !errors.Is(err, ErrUnknownHostKey) || !strings.Contains(err.Error(), "ssh_host_key_checking: accept-new") {
+			t.Fatalf("err = %v, want the unknown-host refusal", err)
+		}
+	})
+	t.Run("accept-new", func(t *testing.T) {
+		known := filepath.Join(t.TempDir(), "known_hosts")
+		cfg := srv.baseConfig(key, known)
+		cfg.HostKeyPolicy = "accept-new"
+		c := dial(t, cfg)
+		c.Close()
+		data, err := os.ReadFile(known)
+		if err != nil || !strings.Contains(string(data), fmt.Sprintf("[127.0.0.1]:%d ssh-ed25519 ", srv.Port)) {
+			t.Fatalf("known_hosts after accept-new: %q, %v; want the plain ed25519 key", data, err)
+		}
+		cfg.HostKeyPolicy = "strict"
+		c = dial(t, cfg)
+		c.Close()
+	})
+}
+
 func TestSSHAuthenticationFailed(t *testing.T) {
 	_, pub := clientKey(t)
 	wrongKey, _ := clientKey(t)

@@ -118,6 +118,26 @@ func withHostKeys(types ...keyType) serverOption {
 	}
 }
 
+// withHostCert adds a certificate for the ed25519 host key, signed by a
+// CA of its own, as a fleet with an SSH CA presents (sshd's
+// HostCertificate): a client offering certificate types gets it first.
+func withHostCert() serverOption {
+	return func(t testing.TB, s *testServer) {
+		_, ca := newKey(t, keyEd25519)
+		host := s.hostKeys[string(keyEd25519)]
+		cert := &gossh.Certificate{Key: host.PublicKey(), CertType: gossh.HostCert, KeyId: "test host",
+			ValidPrincipals: []string{"127.0.0.1"}, ValidBefore: gossh.CertTimeInfinity}
+		if err := cert.SignCert(rand.Reader, ca); err != nil {
+			t.Fatal(err)
+		}
+		signer, err := gossh.NewCertSigner(cert, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.hostKeys["cert"] = signer
+	}
+}
+
 // asJumpHost lets the server forward TCP (direct-tcpip), as a bastion does.
 func asJumpHost() serverOption {
 	return func(_ testing.TB, s *testServer) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -111,6 +112,12 @@ func (hk *hostKeyChecker) appendKey(hostname string, remote net.Addr, key ssh.Pu
 	defer knownHostsMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return fmt.Errorf("accept-new: %w", err)
+	}
+	// Several inventory names for one address (hosts behind one
+	// bastion port) are first seen in the same run: one line for it.
+	line := knownhosts.Line([]string{hostname}, key)
+	if data, err := os.ReadFile(file); err == nil && slices.Contains(strings.Split(string(data), "\n"), line) {
+		return nil
 	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

@@ -750,3 +750,33 @@ func TestPIDCapture(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptNewRecordsOnce: hosts first seen together under one address
+// (inventory names behind one bastion port, dialled at once, each checker
+// having read known_hosts before any wrote) record one line, not one per
+// host.
+func TestAcceptNewRecordsOnce(t *testing.T) {
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	e := &endpoint{host: "127.0.0.1", port: 22201, knownHosts: []string{known}, policy: HostKeyAcceptNew}
+	_, host := newKey(t, keyEd25519)
+	var checkers []*hostKeyChecker
+	for range 3 {
+		hk, err := newHostKeyChecker(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkers = append(checkers, hk)
+	}
+	for _, hk := range checkers {
+		if err := hk.callback(e.knownHostsName(), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22201}, host.PublicKey()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 1 {
+		t.Errorf("known_hosts has %d lines, want 1:\n%s", n, data)
+	}
+}

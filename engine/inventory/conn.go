@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -225,6 +226,9 @@ func parseBecome(v any) (any, error) {
 // expandHost expands Ansible host ranges (db[01:03], node-[a:c],
 // web[0:10:5]) and splits a trailing :PORT.
 func expandHost(pattern string) (names []string, port string, err error) {
+	if addr, port, ok, err := bracketedIPv6(pattern); ok {
+		return []string{addr}, port, err
+	}
 	var colons []int // outside [ranges]
 	depth := 0
 	for i, c := range pattern {
@@ -249,6 +253,28 @@ func expandHost(pattern string) (names []string, port string, err error) {
 	}
 	names, err = expandRanges(pattern, 0)
 	return names, port, err
+}
+
+// bracketedIPv6 reads [IPv6]:PORT or [IPv6], as Ansible does (ok: it is
+// one): not a range, which has one colon between its bounds.
+func bracketedIPv6(pattern string) (addr, port string, ok bool, err error) {
+	rest, found := strings.CutPrefix(pattern, "[")
+	if !found {
+		return "", "", false, nil
+	}
+	addr, after, found := strings.Cut(rest, "]")
+	if ip := net.ParseIP(addr); !found || strings.Count(addr, ":") < 2 || ip == nil || ip.To4() != nil {
+		return "", "", false, nil
+	}
+	if after == "" {
+		return addr, "", true, nil
+	}
+	if p, cut := strings.CutPrefix(after, ":"); cut {
+		if _, err := strconv.Atoi(p); err == nil {
+			return addr, p, true, nil
+		}
+	}
+	return "", "", true, fmt.Errorf("expected [IPv6] or [IPv6]:PORT")
 }
 
 const maxExpanded = 100000

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -239,6 +240,10 @@ func TestRanges(t *testing.T) {
 		{"r[1:2]c[1:2]", []string{"r1c1", "r1c2", "r2c1", "r2c2"}, "", ""},
 		{"db[1:2]:2222", []string{"db1", "db2"}, "2222", ""},
 		{"fe80::1", []string{"fe80::1"}, "", ""},
+		{"[2001:db8::1]:2200", []string{"2001:db8::1"}, "2200", ""},
+		{"[2001:db8::1]", []string{"2001:db8::1"}, "", ""},
+		{"[2001:db8::1]:x", nil, "", "expected [IPv6] or [IPv6]:PORT"},
+		{"[1:3]", []string{"1", "2", "3"}, "", ""},
 		{"db:x", nil, "", "expected NAME or NAME:PORT"},
 		{"db[3:1]", nil, "", "range [3:1]: bad bounds"},
 		{"db[1:2", nil, "", "unbalanced ["},
@@ -363,5 +368,31 @@ func TestErrorsArePositioned(t *testing.T) {
 	}
 	if _, err := Load("testdata/does-not-exist.yml"); err == nil || !strings.Contains(err.Error(), "testdata/does-not-exist.yml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestBracketedIPv6: [IPv6]:PORT in an INI or YAML inventory and in a
+// comma list is the host IPv6 on PORT, as ansible-inventory reads it
+// (before: "range [2001:db8::1] must be [start:end]" failed the whole
+// inventory, and the comma list made a host named "[2001:db8::1]:2200"
+// on port 22).
+func TestBracketedIPv6(t *testing.T) {
+	dir := t.TempDir()
+	ini := filepath.Join(dir, "v6.ini")
+	yml := filepath.Join(dir, "v6.yml")
+	if err := os.WriteFile(ini, []byte("[2001:db8::1]:2200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(yml, []byte("all:\n  hosts:\n    \"[2001:db8::1]:2200\":\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{ini, yml, "[2001:db8::1]:2200,"} {
+		inv, err := Open(src, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if len(inv.Hosts) != 1 || inv.Hosts[0].Name != "2001:db8::1" || inv.Hosts[0].Conn.Port != 2200 {
+			t.Errorf("%s: hosts %+v, want 2001:db8::1 on port 2200", src, inv.Hosts[0])
+		}
 	}
 }

@@ -240,3 +240,62 @@ func TestCorpusAgainstAnsible(t *testing.T) {
 		})
 	}
 }
+
+// TestCorpusSubscriptsAgainstAnsible: G[i] picks, for every i, the host
+// Ansible's ansible --list-hosts 'G[0:]' lists i-th, and G[n] past them
+// none. Groups with grandchildren are left out: Ansible walks that level
+// as a set, in an order that varies between runs.
+func TestCorpusSubscriptsAgainstAnsible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("comparison with ansible runs without -short")
+	}
+	bin, err := exec.LookPath("ansible")
+	if err != nil {
+		t.Fatalf("ansible is not installed (%v): run scripts/deps.sh", err)
+	}
+	for _, c := range corpusCases(t) {
+		if filepath.Ext(c.source) == ".json" {
+			continue // ansible reads it only through a script
+		}
+		t.Run(c.name, func(t *testing.T) {
+			o := Options{}
+			if c.playbookDir != "" {
+				o.PlaybookDir = filepath.Join(c.dir, c.playbookDir)
+			}
+			inv, err := Open(c.sourcePath(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := c.sourcePath()
+			if !strings.Contains(src, ",") {
+				if src, err = filepath.Abs(src); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, g := range sortedKeys(inv.Groups) {
+				deep := false
+				for _, k := range inv.Groups[g].Children {
+					deep = deep || len(inv.Groups[k].Children) > 0
+				}
+				if deep {
+					continue
+				}
+				want := strings.Fields(ansibleListHosts(t, bin, src, g+"[0:]"))
+				var got []string
+				for i := 0; i <= len(want); i++ {
+					hs, err := inv.Match(fmt.Sprintf("%s[%d]", g, i))
+					if err != nil {
+						t.Errorf("%s[%d]: %v", g, i, err)
+						break
+					}
+					for _, h := range hs {
+						got = append(got, h.Name)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("group %s: subscripts pick %v, ansible %v", g, got, want)
+				}
+			}
+		})
+	}
+}

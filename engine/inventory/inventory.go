@@ -37,6 +37,10 @@ type Group struct {
 	Children []string // sorted
 	Vars     map[string]any
 
+	// listed and kids are Hosts and Children in the order the inventory
+	// lists them (Ansible's order, which host subscripts count in).
+	listed, kids []string
+
 	parents []string
 	// depth is the longest path from "all" (Ansible sorts by it: deeper
 	// groups win), priority is ansible_group_priority (default 1).
@@ -161,6 +165,8 @@ type parser struct {
 	hostFile  map[string]string
 	hostOrder []string
 	inGroup   map[string]map[string]bool
+	// groupOrder is the order groups were first named in.
+	groupOrder []string
 
 	// Vars from group_vars/ and host_vars/ beside the inventory sources
 	// (index 0) and beside the playbook (index 1).
@@ -318,6 +324,7 @@ func (p *parser) group(name string, line int) *Group {
 	if g == nil {
 		g = &Group{Name: name, Vars: map[string]any{}, priority: 1, line: line, file: p.file}
 		p.groups[name] = g
+		p.groupOrder = append(p.groupOrder, name)
 	}
 	return g
 }
@@ -530,8 +537,9 @@ func (p *parser) checkDef(d varDef) (varDef, error) {
 
 // build links groups, orders them as Ansible does and merges vars.
 func (p *parser) build(name string) (*Inventory, error) {
-	// A group no other group claims is a child of all, as in Ansible.
-	for _, gname := range sortedKeys(p.groups) {
+	// A group no other group claims is a child of all, as in Ansible
+	// (in the order groups were first named: all's host order).
+	for _, gname := range p.groupOrder {
 		if gname != "all" && len(p.groups[gname].parents) == 0 {
 			p.link("all", gname)
 		}
@@ -551,6 +559,14 @@ func (p *parser) build(name string) (*Inventory, error) {
 	}
 	member := p.membership()
 	for _, g := range p.groups {
+		g.listed = slices.Clone(g.Hosts)
+		g.kids = slices.Clone(g.Children)
+		if g.Name == "all" {
+			// Ansible makes ungrouped all's first child.
+			if i := slices.Index(g.kids, "ungrouped"); i > 0 {
+				g.kids = append([]string{"ungrouped"}, slices.Delete(g.kids, i, i+1)...)
+			}
+		}
 		sort.Strings(g.Hosts)
 		g.Children = uniqSorted(g.Children)
 		for _, l := range [][]varDef{p.groupVars[g.Name], p.dirGroupVars[0][g.Name], p.dirGroupVars[1][g.Name]} {

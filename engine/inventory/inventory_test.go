@@ -299,7 +299,8 @@ func TestMatch(t *testing.T) {
 		{pattern: "postgres:!nope", err: `no host or group matches "nope"`},
 		{pattern: "zz*", err: `no host or group matches "zz*"`},
 		{pattern: "~^zz", err: `no host or group matches "~^zz"`},
-		{pattern: "postgres[9]", err: `host pattern "postgres[9]": subscript out of range (4 hosts)`},
+		{pattern: "postgres[9]", want: ""}, // Ansible: "No hosts matched"
+		{pattern: "postgres[-2:]", err: `no host or group matches "postgres[-2:]"`},
 		{pattern: "~(", err: "host pattern \"~(\": error parsing regexp: missing closing ): `(`"},
 		{pattern: "", err: "empty host pattern"},
 		{pattern: " , ", err: "empty host pattern"},

@@ -5,7 +5,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -16,7 +15,11 @@ import (
 // "a:&b" intersection, "a:!b" exclusion. As in Ansible, unions are taken
 // first, then intersections, then exclusions, whatever their order. Every
 // term must match something: a typo must not silently select or spare
-// hosts. The result is sorted by name.
+// hosts. Subscripts count a group's hosts in Ansible's order, the order
+// the inventory lists them (groupHosts), not by name, so pg[0] is the host
+// Ansible's pg[0] is; a slice past the end is cut there and a single
+// index past it selects nothing, as in Ansible. The result is sorted by
+// name.
 func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 	// A name that is a host or group as a whole is that, even when it
 	// holds a ":" (an IPv6 address such as "::1" or "fe80::1").
@@ -227,14 +230,13 @@ func (inv *Inventory) term(t string) ([]string, error) {
 }
 
 // exact resolves a group name (all its hosts, children included) or a
-// host name; a name that is both (Ansible allows it) means both.
+// host name; a name that is both (Ansible allows it) means both. A
+// group's hosts come in Ansible's order, which subscripts count in.
 func (inv *Inventory) exact(name string) ([]string, bool) {
 	if _, ok := inv.Groups[name]; ok {
-		var out []string
-		for _, h := range inv.Hosts {
-			if h.Name == name || slices.Contains(h.Groups, name) {
-				out = append(out, h.Name)
-			}
+		out := inv.groupHosts(name)
+		if _, ok := inv.byName[name]; ok && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 		return out, true
 	}
@@ -242,6 +244,58 @@ func (inv *Inventory) exact(name string) ([]string, bool) {
 		return []string{name}, true
 	}
 	return nil, false
+}
+
+// groupHosts returns a group's hosts in Ansible's order (Group.get_hosts):
+// those it lists, in the order the inventory lists them (the files of an
+// inventory directory in name order), then its children's in the order
+// they are listed, then their children's, level by level, each host once.
+// Past the direct children Ansible walks each level as a set, so its
+// order there varies between runs; pgtune takes the groups of a level in
+// the order their parents list them.
+func (inv *Inventory) groupHosts(name string) []string {
+	seenGroup := map[string]bool{name: true}
+	order := []string{name}
+	for level := order; len(level) > 0; {
+		var next []string
+		for _, g := range level {
+			for _, c := range inv.Groups[g].childOrder() {
+				if !seenGroup[c] {
+					seenGroup[c] = true
+					next = append(next, c)
+				}
+			}
+		}
+		order = append(order, next...)
+		level = next
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range order {
+		for _, h := range inv.Groups[g].hostOrder() {
+			if _, ok := inv.byName[h]; ok && !seen[h] {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// hostOrder and childOrder are a group's hosts and children in the order
+// the inventory lists them (sorted for a group built by hand).
+func (g *Group) hostOrder() []string {
+	if g.listed == nil {
+		return g.Hosts
+	}
+	return g.listed
+}
+
+func (g *Group) childOrder() []string {
+	if g.kids == nil {
+		return g.Children
+	}
+	return g.kids
 }
 
 // matchFunc returns the hosts whose name, or one of whose groups' names,
@@ -263,49 +317,50 @@ func (inv *Inventory) matchFunc(match func(string) bool) []string {
 	return out
 }
 
-// subscript picks hosts by position (sorted by name); like Ansible,
-// [a:b] includes b.
+// subscript picks hosts by position in Ansible's order (groupHosts); like
+// Ansible, [a:b] includes b, [a:] runs to the last host, and a slice past
+// the last host is cut there (etcd[0:5] on two hosts is both). A single
+// index ([i], [-i]) past the hosts selects none, as in Ansible ("No hosts
+// matched"); the other terms of the pattern still count. A range takes no
+// negative bound and needs its start ([-2:], [:3]): Ansible reads those as
+// no subscript, a pattern that matches nothing. [i:0] is [i], as Ansible
+// takes an end of 0 for none.
 func subscript(t string, hosts []string, from string, isRange bool, to string) ([]string, error) {
-	sort.Strings(hosts)
 	n := len(hosts)
-	idx := func(s string, def int) (int, error) {
-		if s == "" {
-			return def, nil
+	num := func(s string) int {
+		i, _ := strconv.Atoi(s) // digits, as subscriptRe took them
+		return i
+	}
+	if !isRange {
+		if from == "" {
+			return nil, fmt.Errorf("no host or group matches %q", t)
 		}
-		i, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, err
-		}
+		i := num(from)
 		if i < 0 {
 			i += n
 		}
 		if i < 0 || i >= n {
-			return 0, fmt.Errorf("out of range")
-		}
-		return i, nil
-	}
-	bad := func() ([]string, error) {
-		return nil, fmt.Errorf("host pattern %q: subscript out of range (%d hosts)", t, n)
-	}
-	if !isRange {
-		if from == "" {
-			return bad()
-		}
-		i, err := idx(from, 0)
-		if err != nil {
-			return bad()
+			return []string{}, nil
 		}
 		return hosts[i : i+1], nil
 	}
-	a, err := idx(from, 0)
-	if err != nil {
-		return bad()
+	if from == "" || strings.HasPrefix(from, "-") || strings.HasPrefix(to, "-") {
+		return nil, fmt.Errorf("no host or group matches %q", t)
 	}
-	b, err := idx(to, n-1)
-	if err != nil || b < a {
-		return bad()
+	a, b := num(from), n-1
+	if to != "" {
+		b = num(to)
 	}
-	return hosts[a : b+1], nil
+	if to != "" && b == 0 {
+		// Ansible reads an end of 0 as none given: [i:0] is [i].
+		return subscript(t, hosts, from, false, "")
+	}
+	// Python's hosts[a:b+1]: both ends cut to the hosts there are.
+	a, b = min(a, n), min(b+1, n)
+	if b < a {
+		b = a
+	}
+	return hosts[a:b], nil
 }
 
 func (inv *Inventory) names(hs []*Host) []string {

@@ -1,0 +1,160 @@
+package inventory
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Inventories of several shapes whose subscripts QA checked against
+// ansible --list-hosts: hosts are counted in the order the inventory
+// lists them, children after their parent's own hosts.
+var subscriptInventories = map[string]map[string]string{
+	"lim.ini": {"lim.ini": "[pg]\ndb10\ndb2\ndb1\nDB3\n[web]\nweb-b\nweb-a\n[etcd]\ne2\ne1\n"},
+	"ch.ini": {"ch.ini": "[top:children]\nzc\nac\n[top]\nt2\nt1\n[zc]\nz2\nz1\n[ac]\na2\na1\nt1\n" +
+		"[zc:children]\nzz\n[ac:children]\naa\n[zz]\nzz1\n[aa]\naa1\n"},
+	"y.yml": {"y.yml": "all:\n  hosts:\n    u2:\n  children:\n    pg:\n      hosts:\n        db10:\n        db2:\n        db1:\n" +
+		"      children:\n        sub:\n          hosts:\n            s1:\n            db0:\n" +
+		"    web:\n      hosts:\n        w2:\n        w1:\n"},
+	// An inventory directory: its files in name order (.ini is one of
+	// the extensions Ansible skips there).
+	"dir": {"dir/b": "[pg]\nb2\nb1\n", "dir/a": "[pg]\na9\na1\n[web]\nw1\n"},
+}
+
+var subscriptCases = []struct {
+	inv, pattern, want string // want in Ansible's order
+	// unordered: Ansible's order here varies between runs (the second
+	// level of children); only the set is compared with it.
+	unordered bool
+}{
+	{"lim.ini", "pg[0]", "db10", false},
+	{"lim.ini", "pg[-1]", "DB3", false},
+	{"lim.ini", "pg[1:2]", "db2 db1", false},
+	{"lim.ini", "pg[2:]", "db1 DB3", false},
+	{"lim.ini", "pg[2:0]", "db1", false}, // an end of 0 is none: [2]
+	{"lim.ini", "web[0]", "web-b", false},
+	{"lim.ini", "etcd[0:5]", "e2 e1", false},
+	{"lim.ini", "etcd[1:9]", "e1", false},
+	{"lim.ini", "etcd[3:5]", "", false},
+	{"lim.ini", "etcd[5]", "", false},
+	{"lim.ini", "etcd[-3]", "", false},
+	{"lim.ini", "etcd[-2]", "e2", false},
+	{"lim.ini", "web[0]:pg[0]", "web-b db10", false},
+	{"lim.ini", "all[0:3]", "db10 db2 db1 DB3", false},
+	{"lim.ini", "all[-1]", "e1", false},
+	{"ch.ini", "top[0:5]", "t2 t1 z2 z1 a2 a1", false},
+	{"ch.ini", "top[0:]", "t2 t1 z2 z1 a2 a1 zz1 aa1", true},
+	{"ch.ini", "ac[0:]", "a2 a1 t1 aa1", false},
+	{"ch.ini", "zc[-1]", "zz1", false},
+	{"y.yml", "pg[0:]", "db10 db2 db1 s1 db0", false},
+	{"y.yml", "pg[-1]", "db0", false},
+	{"y.yml", "all[0:]", "u2 db10 db2 db1 w2 w1 s1 db0", false},
+	{"y.yml", "ungrouped[0]", "u2", false},
+	{"dir", "pg[0:]", "a9 a1 b2 b1", false},
+	{"dir", "all[-1]", "w1", false},
+}
+
+func writeSubscriptInventories(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, files := range subscriptInventories {
+		for rel, text := range files {
+			p := filepath.Join(root, name, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+func subscriptSource(root, inv string) string {
+	if inv == "dir" {
+		return filepath.Join(root, inv, "dir")
+	}
+	return filepath.Join(root, inv, inv)
+}
+
+// TestSubscriptOrder: a subscript picks by Ansible's order of a group's
+// hosts, not by name (pg[0] was DB3, Ansible's is db10), and a slice past
+// the hosts is cut there (etcd[0:5] was an error).
+func TestSubscriptOrder(t *testing.T) {
+	root := writeSubscriptInventories(t)
+	for _, tc := range subscriptCases {
+		t.Run(tc.inv+"/"+tc.pattern, func(t *testing.T) {
+			inv, err := Open(subscriptSource(root, tc.inv), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs, err := inv.Match(tc.pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range hs {
+				got = append(got, h.Name)
+			}
+			if want := sortedNames(tc.want); strings.Join(got, " ") != want {
+				t.Errorf("Match(%q) = %q, want %q", tc.pattern, strings.Join(got, " "), want)
+			}
+		})
+	}
+}
+
+// TestSubscriptOrderAgainstAnsible checks the cases' expectations with
+// ansible --list-hosts, which lists hosts in the order it picked them.
+func TestSubscriptOrderAgainstAnsible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("comparison with ansible runs without -short")
+	}
+	bin, err := exec.LookPath("ansible")
+	if err != nil {
+		t.Fatalf("ansible is not installed (%v): run scripts/deps.sh", err)
+	}
+	root := writeSubscriptInventories(t)
+	for _, tc := range subscriptCases {
+		t.Run(tc.inv+"/"+tc.pattern, func(t *testing.T) {
+			got := ansibleListHosts(t, bin, subscriptSource(root, tc.inv), tc.pattern)
+			want := tc.want
+			if tc.unordered {
+				got, want = sortedNames(got), sortedNames(want)
+			}
+			if got != want {
+				t.Errorf("ansible --list-hosts %q = %q, the case says %q", tc.pattern, got, want)
+			}
+		})
+	}
+}
+
+// ansibleListHosts runs ansible --list-hosts and returns the hosts in
+// its order, space-separated.
+func ansibleListHosts(t *testing.T, bin, src, pattern string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "-i", src, "--list-hosts", pattern)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home, "ANSIBLE_LOCAL_TEMP="+home, "LC_ALL=C.UTF-8")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ansible --list-hosts %q: %v\n%s", pattern, err, out)
+	}
+	var hosts []string
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "hosts (") {
+			hosts = append(hosts, l)
+		}
+	}
+	return strings.Join(hosts, " ")
+}
+
+func sortedNames(s string) string {
+	f := strings.Fields(s)
+	sort.Strings(f)
+	return strings.Join(f, " ")
+}

@@ -504,11 +504,39 @@ func (p *parser) def(key string, n *yaml.Node) (varDef, error) {
 	if n.Tag == "!vault" {
 		return p.checkDef(varDef{key: key, value: vaultValue{}, file: p.file, line: n.Line})
 	}
+	yaml11Bools(n)
 	var v any
 	if err := n.Decode(&v); err != nil {
 		return varDef{}, posErr(p.file, n, "%s: %v", key, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return p.checkDef(varDef{key: key, value: v, file: p.file, line: n.Line})
+}
+
+// yaml11Bools types the unquoted yes/no/on/off of n (nested values too)
+// as booleans, as Ansible's YAML 1.1 loader does: `second_file: yes` is
+// true there, and a string "yes" in YAML 1.2 (ansible-inventory --list
+// shows true; an expression's condition needs a bool).
+func yaml11Bools(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Style != 0 || n.ShortTag() != "!!str" {
+			return
+		}
+		switch n.Value {
+		case "yes", "Yes", "YES", "on", "On", "ON":
+			n.Tag, n.Value = "!!bool", "true"
+		case "no", "No", "NO", "off", "Off", "OFF":
+			n.Tag, n.Value = "!!bool", "false"
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			yaml11Bools(n.Content[i])
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			yaml11Bools(c)
+		}
+	}
 }
 
 // checkDef checks a connection setting where it is written.

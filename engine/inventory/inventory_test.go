@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -395,5 +396,23 @@ func TestBracketedIPv6(t *testing.T) {
 		if len(inv.Hosts) != 1 || inv.Hosts[0].Name != "2001:db8::1" || inv.Hosts[0].Conn.Port != 2200 {
 			t.Errorf("%s: hosts %+v, want 2001:db8::1 on port 2200", src, inv.Hosts[0])
 		}
+	}
+}
+
+// TestYAML11Booleans: unquoted yes/no/on/off in a YAML inventory are
+// booleans, as Ansible's YAML 1.1 loader makes them (ansible-inventory
+// --list shows true); quoted, they stay strings. Before, "yes" was a
+// string and `${vars.big ? 4 * GiB : 2 * GiB}` failed the host.
+func TestYAML11Booleans(t *testing.T) {
+	inv, err := Parse("i.yml", []byte("all:\n  hosts:\n    h:\n      big: yes\n      off_switch: Off\n      quoted: \"yes\"\n      nested: {a: [on, no]}\n      word: yesterday\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := inv.Hosts[0].Vars
+	if v["big"] != true || v["off_switch"] != false || v["quoted"] != "yes" || v["word"] != "yesterday" {
+		t.Errorf("vars %#v", v)
+	}
+	if n, ok := v["nested"].(map[string]any); !ok || fmt.Sprint(n["a"]) != "[true false]" {
+		t.Errorf("nested %#v", v["nested"])
 	}
 }

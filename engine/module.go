@@ -70,3 +70,12 @@ func FactSets(mods map[string]Module) []facts.Set {
 	}
 	return sets
 }
+
+// OutputDeclarer is implemented by modules that declare the outputs their
+// Check plans (plan.ModulePlan.Outputs), which expressions read as
+// <module>.<name>: each name with a sample value of its type. validate
+// checks expressions against them; a module without it may be read by
+// any name.
+type OutputDeclarer interface {
+	Outputs() map[string]any
+}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/playbook"
 )
 
@@ -24,14 +27,44 @@ func Schema(mods map[string]Module) *expr.Schema {
 	return s
 }
 
-// ValidatePolicy checks every play's params without contacting any host:
-// each module's Validate (types and bounds of the values that need no
-// host), then the names every expression uses against Schema. Errors are
-// located at file:line:col; all of them are returned, play by play.
+// PolicyHosts is what validate knows of the hosts when an inventory was
+// named: the selected hosts, and which of them each play runs on.
+type PolicyHosts struct {
+	Hosts   []*inventory.Host
+	members []map[string]bool
+}
+
+// InventoryHosts resolves each play of book against inv for
+// ValidatePolicyOn; hosts are the selected ones.
+func InventoryHosts(inv *inventory.Inventory, book *playbook.Playbook, hosts []*inventory.Host) (*PolicyHosts, error) {
+	members, err := playMembers(inv, book)
+	if err != nil {
+		return nil, err
+	}
+	return &PolicyHosts{Hosts: hosts, members: members}, nil
+}
+
+// ValidatePolicy is ValidatePolicyOn with no inventory: vars.* are not
+// checked.
 func ValidatePolicy(book *playbook.Playbook, mods map[string]Module) error {
+	return ValidatePolicyOn(book, mods, nil)
+}
+
+// ValidatePolicyOn checks every play's params without contacting any
+// host: each module's Validate (types and bounds of the values that need
+// no host), the names every expression uses against Schema, then each
+// expression evaluated against a scope where every fact, var and module
+// output is an unknown value of its type and the functions are the real
+// ones (staticScope): unknown functions, names and attributes and type
+// errors are found, values that need a host stay unknown. With hosts
+// (an inventory was named), a var no selected host defines is an error.
+// Errors are located at file:line:col; all of them are returned, play by
+// play.
+func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *PolicyHosts) error {
 	schema := Schema(mods)
 	var errs []error
-	for _, p := range book.Plays {
+	for i, p := range book.Plays {
+		scope := staticScope(book, i, mods, hosts)
 		names := append([]string(nil), p.Sections...)
 		sort.Strings(names)
 		for _, name := range names {
@@ -46,8 +79,114 @@ func ValidatePolicy(book *playbook.Playbook, mods map[string]Module) error {
 			}
 			if err := expr.CheckAllNames(params, schema); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
+			if hosts != nil {
+				if err := checkVars(params, hosts.Hosts); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", name, err))
+					continue
+				}
+			}
+			if err := scope.CheckAll(params); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkVars refuses a vars.NAME that no host defines: it fails on every
+// host of the run.
+func checkVars(params any, hosts []*inventory.Host) error {
+	return expr.CheckAllAttrs(params, "vars", func(name string) bool {
+		for _, h := range hosts {
+			if _, ok := h.Vars[name]; ok {
+				return true
+			}
+			if _, ok := h.Unusable[name]; ok {
+				return true
+			}
+		}
+		return false
+	}, func(name string) string {
+		n := len(hosts)
+		if n == 1 {
+			return fmt.Sprintf("vars.%s: the inventory's one host does not define it", name)
+		}
+		return fmt.Sprintf("vars.%s: none of the inventory's %d hosts defines it", name, n)
+	})
+}
+
+// staticScope is what play i's expressions see on any host, with
+// unknown values where a host is needed: facts of their types (and each
+// module's fact set), host.name, vars (any name and type without hosts;
+// the names some host defines with them), and the outputs of the modules
+// that can run beside the play's on one host (declared by OutputDeclarer;
+// any name otherwise). Without hosts, every play's modules count: which
+// plays share a host is not known.
+func staticScope(book *playbook.Playbook, i int, mods map[string]Module, hosts *PolicyHosts) *expr.Scope {
+	s := expr.NewScope(book.File)
+	s.SetValue("host", cty.ObjectVal(map[string]cty.Value{"name": cty.UnknownVal(cty.String)}))
+
+	fattrs := expr.UnknownOf(facts.Facts{}).AsValueMap()
+	for _, set := range FactSets(mods) {
+		fattrs[set.Name] = cty.DynamicVal
+	}
+	s.SetValue("facts", expr.ObjectOf(fattrs))
+
+	if hosts == nil {
+		s.SetValue("vars", cty.DynamicVal)
+	} else {
+		vattrs := map[string]cty.Value{}
+		for _, h := range hosts.Hosts {
+			for k := range h.Vars {
+				vattrs[k] = cty.DynamicVal
+			}
+			for k := range h.Unusable {
+				vattrs[k] = cty.DynamicVal
+			}
+		}
+		s.SetValue("vars", expr.ObjectOf(vattrs))
+	}
+
+	for _, name := range playNeighbours(book, i, hosts) {
+		m, ok := mods[name]
+		if !ok {
+			continue
+		}
+		if d, ok := m.(OutputDeclarer); ok {
+			s.SetValue(name, expr.UnknownAttrs(d.Outputs()))
+		} else {
+			s.SetValue(name, cty.DynamicVal)
+		}
+	}
+	return s
+}
+
+// playNeighbours names the modules play i's hosts may run: its own, and
+// those of every play sharing a selected host with it (of every play
+// without hosts, or when play i runs on none of them).
+func playNeighbours(book *playbook.Playbook, i int, hosts *PolicyHosts) []string {
+	var out []string
+	shares := func(j int) bool {
+		if hosts == nil || j == i {
+			return true
+		}
+		mine := 0
+		for _, h := range hosts.Hosts {
+			if hosts.members[i][h.Name] {
+				mine++
+				if hosts.members[j][h.Name] {
+					return true
+				}
+			}
+		}
+		return mine == 0
+	}
+	for j, p := range book.Plays {
+		if shares(j) {
+			out = append(out, p.Sections...)
+		}
+	}
+	return out
 }

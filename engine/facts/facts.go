@@ -8,10 +8,13 @@ package facts
 // The core fields are every module's concern (memory, the kernel keys the
 // modules declare, the cluster they all size against); Modules holds the
 // facts each module declared for itself.
+//
+// Fields tagged expr:"text" are strings that are never a number: validate
+// checks expressions as if they held a word (expr.UnknownOf).
 type Facts struct {
-	Hostname string `json:"hostname"`
-	Kernel   string `json:"kernel"`
-	User     string `json:"user"` // login user
+	Hostname string `json:"hostname" expr:"text"`
+	Kernel   string `json:"kernel" expr:"text"`
+	User     string `json:"user" expr:"text"` // login user
 	IsRoot   bool   `json:"is_root"`
 
 	MemTotal       int64 `json:"mem_total"`

@@ -82,6 +82,12 @@ func (*Module) Name() string       { return Name }
 func (*Module) Requires() []string { return nil }
 func (*Module) NewParams() any     { return DefaultParams() }
 
+// Outputs declares what Check plans for expressions (hugepages.pool):
+// names and types, for validate.
+func (*Module) Outputs() map[string]any {
+	return map[string]any{"pool": int64(0), "pages": int64(0), "page_size": int64(0), "other_pools": int64(0)}
+}
+
 // State is what Check hands to Apply and Verify.
 type State struct {
 	PageSize  int64

@@ -59,6 +59,12 @@ func (*Module) Name() string { return Name }
 // are in place before its restart, the one restart both need.
 func (*Module) Requires() []string { return nil }
 
+// Outputs declares what Check plans for expressions (oom.restart):
+// names and types, for validate.
+func (*Module) Outputs() map[string]any {
+	return map[string]any{OutPostmasterAdj: int64(0), OutRestart: false}
+}
+
 func (*Module) NewParams() any {
 	return &Params{PostmasterScoreAdj: expr.Literal(-1000), Systemd: expr.Literal("auto")}
 }

@@ -99,6 +99,12 @@ func (*Module) Name() string { return Name }
 func (*Module) Requires() []string { return []string{hugepages.Name, "pgconf"} }
 func (*Module) NewParams() any     { return DefaultParams() }
 
+// Outputs declares what Check plans for expressions
+// (overcommit.kbytes): names and types, for validate.
+func (*Module) Outputs() map[string]any {
+	return map[string]any{"kbytes": int64(0), "commit_limit": int64(0), "pool": int64(0), "backing": int64(0), "protective": false}
+}
+
 // State is what Check hands to Apply and Verify.
 type State struct {
 	Kbytes    int64

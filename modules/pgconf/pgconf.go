@@ -63,6 +63,12 @@ func New() *Module { return &Module{} }
 func (*Module) Name() string       { return Name }
 func (*Module) Requires() []string { return []string{"hugepages", "oom"} }
 
+// Outputs declares what Check plans for expressions (pgconf.segment):
+// names and types, for validate.
+func (*Module) Outputs() map[string]any {
+	return map[string]any{"shared_buffers": int64(0), "segment": int64(0), "segment_pages": int64(0)}
+}
+
 func (*Module) NewParams() any {
 	return &Params{
 		Restart:    expr.Literal(true),

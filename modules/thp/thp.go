@@ -75,6 +75,12 @@ func (*Module) Name() string       { return Name }
 func (*Module) Requires() []string { return nil }
 func (*Module) NewParams() any     { return DefaultParams() }
 
+// Outputs declares what Check plans for expressions (thp.enabled):
+// names and types, for validate.
+func (*Module) Outputs() map[string]any {
+	return map[string]any{"enabled": "", "defrag": ""}
+}
+
 // setting is one file's planned mode.
 type setting struct {
 	path, mode string

@@ -71,20 +71,27 @@ func JSONNames(x any) []string {
 	}
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
+		if name, ok := jsonName(t.Field(i)); ok {
+			out = append(out, name)
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		out = append(out, name)
 	}
 	return out
+}
+
+// jsonName is the name a struct field has in JSON, and expressions see
+// it by; false for a field JSON leaves out.
+func jsonName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return "", false
+	case "":
+		name = f.Name
+	}
+	return name, true
 }
 
 // CheckNames reports the first name in v that the schema does not know,

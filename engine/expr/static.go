@@ -2,7 +2,6 @@ package expr
 
 import (
 	"reflect"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -116,17 +115,9 @@ func unknownOf(t reflect.Type, tag string, top bool) cty.Value {
 		attrs := map[string]cty.Value{}
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() {
-				continue
+			if name, ok := jsonName(f); ok {
+				attrs[name] = unknownOf(f.Type, f.Tag.Get("expr"), false)
 			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch name {
-			case "-":
-				continue
-			case "":
-				name = f.Name
-			}
-			attrs[name] = unknownOf(f.Type, f.Tag.Get("expr"), false)
 		}
 		return cty.ObjectVal(attrs)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/transport"
-	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // connectionLine says how a host is reached, for -vvv: user, address,
@@ -25,7 +24,8 @@ func connectionLine(h *inventory.Host) string {
 		return line
 	}
 	// As the connection will go: the ssh_config files resolved.
-	if route, err := transport.DescribeRoute(engine.SSHConfigOf(h)); err == nil {
+	route, routeErr := transport.DescribeRoute(engine.SSHConfigOf(h))
+	if routeErr == nil {
 		if c.ConfigFile != "" {
 			route += ", ssh_config " + c.ConfigFile
 		}
@@ -56,7 +56,7 @@ func connectionLine(h *inventory.Host) string {
 	case c.ProxyJump != "":
 		parts = append(parts, "jump host "+c.ProxyJump)
 	case c.ProxyCommand != "":
-		parts = append(parts, "proxy command "+mask.Text(c.ProxyCommand))
+		parts = append(parts, "a proxy command (not shown: it may carry a secret)")
 	default:
 		parts = append(parts, "no jump host"+map[bool]string{true: " (unless ssh_config sets one)"}[c.ConfigFile != ""])
 	}
@@ -68,6 +68,8 @@ func connectionLine(h *inventory.Host) string {
 	if c.Become {
 		parts = append(parts, becomeText(c))
 	}
+	// The connection will fail the same way: say why here too.
+	parts = append(parts, "not resolved: "+routeErr.Error())
 	return strings.Join(parts, ", ")
 }
 

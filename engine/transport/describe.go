@@ -8,15 +8,25 @@ import (
 
 // DescribeRoute says how cfg reaches its host, as a connection would go:
 // the ssh_config files (the named one, ~/.ssh/config, the system file)
-// resolved as DialSSH resolves them, without touching the network. For
-// -vvv and inventory views: "ssh USER@HOST port N, key …, jump host …,
-// host key from … (policy)".
+// resolved as DialSSH resolves them, without touching the network and
+// without running a Match exec command (taken as not matching, and said).
+// For -vvv: "ssh USER@HOST port N, key …, jump host …, host key from …
+// (policy)". A proxy command is named, never shown: it may carry a
+// password (sshpass -p).
 func DescribeRoute(cfg SSHConfig) (string, error) {
-	r, err := resolve(cfg, currentIdentity(), os.Getenv("SSH_AUTH_SOCK") != "")
+	skipped := false
+	r, err := resolveWith(cfg, currentIdentity(), os.Getenv("SSH_AUTH_SOCK") != "", func(string) (bool, error) {
+		skipped = true
+		return false, nil
+	})
 	if err != nil {
 		return "", err
 	}
-	return r.describe(), nil
+	d := r.describe()
+	if skipped {
+		d += ", Match exec not run here (taken as not matching; the connection runs it)"
+	}
+	return d, nil
 }
 
 func (r *route) describe() string {
@@ -30,7 +40,7 @@ func (r *route) describe() string {
 		}
 		parts = append(parts, "jump host "+strings.Join(hops, ", then "))
 	case t.proxyCommand != "":
-		parts = append(parts, "proxy command "+t.proxyCommand)
+		parts = append(parts, "a proxy command (not shown: it may carry a secret)")
 	default:
 		parts = append(parts, "no jump host")
 	}

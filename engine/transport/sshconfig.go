@@ -273,6 +273,12 @@ func sshName(cfg SSHConfig) string {
 // fields win; ssh_config fills what they leave empty; defaults come last.
 // It touches no network, so it is tested on its own.
 func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, error) {
+	return resolveWith(cfg, local, agentAvailable, nil)
+}
+
+// resolveWith is resolve with runExec deciding Match exec lines (nil:
+// they run, as for a connection).
+func resolveWith(cfg SSHConfig, local localIdentity, agentAvailable bool, runExec func(string) (bool, error)) (*route, error) {
 	if cfg.Name == "" && cfg.Address == "" {
 		return nil, errors.New("ssh: no host name or address")
 	}
@@ -285,6 +291,9 @@ func resolve(cfg SSHConfig, local localIdentity, agentAvailable bool) (*route, e
 		return nil, err
 	}
 	sc.local = local
+	if runExec != nil {
+		sc.runExec = runExec
+	}
 	alias := sshName(cfg)
 	if err := sc.evaluate(alias, configPresets{user: cfg.User, port: cfg.Port}); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"io"
 	"path/filepath"
 	"sort"
@@ -36,16 +37,16 @@ func (a *App) openInventory(o *options, pbDir string) (*inventory.Inventory, err
 		}
 		if o.inventory == "" && len(cfg.Inventory) > 0 {
 			if len(cfg.Inventory) > 1 {
-				from := cfg.File
-				if cfg.InventoryFrom != "" {
-					from = cfg.InventoryFrom
-				}
-				return nil, fmt.Errorf("%s: inventory names %d sources; pgtune takes one (pass -i, or a directory holding them)", from, len(cfg.Inventory))
+				return nil, fmt.Errorf("%s: inventory names %d sources; pgtune takes one (pass -i, or a directory holding them)", cfg.File, len(cfg.Inventory))
 			}
 			o.inventory = cfg.Inventory[0]
 		}
 	}
 	inv := inventory.Localhost()
+	if env := os.Getenv("ANSIBLE_INVENTORY"); o.inventory == "" && env != "" {
+		// Not taken (DESIGN: no -i is this machine), but never silently.
+		warnings = append(warnings, fmt.Sprintf("ANSIBLE_INVENTORY is set (%s) but pgtune takes its inventory from -i or ansible.cfg: working on localhost; pass -i for those hosts", env))
+	}
 	if o.inventory != "" {
 		if inv, err = inventory.Open(o.inventory, opts); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -16,10 +17,8 @@ import (
 type AnsibleConfig struct {
 	File string
 	// Inventory is [defaults] inventory: paths resolved against the
-	// file's directory, or a host list; InventoryFrom names where it was
-	// set when not in File (ANSIBLE_INVENTORY).
-	Inventory     []string
-	InventoryFrom string
+	// file's directory, or a host list.
+	Inventory []string
 	Forks         int // [defaults] forks; 0 when not set
 	// AskPass and BecomeAskPass are [defaults] ask_pass and
 	// [privilege_escalation] become_ask_pass: as -k and -K.
@@ -171,65 +170,46 @@ func resolveCfgPath(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// envRef is $VAR or ${VAR} in a path.
+var envRef = regexp.MustCompile(`\$(\w+|\{\w+\})`)
+
 // expandEnv replaces $VAR and ${VAR} by the variable's value where it is
-// set, and leaves the others as written (as Python's expandvars does).
+// set, and leaves anything else exactly as written (Python's expandvars).
 func expandEnv(p string) string {
-	return os.Expand(p, func(name string) string {
-		if v, ok := os.LookupEnv(name); ok {
+	return envRef.ReplaceAllStringFunc(p, func(ref string) string {
+		if v, ok := os.LookupEnv(strings.Trim(ref, "${}")); ok {
 			return v
 		}
-		return "${" + name + "}"
+		return ref
 	})
 }
 
 // WithAnsibleEnv applies over cfg (nil: no ansible.cfg was found) the
-// environment variables Ansible reads for the same settings, which win
-// over the file there too: ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER,
-// ANSIBLE_PRIVATE_KEY_FILE and ANSIBLE_HOST_KEY_CHECKING. A CI job that
-// sets ANSIBLE_INVENTORY for its playbooks gets the same hosts from
-// pgtune, not this machine. Relative paths are the working directory's.
+// environment variables Ansible reads for connection defaults, which win
+// over the file there too: ANSIBLE_REMOTE_USER and
+// ANSIBLE_PRIVATE_KEY_FILE (relative to the working directory). Not
+// ANSIBLE_INVENTORY (DESIGN: no -i is localhost; a variable exported in
+// a shell must not turn `pgtune apply` toward a fleet) nor
+// ANSIBLE_HOST_KEY_CHECKING (many CI images export it False: it would
+// make every host and jump host trust on first use, silently).
 func WithAnsibleEnv(cfg *AnsibleConfig) (*AnsibleConfig, error) {
-	env := func(name string) (string, bool) {
-		v, ok := os.LookupEnv(name)
-		return strings.TrimSpace(v), ok && strings.TrimSpace(v) != ""
-	}
-	_, inv := env("ANSIBLE_INVENTORY")
-	_, user := env("ANSIBLE_REMOTE_USER")
-	_, key := env("ANSIBLE_PRIVATE_KEY_FILE")
-	_, hkc := env("ANSIBLE_HOST_KEY_CHECKING")
-	if !inv && !user && !key && !hkc {
+	user := strings.TrimSpace(os.Getenv("ANSIBLE_REMOTE_USER"))
+	key := strings.TrimSpace(os.Getenv("ANSIBLE_PRIVATE_KEY_FILE"))
+	if user == "" && key == "" {
 		return cfg, nil
 	}
 	if cfg == nil {
 		cfg = &AnsibleConfig{File: "the environment"}
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, err
+	if user != "" {
+		cfg.Defaults.User = user
 	}
-	if v, ok := env("ANSIBLE_INVENTORY"); ok {
-		cfg.Inventory, cfg.InventoryFrom = nil, "ANSIBLE_INVENTORY"
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				cfg.Inventory = append(cfg.Inventory, resolveCfgPath(cwd, s))
-			}
-		}
-	}
-	if v, ok := env("ANSIBLE_REMOTE_USER"); ok {
-		cfg.Defaults.User = v
-	}
-	if v, ok := env("ANSIBLE_PRIVATE_KEY_FILE"); ok {
-		cfg.Defaults.PrivateKeyFile = resolveCfgPath(cwd, v)
-	}
-	if v, ok := env("ANSIBLE_HOST_KEY_CHECKING"); ok {
-		on, err := parseBecome(v)
+	if key != "" {
+		cwd, err := os.Getwd()
 		if err != nil {
-			return nil, fmt.Errorf("ANSIBLE_HOST_KEY_CHECKING: %v", err)
+			return nil, err
 		}
-		cfg.Defaults.HostKeyChecking = ""
-		if !on.(bool) {
-			cfg.Defaults.HostKeyChecking = "accept-new" // as host_key_checking = False
-		}
+		cfg.Defaults.PrivateKeyFile = resolveCfgPath(cwd, key)
 	}
 	return cfg, nil
 }

@@ -103,6 +103,9 @@ func (p *Params) eval(sc *expr.Scope, static bool) (settings, error) {
 		if err != nil {
 			return s, fmt.Errorf("systemd: %w", err)
 		}
+		if b, ok := expr.ParseBool(mode); ok && !b {
+			mode = "off" // an inventory's unquoted off is false (YAML 1.1, as Ansible)
+		}
 		switch mode {
 		case "auto":
 			s.systemd = true

@@ -62,8 +62,13 @@ func (hk *hostKeyChecker) algorithms(addr string) (algos []string, recorded bool
 			return algos, true
 		}
 	}
+	// The library's default preference with the certificate types left
+	// out (ssh-rsa kept: an old bastion may have nothing else), then any
+	// other plain type it supports.
+	algos = []string{ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+		ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSA, ssh.KeyAlgoED25519}
 	for _, a := range ssh.SupportedAlgorithms().HostKeys {
-		if !strings.Contains(a, "-cert-") {
+		if !strings.Contains(a, "-cert-") && !slices.Contains(algos, a) {
 			algos = append(algos, a)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -778,5 +779,25 @@ func TestAcceptNewRecordsOnce(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "\n"); n != 1 {
 		t.Errorf("known_hosts has %d lines, want 1:\n%s", n, data)
+	}
+}
+
+// TestFirstContactAlgorithms: a host not recorded yet is offered the
+// library's default key types without the certificate ones, ssh-rsa
+// included (an old bastion may offer nothing else), in its preference
+// order.
+func TestFirstContactAlgorithms(t *testing.T) {
+	hk, err := newHostKeyChecker(&endpoint{host: "127.0.0.1", port: 22, knownHosts: []string{filepath.Join(t.TempDir(), "none")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	algos, recorded := hk.algorithms("127.0.0.1:22")
+	if recorded || len(algos) == 0 || algos[0] != gossh.KeyAlgoECDSA256 || !slices.Contains(algos, gossh.KeyAlgoRSA) {
+		t.Errorf("algorithms %v (recorded %v): want the default order, ecdsa first, ssh-rsa included", algos, recorded)
+	}
+	for _, a := range algos {
+		if strings.Contains(a, "-cert-") {
+			t.Errorf("certificate type %s offered to an unrecorded host", a)
+		}
 	}
 }

@@ -118,11 +118,18 @@ func (hk *hostKeyChecker) appendKey(hostname string, remote net.Addr, key ssh.Pu
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return fmt.Errorf("accept-new: %w", err)
 	}
-	// Several inventory names for one address (hosts behind one
-	// bastion port) are first seen in the same run: one line for it.
-	line := knownhosts.Line([]string{hostname}, key)
-	if data, err := os.ReadFile(file); err == nil && slices.Contains(strings.Split(string(data), "\n"), line) {
-		return nil
+	// Several inventory names for one address (hosts behind one bastion
+	// port) are first seen in the same run: the first connection records
+	// the key, the others find it; a different key recorded meanwhile is
+	// a changed key, not a second line that strict checking would take.
+	if check, err := xknownhosts.New(file); err == nil {
+		var keyErr *xknownhosts.KeyError
+		switch err := check(hostname, &net.TCPAddr{IP: net.IPv4zero}, key); {
+		case err == nil:
+			return nil
+		case errors.As(err, &keyErr) && len(keyErr.Want) > 0:
+			return changedKeyError(hostname, hk.e.displayName(hostname), key, keyErr.Want)
+		}
 	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

@@ -801,3 +801,32 @@ func TestFirstContactAlgorithms(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptNewRefusesAnotherKeyRecordedMeanwhile: when another
+// connection of the run recorded a different key for the same name, the
+// second is a changed key, not a second line (strict checking would then
+// take either).
+func TestAcceptNewRefusesAnotherKeyRecordedMeanwhile(t *testing.T) {
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	e := &endpoint{host: "127.0.0.1", port: 22201, knownHosts: []string{known}, policy: HostKeyAcceptNew}
+	_, first := newKey(t, keyEd25519)
+	_, other := newKey(t, keyEd25519)
+	a, err := newHostKeyChecker(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newHostKeyChecker(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22201}
+	if err := a.callback(e.knownHostsName(), remote, first.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.callback(e.knownHostsName(), remote, other.PublicKey()); !errors.Is(err, ErrChangedHostKey) {
+		t.Errorf("another key recorded meanwhile: %v, want a changed key", err)
+	}
+	if data, _ := os.ReadFile(known); strings.Count(string(data), "\n") != 1 {
+		t.Errorf("known_hosts:\n%s\nwant the first key alone", data)
+	}
+}

@@ -19,7 +19,7 @@ type AnsibleConfig struct {
 	// Inventory is [defaults] inventory: paths resolved against the
 	// file's directory, or a host list.
 	Inventory []string
-	Forks         int // [defaults] forks; 0 when not set
+	Forks     int // [defaults] forks; 0 when not set
 	// AskPass and BecomeAskPass are [defaults] ask_pass and
 	// [privilege_escalation] become_ask_pass: as -k and -K.
 	AskPass, BecomeAskPass bool

@@ -316,10 +316,10 @@ func (a *App) runHosts(st *rollout.State, l *loaded) (kept []*inventory.Host, go
 		}
 	}
 	if len(gone) > 0 {
-		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the run no longer in the inventory, left as they are: %s; the run stays unfinished until a resume reaches them\n", st.ID, countHosts(len(gone)), strings.Join(gone, ", "))
+		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the run no longer in the inventory, left as they are: %s; the run stays unfinished until a resume reaches them\n", st.ID, plural(len(gone), "host"), strings.Join(gone, ", "))
 	}
 	if len(added) > 0 {
-		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the inventory not in the run, left out: %s; a resume keeps to the run's hosts: apply them in a new run\n", st.ID, countHosts(len(added)), strings.Join(added, ", "))
+		fmt.Fprintf(a.Stderr, "pgtune: note: run %s: %s of the inventory not in the run, left out: %s; a resume keeps to the run's hosts: apply them in a new run\n", st.ID, plural(len(added), "host"), strings.Join(added, ", "))
 	}
 	if len(kept) == 0 {
 		return nil, nil, fmt.Errorf("--resume %s: no host of the run is in this selection (inventory, --limit, --shard): nothing to resume", st.ID)
@@ -334,14 +334,7 @@ func (a *App) partial(st *rollout.State, left, gone []string) {
 	if len(gone) > 0 {
 		how += fmt.Sprintf(", once the inventory has %s again", strings.Join(gone, ", "))
 	}
-	fmt.Fprintf(a.Stderr, "pgtune: run %s is not finished (partial): %s of it left out of this resume: %s; run state in %s; finish them with: %s\n", st.ID, countHosts(len(left)), strings.Join(left, ", "), st.Path(), how)
-}
-
-func countHosts(n int) string {
-	if n == 1 {
-		return "1 host"
-	}
-	return fmt.Sprintf("%d hosts", n)
+	fmt.Fprintf(a.Stderr, "pgtune: run %s is not finished (partial): %s of it left out of this resume: %s; run state in %s; finish them with: %s\n", st.ID, plural(len(left), "host"), strings.Join(left, ", "), st.Path(), how)
 }
 
 // undoHint names the rollback of the hosts a stopped run changed ("" when

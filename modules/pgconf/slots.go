@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -374,11 +375,7 @@ func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string
 func without(all, some []string) []string {
 	var out []string
 	for _, s := range all {
-		found := false
-		for _, x := range some {
-			found = found || x == s
-		}
-		if !found {
+		if !slices.Contains(some, s) {
 			out = append(out, s)
 		}
 	}

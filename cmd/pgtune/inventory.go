@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"

@@ -239,7 +239,7 @@ func TestValidate(t *testing.T) {
 		{"postmaster_score_adj: 1001", "x.yml:5:29: postmaster_score_adj: 1001 is not in [-1000, 1000]"},
 		{"postmaster_score_adj: \"${-2000}\"", "x.yml:5:30: postmaster_score_adj: -2000 is not in [-1000, 1000]"},
 		{"systemd: yes", "x.yml:5:16: systemd: \"yes\" is not auto or off"},
-		{"systemd: \"${false}\"", ""}, // an inventory var written off (YAML 1.1: false)
+		{"systemd: \"${false}\"", ""},                        // an inventory var written off (YAML 1.1: false)
 		{"postmaster_score_adj: \"${facts.mem_total}\"", ""}, // needs a host: checked there
 	} {
 		src := "- hosts: all\n  policy:\n    oom:\n      \n      " + tc.yaml + "\n"

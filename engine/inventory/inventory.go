@@ -27,6 +27,9 @@ type Inventory struct {
 	Warnings []string
 
 	byName map[string]*Host
+	// groupOrder and hostOrder are the order groups were first named and
+	// hosts first listed: Ansible's, which a subscript on a glob counts in.
+	groupOrder, hostOrder []string
 }
 
 // Group is one group as the file defines it (a group defined in several
@@ -575,7 +578,8 @@ func (p *parser) build(name string) (*Inventory, error) {
 	if err := p.depths(); err != nil {
 		return nil, err
 	}
-	inv := &Inventory{File: name, Groups: p.groups, byName: map[string]*Host{}}
+	inv := &Inventory{File: name, Groups: p.groups, byName: map[string]*Host{},
+		groupOrder: p.groupOrder, hostOrder: p.hostOrder}
 	for gname, defs := range p.groupVars {
 		for i, d := range defs {
 			defs[i].inventory = true

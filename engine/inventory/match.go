@@ -2,24 +2,22 @@ package inventory
 
 import (
 	"fmt"
-	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-// Match selects hosts with an Ansible host pattern: "all" (or "*"), group
-// and host names, globs (web*, db?), ~regex, subscripts (web[0], web[1:2],
-// web[-1]), and combinations separated by ":" or ",": "a:b" union,
-// "a:&b" intersection, "a:!b" exclusion. As in Ansible, unions are taken
-// first, then intersections, then exclusions, whatever their order. Every
-// term must match something: a typo must not silently select or spare
-// hosts. Subscripts count a group's hosts in Ansible's order, the order
-// the inventory lists them (groupHosts), not by name, so pg[0] is the host
-// Ansible's pg[0] is; a slice past the end is cut there and a single
-// index past it selects nothing, as in Ansible. The result is sorted by
-// name.
+// Match selects hosts with an Ansible host pattern, as Ansible selects
+// them: "all" (or "*"), group and host names, globs (web*, db?, db[!1]*:
+// Python's fnmatch), ~regex (matched from the name's start), subscripts
+// (web[0], web[1:2], web[-1], pg*[0]), and combinations separated by ":"
+// or ",": "a:b" union, "a:&b" intersection, "a:!b" exclusion. As in
+// Ansible, unions are taken first, then intersections, then exclusions,
+// whatever their order. Every term must match something: a typo must not
+// silently select or spare hosts. Subscripts count in Ansible's order
+// (groupHosts, enumerate), not by name, so pg[0] is the host Ansible's
+// pg[0] is; a slice past the end is cut there and a single index past it
+// selects nothing, as in Ansible. The result is sorted by name.
 func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 	// A name that is a host or group as a whole is that, even when it
 	// holds a ":" (an IPv6 address such as "::1" or "fe80::1").
@@ -46,7 +44,7 @@ func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 	}
 	set := map[string]bool{}
 	for _, t := range union {
-		hs, err := inv.term(t)
+		hs, err := inv.term(t, true)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +53,7 @@ func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 		}
 	}
 	for _, t := range and {
-		hs, err := inv.term(t)
+		hs, err := inv.term(t, false)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +66,7 @@ func (inv *Inventory) Match(pattern string) ([]*Host, error) {
 		set = keep
 	}
 	for _, t := range not {
-		hs, err := inv.term(t)
+		hs, err := inv.term(t, false)
 		if err != nil {
 			return nil, err
 		}
@@ -103,11 +101,12 @@ func (inv *Inventory) Named(pattern string) ([]*Host, error) {
 		if strings.HasPrefix(t, "!") {
 			continue
 		}
+		union := !strings.HasPrefix(t, "&")
 		t = strings.TrimSpace(strings.TrimPrefix(t, "&"))
 		if t == "all" || t == "*" {
 			continue
 		}
-		hs, err := inv.term(t)
+		hs, err := inv.term(t, union)
 		if err != nil {
 			return nil, err
 		}
@@ -188,60 +187,139 @@ func splitPattern(p string) []string {
 	return out
 }
 
-var subscriptRe = regexp.MustCompile(`^(.+)\[(-?\d+)?(:)?(-?\d+)?\]$`)
+// subscriptRe is Ansible's PATTERN_WITH_SUBSCRIPT: a term ending in
+// [i], [-i], [a:b], [a:] or the old [a-b] form (which Ansible still reads
+// as [a:b], with a warning). Anything else in brackets ([:3], [-2:],
+// [!1]) is no subscript but part of a glob, as in Ansible.
+var subscriptRe = regexp.MustCompile(`^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$`)
 
-// term resolves one pattern term to host names.
-func (inv *Inventory) term(t string) ([]string, error) {
+// term resolves one pattern term to host names, as Ansible's
+// _match_one_pattern does (union says it is not an &/! term: only there
+// does a host name win over a group of the same name).
+func (inv *Inventory) term(t string, union bool) ([]string, error) {
 	if t == "all" || t == "*" {
 		return inv.names(inv.Hosts), nil
 	}
-	if strings.HasPrefix(t, "~") {
-		re, err := regexp.Compile(t[1:])
-		if err != nil {
-			return nil, fmt.Errorf("host pattern %q: %v", t, err)
+	if _, ok := inv.byName[t]; ok && union {
+		return []string{t}, nil
+	}
+	expr := t
+	var m []string
+	if !strings.HasPrefix(t, "~") {
+		if m = subscriptRe.FindStringSubmatch(t); m != nil {
+			expr = m[1]
 		}
-		hs := inv.matchFunc(re.MatchString)
-		if len(hs) == 0 {
+	}
+	hosts, err := inv.enumerate(expr)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		if len(hosts) == 0 {
 			return nil, fmt.Errorf("no host or group matches %q", t)
 		}
-		return hs, nil
+		return uniq(hosts), nil
 	}
-	if hs, ok := inv.exact(t); ok {
-		return hs, nil
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("no host or group matches %q", expr)
 	}
-	if m := subscriptRe.FindStringSubmatch(t); m != nil {
-		if base, ok := inv.exact(m[1]); ok {
-			return subscript(t, base, m[2], m[3] != "", m[4])
-		}
+	if m[2] != "" {
+		hosts, err = subscript(t, hosts, m[2], false, "")
+	} else {
+		hosts, err = subscript(t, hosts, m[3], true, m[5])
 	}
-	if strings.ContainsAny(t, "*?[") {
-		if _, err := path.Match(t, ""); err != nil {
-			return nil, fmt.Errorf("host pattern %q: %v", t, err)
-		}
-		hs := inv.matchFunc(func(name string) bool {
-			ok, _ := path.Match(t, name)
-			return ok
-		})
-		if len(hs) > 0 {
-			return hs, nil
-		}
-	}
-	return nil, fmt.Errorf("no host or group matches %q", t)
+	return uniq(hosts), err
 }
 
-// exact resolves a group name (all its hosts, children included) or a
-// host name; a name that is both (Ansible allows it) means both. A
-// group's hosts come in Ansible's order, which subscripts count in.
-func (inv *Inventory) exact(name string) ([]string, bool) {
-	if _, ok := inv.Groups[name]; ok {
-		out := inv.groupHosts(name)
-		if _, ok := inv.byName[name]; ok && !slices.Contains(out, name) {
-			out = append(out, name)
+// enumerate is Ansible's _enumerate_matches: the hosts of every group
+// expr names or matches (a glob, or a ~regex matched from the name's
+// start), in the order groups were first named; then, for a glob or a
+// regex or when no group matched, the hosts it names or matches, in the
+// order they were first listed. Repeats stay: a subscript counts them, as
+// Ansible's does.
+func (inv *Inventory) enumerate(expr string) ([]string, error) {
+	special := strings.HasPrefix(expr, "~") || strings.ContainsAny(expr, ".?*[")
+	match := func(name string) bool { return name == expr }
+	switch {
+	case strings.HasPrefix(expr, "~"):
+		if _, err := regexp.Compile(expr[1:]); err != nil {
+			return nil, fmt.Errorf("host pattern %q: %v", expr, err)
 		}
-		return out, true
+		// Python's re.match: anchored at the start, not the end.
+		match = regexp.MustCompile(`^(?:` + expr[1:] + `)`).MatchString
+	case special:
+		re, err := globRegexp(expr)
+		if err != nil {
+			return nil, fmt.Errorf("host pattern %q: %v", expr, err)
+		}
+		match = re.MatchString
 	}
+	var out []string
+	groups := 0
+	for _, g := range inv.groupsInOrder() {
+		if match(g) {
+			groups++
+			out = append(out, inv.groupHosts(g)...)
+		}
+	}
+	if groups == 0 || special {
+		for _, h := range inv.hostsInOrder() {
+			if match(h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out, nil
+}
+
+// groupsInOrder and hostsInOrder are the inventory's groups and hosts in
+// the order Ansible made them (all and ungrouped first), which a
+// subscript on a glob counts in.
+func (inv *Inventory) groupsInOrder() []string {
+	order := []string{"all"}
+	if _, ok := inv.Groups["ungrouped"]; ok {
+		order = append(order, "ungrouped")
+	}
+	rest := inv.groupOrder
+	if rest == nil {
+		rest = sortedKeys(inv.Groups)
+	}
+	for _, g := range rest {
+		if g != "all" && g != "ungrouped" {
+			order = append(order, g)
+		}
+	}
+	return order
+}
+
+func (inv *Inventory) hostsInOrder() []string {
+	if inv.hostOrder != nil {
+		return inv.hostOrder
+	}
+	return inv.names(inv.Hosts)
+}
+
+func uniq(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := names[:0:0]
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// exact resolves a whole name: a host of that name, which wins over a
+// group of the same name as in Ansible, or a group's hosts in Ansible's
+// order.
+func (inv *Inventory) exact(name string) ([]string, bool) {
 	if _, ok := inv.byName[name]; ok {
 		return []string{name}, true
+	}
+	if _, ok := inv.Groups[name]; ok {
+		return inv.groupHosts(name), true
 	}
 	return nil, false
 }
@@ -296,25 +374,6 @@ func (g *Group) childOrder() []string {
 		return g.Children
 	}
 	return g.kids
-}
-
-// matchFunc returns the hosts whose name, or one of whose groups' names,
-// matches.
-func (inv *Inventory) matchFunc(match func(string) bool) []string {
-	var out []string
-	for _, h := range inv.Hosts {
-		if match(h.Name) {
-			out = append(out, h.Name)
-			continue
-		}
-		for _, g := range h.Groups {
-			if match(g) {
-				out = append(out, h.Name)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // subscript picks hosts by position in Ansible's order (groupHosts); like

@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// Inventories of several shapes whose subscripts QA checked against
-// ansible --list-hosts: hosts are counted in the order the inventory
-// lists them, children after their parent's own hosts.
+// Inventories of several shapes whose host patterns are checked against
+// ansible --list-hosts (TestSubscriptOrderAgainstAnsible): subscripts
+// count hosts in the order the inventory lists them, children after their
+// parent's own hosts; globs and regexes match as Ansible's do.
 var subscriptInventories = map[string]map[string]string{
 	"lim.ini": {"lim.ini": "[pg]\ndb10\ndb2\ndb1\nDB3\n[web]\nweb-b\nweb-a\n[etcd]\ne2\ne1\n"},
 	"ch.ini": {"ch.ini": "[top:children]\nzc\nac\n[top]\nt2\nt1\n[zc]\nz2\nz1\n[ac]\na2\na1\nt1\n" +
@@ -22,6 +23,9 @@ var subscriptInventories = map[string]map[string]string{
 	// An inventory directory: its files in name order (.ini is one of
 	// the extensions Ansible skips there).
 	"dir": {"dir/b": "[pg]\nb2\nb1\n", "dir/a": "[pg]\na9\na1\n[web]\nw1\n"},
+	// Globs, regexes and subscripts on them; a host and a group of one name.
+	"glob.ini": {"glob.ini": "[pg]\npg1\npg2\nproddb\n[pgx]\npg3\npg1\n[db]\ndb1\ndb.x\n"},
+	"same.ini": {"same.ini": "web\n[web]\nw1\nw2\n[pg]\npg1\nweb\n"},
 }
 
 var subscriptCases = []struct {
@@ -55,6 +59,36 @@ var subscriptCases = []struct {
 	{"y.yml", "ungrouped[0]", "u2", false},
 	{"dir", "pg[0:]", "a9 a1 b2 b1", false},
 	{"dir", "all[-1]", "w1", false},
+	// A ~regex matches from the name's start (Python's re.match), not
+	// anywhere: ~db took proddb too, a host Ansible leaves out.
+	{"glob.ini", "~db", "db1 db.x", false},
+	{"glob.ini", "~pg", "pg1 pg2 proddb pg3", false}, // group pg matches
+	{"glob.ini", "~.*db", "db1 db.x proddb", false},
+	{"glob.ini", "~p.*1$", "pg1", false},
+	// A subscript on a glob counts the hosts of the groups it matches,
+	// then the hosts it matches, repeats included: pg*[1] was pg1, a
+	// glob's [1] read as a set.
+	{"glob.ini", "pg*[0]", "pg1", false},
+	{"glob.ini", "pg*[1]", "pg2", false},
+	{"glob.ini", "pg*[3]", "pg3", false},
+	{"glob.ini", "pg*[5]", "pg1", false},
+	{"glob.ini", "pg*[0:4]", "pg1 pg2 proddb pg3", false},
+	{"glob.ini", "[pd]*[-1]", "db.x", false},
+	{"glob.ini", "pg[0-1]", "pg1 pg2", false}, // the old [a-b] form, still read as [a:b]
+	// Python's fnmatch: "!" negates a set, a "-" last is a member, "."
+	// is no wildcard; [:1] is no subscript but a set.
+	{"glob.ini", "db[!1]*", "db.x", false},
+	{"glob.ini", "d?[!.]*", "db1", false},
+	{"glob.ini", "p[a-h-]*", "pg1 pg2 proddb pg3", false},
+	{"glob.ini", "*db", "db1 db.x proddb", false},
+	{"glob.ini", "pg[:1]", "pg1", false},
+	// A host of a group's name is the host in a union, the group after
+	// & or !: all:!web kept the host web and web took w1 w2 too.
+	{"same.ini", "web", "web", false},
+	{"same.ini", "web[0]", "w1", false},
+	{"same.ini", "all:!web", "pg1 web", false},
+	{"same.ini", "pg:!web", "pg1 web", false},
+	{"same.ini", "w*", "w1 w2 web", false},
 }
 
 func writeSubscriptInventories(t *testing.T) string {

@@ -2,7 +2,7 @@ package inventory
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -226,7 +226,7 @@ func parseBecome(v any) (any, error) {
 // expandHost expands Ansible host ranges (db[01:03], node-[a:c],
 // web[0:10:5]) and splits a trailing :PORT.
 func expandHost(pattern string) (names []string, port string, err error) {
-	if addr, port, ok, err := bracketedIPv6(pattern); ok {
+	if addr, port, ok, err := bracketedHost(pattern); ok {
 		return []string{addr}, port, err
 	}
 	var colons []int // outside [ranges]
@@ -255,26 +255,34 @@ func expandHost(pattern string) (names []string, port string, err error) {
 	return names, port, err
 }
 
-// bracketedIPv6 reads [IPv6]:PORT or [IPv6], as Ansible does (ok: it is
-// one): not a range, which has one colon between its bounds.
-func bracketedIPv6(pattern string) (addr, port string, ok bool, err error) {
+// bracketedHost reads [IPv6], [IPv6]:PORT and [NAME]:PORT (an IPv4
+// address or a host name) as Ansible does; ok says it is one of these, not
+// a range such as [1:3]. An IPv6 address may carry a zone (fe80::1%eth0)
+// or be IPv4-mapped (::ffff:10.0.0.1): Ansible takes both, and a whole
+// inventory failed on them.
+func bracketedHost(pattern string) (addr, port string, ok bool, err error) {
 	rest, found := strings.CutPrefix(pattern, "[")
 	if !found {
 		return "", "", false, nil
 	}
 	addr, after, found := strings.Cut(rest, "]")
-	if ip := net.ParseIP(addr); !found || strings.Count(addr, ":") < 2 || ip == nil || ip.To4() != nil {
+	if !found {
 		return "", "", false, nil
 	}
-	if after == "" {
+	ip, ipErr := netip.ParseAddr(addr)
+	v6 := ipErr == nil && ip.Is6()
+	named := !v6 && addr != "" && !strings.ContainsAny(addr, "[]:")
+	p, hasPort := strings.CutPrefix(after, ":")
+	switch {
+	case v6 && after == "":
 		return addr, "", true, nil
-	}
-	if p, cut := strings.CutPrefix(after, ":"); cut {
-		if _, err := strconv.Atoi(p); err == nil {
+	case v6 || named && hasPort:
+		if hasPort && p != "" && strings.Trim(p, "0123456789") == "" {
 			return addr, p, true, nil
 		}
+		return "", "", true, fmt.Errorf("expected [IPv6], [IPv6]:PORT or [NAME]:PORT")
 	}
-	return "", "", true, fmt.Errorf("expected [IPv6] or [IPv6]:PORT")
+	return "", "", false, nil
 }
 
 const maxExpanded = 100000

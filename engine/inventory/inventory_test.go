@@ -243,7 +243,17 @@ func TestRanges(t *testing.T) {
 		{"fe80::1", []string{"fe80::1"}, "", ""},
 		{"[2001:db8::1]:2200", []string{"2001:db8::1"}, "2200", ""},
 		{"[2001:db8::1]", []string{"2001:db8::1"}, "", ""},
-		{"[2001:db8::1]:x", nil, "", "expected [IPv6] or [IPv6]:PORT"},
+		{"[2001:db8::1]:x", nil, "", "expected [IPv6], [IPv6]:PORT or [NAME]:PORT"},
+		// As Ansible: a zone, an IPv4-mapped address, a bracketed IPv4
+		// address or name with a port (each failed the whole inventory).
+		{"[fe80::1%eth0]:2222", []string{"fe80::1%eth0"}, "2222", ""},
+		{"[fe80::1%eth0]", []string{"fe80::1%eth0"}, "", ""},
+		{"fe80::2%eth0", []string{"fe80::2%eth0"}, "", ""},
+		{"[::ffff:10.0.0.1]:2200", []string{"::ffff:10.0.0.1"}, "2200", ""},
+		{"[10.0.0.1]:2201", []string{"10.0.0.1"}, "2201", ""},
+		{"[db1]:2202", []string{"db1"}, "2202", ""},
+		{"[db1]:x", nil, "", "expected [IPv6], [IPv6]:PORT or [NAME]:PORT"},
+		{"[a:c]", []string{"a", "b", "c"}, "", ""},
 		{"[1:3]", []string{"1", "2", "3"}, "", ""},
 		{"db:x", nil, "", "expected NAME or NAME:PORT"},
 		{"db[3:1]", nil, "", "range [3:1]: bad bounds"},

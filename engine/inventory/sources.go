@@ -132,7 +132,7 @@ func (p *parser) parseHostList(s string) error {
 			continue
 		}
 		names, port := []string{h}, ""
-		if _, _, v6, _ := bracketedIPv6(h); v6 || !strings.ContainsAny(h, "[]") {
+		if _, _, bracketed, _ := bracketedHost(h); bracketed || !strings.ContainsAny(h, "[]") {
 			var err error
 			if names, port, err = expandHost(h); err != nil {
 				return &expr.PosError{File: s, Msg: fmt.Sprintf("host %q: %v", h, err)}

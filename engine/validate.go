@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -65,6 +67,19 @@ func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *Po
 	var errs []error
 	for i, p := range book.Plays {
 		scope := staticScope(book, i, mods, hosts)
+		// A module sees only the outputs of the modules planned before
+		// it (bindOutputs): a use of a later one fails on every host.
+		neighbours := playNeighbours(book, i, hosts)
+		order, err := Order(neighbours, func(n string) []string {
+			if m, ok := mods[n]; ok {
+				return m.Requires()
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: play %q: %w", book.File, p.Name, err))
+			continue
+		}
 		names := append([]string(nil), p.Sections...)
 		sort.Strings(names)
 		for _, name := range names {
@@ -87,12 +102,33 @@ func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *Po
 					continue
 				}
 			}
+			if err := expr.CheckAllRoots(params, plannedLater(name, order)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				continue
+			}
 			if err := scope.CheckAll(params); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// plannedLater refuses the modules order plans at or after module (its
+// own outputs included): their outputs are not there yet when it plans.
+func plannedLater(module string, order []string) func(string) string {
+	at := slices.Index(order, module)
+	return func(root string) string {
+		i := slices.Index(order, root)
+		if at < 0 || i < at {
+			return ""
+		}
+		if i == at {
+			return fmt.Sprintf("%s cannot use its own outputs (%s.*): they are what it plans", module, root)
+		}
+		return fmt.Sprintf("%s is planned after %s (order: %s), so %s cannot use its outputs; a module sees only those planned before it",
+			root, module, strings.Join(order, " → "), module)
+	}
 }
 
 // checkVars refuses a vars.NAME that no host defines: it fails on every

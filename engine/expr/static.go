@@ -148,3 +148,21 @@ func UnknownAttrs(samples map[string]any) cty.Value {
 	}
 	return ObjectOf(attrs)
 }
+
+// CheckAllRoots reports, at the name in the file, the first variable
+// reachable from x whose root name refuse objects to (a non-empty reason).
+func CheckAllRoots(x any, refuse func(root string) string) error {
+	var first error
+	walkValues(reflect.ValueOf(x), 0, func(v Value) {
+		if first != nil || v.expr == nil {
+			return
+		}
+		for _, tr := range v.expr.Variables() {
+			if why := refuse(tr.RootName()); why != "" {
+				first = v.nameErr(tr.SourceRange().Start.Byte, "%s", why)
+				return
+			}
+		}
+	})
+	return first
+}

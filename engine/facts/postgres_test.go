@@ -152,12 +152,16 @@ func TestChoosePostgres(t *testing.T) {
 			ConfigFile: "/srv/pg/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
 			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
 		{"two postmasters", out(pmDebian, pmInitdb), Options{}, nil,
-			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
+		// Debian clusters are named beside their data directory (what
+		// pg_data takes).
+		{"two postmasters, one a debian cluster", out(pmDebian, pmInitdb, clusterMainDown, clusterOther), Options{}, nil,
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (15/main, pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
 		{"stopped debian cluster", out(clusterMainDown), Options{}, &Postgres{
 			Source: "pg_lsclusters", DataDir: "/var/lib/postgresql/15/main", BinDir: "/usr/lib/postgresql/15/bin",
 			ConfigFile: "/etc/postgresql/15/main/postgresql.conf", Version: "15.18", Major: 15, Owner: "postgres", Cluster: "main"}, ""},
 		{"two stopped clusters", out(clusterMainDown, clusterOther), Options{}, nil,
-			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set pg_data in the inventory to pick one"},
+			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set this host's pg_data in the inventory to the data directory of the one to manage"},
 		{"pg_data picks a running one", out(strings.Replace(strings.Replace(pmInitdb, "[postmaster]", "[override]\nalive=1", 1), "pid=900\n", "pid=900\n", 1), pmDebian, pmInitdb),
 			Options{PGData: "/srv/pg", PGBin: "/opt/pg/bin"}, &Postgres{
 				Source: "inventory", DataDir: "/srv/pg", BinDir: "/opt/pg/bin", BinFromInventory: true,
@@ -385,7 +389,7 @@ func TestChoosePostgresIgnoresImpostors(t *testing.T) {
 			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x" (not readable without privileges? set become); it was not run`,
 		}, ""},
 		{"two genuine postmasters still need pg_data; impostors do not count", out(impNoPidfile, pmDebian, impOtherPidfile, pmInitdb), Options{}, "", nil,
-			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,31 +126,66 @@ func (s *State) Path() string { return s.path }
 // runs) is refused, not let loose on the same hosts. The lock is the
 // kernel's (flock), so it goes with a killed process. The caller takes
 // it before it reads the state it acts on (Resume again under it).
+//
+// release removes the lock file, so that runs leave none behind. That is
+// safe only with both halves of the protocol: the file is removed while
+// it is still locked, and a locker counts its lock only when the file it
+// locked is still the one at the path. Another pgtune that opened the
+// file just before the removal locks a file no longer there once it is
+// unlocked; it sees that and opens the path again, rather than hold a
+// lock that a third, creating a new file there, would also get.
 func (s *State) Lock() (release func(), err error) {
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("run state: %w", err)
 	}
 	p := filepath.Join(dir, "."+s.ID+".lock")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	// Each retry follows a release by another pgtune between our open
+	// and our flock: a few in a row are already unlikely.
+	const tries = 10
+	for try := 1; ; try++ {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("run state: %w", err)
+		}
+		lockOpened()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("run %s is being applied by another pgtune right now (it holds %s): let it finish or stop it, then resume", s.ID, p)
+			}
+			return nil, fmt.Errorf("run state: lock %s: %w", p, err)
+		}
+		if stillAt(f, p) {
+			return func() {
+				// Removed before it is unlocked (see above); and only
+				// while it is still ours: one removed by hand and made
+				// again by another pgtune is that pgtune's.
+				if stillAt(f, p) {
+					_ = os.Remove(p)
+				}
+				_ = f.Close()
+			}, nil
+		}
+		_ = f.Close()
+		if try == tries {
+			return nil, fmt.Errorf("run state: lock %s: removed and made again %d times while being taken", p, tries)
+		}
+	}
+}
+
+// lockOpened runs between Lock's open and its flock: tests release
+// another holder there.
+var lockOpened = func() {}
+
+// stillAt reports whether f is the file at p now.
+func stillAt(f *os.File, p string) bool {
+	held, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("run state: %w", err)
+		return false
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("run %s is being applied by another pgtune right now (it holds %s): let it finish or stop it, then resume", s.ID, p)
-		}
-		return nil, fmt.Errorf("run state: lock %s: %w", p, err)
-	}
-	return func() {
-		// A run that never wrote its state (interrupted before its
-		// first batch) leaves no lock file either.
-		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
-			_ = os.Remove(p)
-		}
-		_ = f.Close()
-	}, nil
+	now, err := os.Stat(p)
+	return err == nil && os.SameFile(held, now)
 }
 
 // Host returns the host's entry, added as not reached when absent.

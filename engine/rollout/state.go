@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -263,8 +265,93 @@ func Load(dir, id string) (*State, error) {
 	if s.Version != 1 || s.ID != id {
 		return nil, fmt.Errorf("run state %s: not a pgtune run state (version %d, id %q)", p, s.Version, s.ID)
 	}
+	if err := s.check(data); err != nil {
+		return nil, fmt.Errorf("run state %s: %w: not resumed", p, err)
+	}
 	s.path = p
 	return s, nil
+}
+
+var (
+	runStatuses = []string{Running, Interrupted, Stopped, Partial, Finished}
+	hostStates  = []string{Verified, PendingRestart, Failed, NotReached, InProgress}
+)
+
+// check refuses a state pgtune would not have written: a resume acts on
+// each host by its state, so a state it does not know (a hand edit, a
+// newer pgtune's file) or a host listed twice (which entry would count?)
+// must stop it rather than be guessed at. data is the file, to name the
+// line of the host entry at fault.
+func (s *State) check(data []byte) error {
+	if !slices.Contains(runStatuses, s.Status) {
+		return fmt.Errorf("unknown run status %q (pgtune writes %s)", s.Status, strings.Join(runStatuses, ", "))
+	}
+	lines := hostLines(data)
+	at := func(i int) string {
+		if i < len(lines) {
+			return fmt.Sprintf("line %d: ", lines[i])
+		}
+		return ""
+	}
+	first := map[string]int{}
+	for i, h := range s.Hosts {
+		switch {
+		case h.Name == "":
+			return fmt.Errorf("%shost entry %d has no name", at(i), i+1)
+		case !slices.Contains(hostStates, h.State):
+			return fmt.Errorf("%shost %q: unknown state %q (pgtune writes %s)", at(i), h.Name, h.State, strings.Join(hostStates, ", "))
+		}
+		if j, dup := first[h.Name]; dup {
+			where := ""
+			if j < len(lines) {
+				where = fmt.Sprintf(" (first at line %d)", lines[j])
+			}
+			return fmt.Errorf("%shost %q is listed twice%s", at(i), h.Name, where)
+		}
+		first[h.Name] = i
+	}
+	return nil
+}
+
+// hostLines is the line on which each entry of the file's "hosts" array
+// starts; nil (no line named) when the file cannot be walked so.
+func hostLines(data []byte) []int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key != "hosts" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return nil
+		}
+		var lines []int
+		for dec.More() {
+			// The offset is where the previous token ended: the entry
+			// starts at the next byte that is not a separator.
+			off := int(dec.InputOffset())
+			for off < len(data) && strings.IndexByte(" \t\r\n,", data[off]) >= 0 {
+				off++
+			}
+			lines = append(lines, 1+bytes.Count(data[:off], []byte("\n")))
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+		}
+		return lines
+	}
+	return nil
 }
 
 // Match is what the command line says of the run --resume continues:

@@ -529,6 +529,16 @@ func parseBlocks(out []byte) []block {
 // pg_data: the one inventory key that settles it, and what it takes.
 const pickOne = "set this host's pg_data in the inventory to the data directory of the one to manage"
 
+// listSome joins the first few of a host's clusters for an error, and
+// counts the rest: a host may run hundreds.
+func listSome(items []string) string {
+	const most = 10
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
+}
+
 func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	var postmasters, clusters []block
 	var override *block
@@ -606,7 +616,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		}
 		sort.Strings(dirs)
 		return nil, ignored, fmt.Errorf("%d postmasters are running (%s): %s",
-			len(postmasters), strings.Join(dirs, ", "), pickOne)
+			len(postmasters), listSome(dirs), pickOne)
 	case len(clusters) == 1:
 		chosen, source = clusters[0], "pg_lsclusters"
 	case len(clusters) > 1:
@@ -615,7 +625,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 			names = append(names, fmt.Sprintf("%s/%s (%s)", c.get("cluster_version"), c.get("cluster"), c.get("data")))
 		}
 		return nil, ignored, fmt.Errorf("pg_lsclusters lists %d clusters (%s) and none is running: %s",
-			len(clusters), strings.Join(names, ", "), pickOne)
+			len(clusters), listSome(names), pickOne)
 	default:
 		return nil, ignored, nil
 	}

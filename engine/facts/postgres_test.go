@@ -3,6 +3,7 @@ package facts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -515,5 +516,24 @@ func TestChoosePostgresWithoutClusterList(t *testing.T) {
 	// With the list (clusters present), debian_conf changes nothing.
 	if pg, _, err := choosePostgres(parseBlocks(out(skipped, clusterMainDown)), Options{}); err != nil || pg.Cluster != "main" {
 		t.Errorf("with the list: %+v, %v", pg, err)
+	}
+}
+
+// TestChoosePostgresManyPostmasters: the error for a host running many
+// clusters names the first ten (sorted) and counts the rest.
+func TestChoosePostgresManyPostmasters(t *testing.T) {
+	var blocks []string
+	for i := range 12 {
+		b := strings.ReplaceAll(pmInitdb, "/srv/pg", fmt.Sprintf("/srv/pg%02d", i))
+		blocks = append(blocks, strings.ReplaceAll(b, "900", fmt.Sprint(900+i)))
+	}
+	_, _, err := choosePostgres(parseBlocks(out(blocks...)), Options{})
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("/srv/pg%02d (pid %d)", i, 900+i))
+	}
+	wantErr := "12 postmasters are running (" + strings.Join(want, ", ") + " and 2 more): set this host's pg_data in the inventory to the data directory of the one to manage"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("err = %v\nwant %s", err, wantErr)
 	}
 }

@@ -73,8 +73,11 @@ func (u *undoSet) carryKept(ctx context.Context, t *Target, p, restored, current
 			return "", nil
 		}
 		b, ok, err := t.ReadFile(ctx, f)
-		if err != nil || !ok {
-			return "", fmt.Errorf("read %s: %v", printable(f), err)
+		if err != nil {
+			return "", err // "read FILE: …" already
+		}
+		if !ok {
+			return "", fmt.Errorf("read %s: no such file", printable(f))
 		}
 		return string(b), nil
 	}

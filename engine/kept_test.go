@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
 // confOnly manages *.conf files only, as pgconf does (never a data
@@ -147,5 +150,47 @@ func TestRollbackCarriesKeptEdit(t *testing.T) {
 	_, err = m.Check(context.Background(), fakeTarget(h, "r-check"), &rollbackParams{})
 	if err == nil || !strings.Contains(err.Error(), "/data/postgresql.conf: kept run "+side+" changed it since, and its change does not fit") {
 		t.Fatalf("an edit that does not fit: %v", err)
+	}
+}
+
+// TestCarryKeptReadErrors: a kept run's backup that is gone, or that
+// cannot be read, fails the rollback's check with the file named once
+// ("read FILE: …"), never "<nil>" for a missing file.
+func TestCarryKeptReadErrors(t *testing.T) {
+	const run, side = "20261101T000000Z-aaaaaa", "20261101T000000Z-aaaaaa-switchover"
+	const conf = "/data/postgresql.conf"
+	backup := func(run, p string) string { return testState + "/" + run + "/files" + p }
+	kept := backup(side, conf)
+	for _, tc := range []struct {
+		name string
+		host func(h *fakehost.Host)
+		want string
+	}{
+		{"missing", func(h *fakehost.Host) { delete(h.Files, kept) }, "read " + kept + ": no such file"},
+		{"unreadable", func(h *fakehost.Host) {
+			h.Fail = func(op transport.Op, args []string) string {
+				if op == transport.OpReadFile && len(args) > 0 && args[0] == kept {
+					return "cat: Permission denied"
+				}
+				return ""
+			}
+		}, "read " + kept + ": "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFakeHost()
+			writeJournal(t, h, JournalRecord{RunID: run, Entries: []JournalEntry{
+				{Kind: "file", Module: "pgconf", Path: conf, Backup: backup(run, conf), Existed: true}}})
+			writeJournal(t, h, JournalRecord{RunID: side, Kept: KeptRoleChanges, Entries: []JournalEntry{
+				{Kind: "file", Module: "pgconf", Path: conf, Backup: kept, Existed: true}}})
+			h.Files[backup(run, conf)] = "port = 5433\n"
+			h.Files[kept] = "port = 5433\ninclude_dir = 'conf.d'\n"
+			h.Files[conf] = "port = 5433\ninclude_dir = 'conf.d'\n"
+			tc.host(h)
+			m := rollback{managers: map[string]TargetManager{"pgconf": confOnly{}}}
+			_, err := m.Check(context.Background(), fakeTarget(h, "20261103T000000Z-cccccc"), &rollbackParams{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), "read "+kept) != 1 || strings.Contains(err.Error(), "<nil>") {
+				t.Errorf("check: %v\nwant %q, the file named once", err, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/report"
@@ -24,11 +25,9 @@ func (s *Session) Report(mode string) *report.Report {
 			}
 		}
 		if hr.facts != nil && hr.facts.Postgres == nil {
-			note := "no PostgreSQL cluster found"
-			if hr.facts.PostgresError != "" {
-				note += ": " + hr.facts.PostgresError
+			if note := postgresNote(hr.facts.PostgresError, hr.err); note != "" {
+				h.Notes = append([]string{note}, h.Notes...)
 			}
-			h.Notes = append([]string{note}, h.Notes...)
 		}
 		if hr.facts != nil {
 			h.Notes = append(h.Notes, hr.facts.PostgresIgnored...)
@@ -74,3 +73,25 @@ func (s *Session) Report(mode string) *report.Report {
 	r.Summarize()
 	return r
 }
+
+// postgresNote says why a host has no cluster to manage. Discovery that
+// failed (several postmasters and no pg_data, a pg_data that is not there)
+// is not "no cluster found": several may run. When the host's error
+// already quotes it (a module that needs the cluster failed on it), the
+// note would only repeat it.
+func postgresNote(discoveryErr string, hostErr error) string {
+	switch {
+	case discoveryErr == "":
+		return NoClusterNote
+	case hostErr != nil && strings.Contains(hostErr.Error(), discoveryErr):
+		return ""
+	}
+	return ClusterUnknownNote + ": " + discoveryErr
+}
+
+// NoClusterNote and ClusterUnknownNote head what the report and the
+// facts say about a host's PostgreSQL when no cluster is managed.
+const (
+	NoClusterNote      = "no PostgreSQL cluster found"
+	ClusterUnknownNote = "PostgreSQL cluster not identified"
+)

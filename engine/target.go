@@ -137,6 +137,8 @@ func (t *Target) RunInput(ctx context.Context, stdin []byte, args ...string) (tr
 }
 
 // ReadFile reads a file on the host; a missing file returns (nil, false, nil).
+// An error says "read FILE: …" already: callers add their step, not the
+// file again.
 func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
 	if b, ok, hit := t.cachedFile(p); hit {
 		return b, ok, nil

@@ -101,9 +101,9 @@ func writeFactsText(w io.Writer, h engine.HostFacts) {
 func writePostgres(w io.Writer, f *facts.Facts, row func(string, string, ...any)) {
 	pg := f.Postgres
 	if pg == nil {
-		msg := "no PostgreSQL cluster found"
+		msg := engine.NoClusterNote
 		if f.PostgresError != "" {
-			msg += ": " + f.PostgresError
+			msg = engine.ClusterUnknownNote + ": " + f.PostgresError
 		}
 		row("postgres", "%s", msg)
 		return

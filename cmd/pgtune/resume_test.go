@@ -180,3 +180,47 @@ func TestResumeWhileRunning(t *testing.T) {
 		t.Errorf("resume: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestResumeRefusesBadStateFile: apply --resume from a state file with a
+// host state pgtune never writes, or a host listed twice, is refused with
+// the file and the line named, before any host is checked, and the file
+// is left as it was.
+func TestResumeRefusesBadStateFile(t *testing.T) {
+	tests := []struct {
+		name, old, new, refused string
+	}{
+		{"unknown host state", `"state": "failed"`, `"state": "half-done"`, `: host "h1": unknown state "half-done"`},
+		{"a host twice", `"name": "h2"`, `"name": "h1"`, `: host "h1" is listed twice (first at line `},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMark("h1")
+			raw, inv, book := fleetAppWith(t, m, nil)
+			if code, _, stderr := raw("apply", "-i", inv, "--yes", "--serial", "1,100%", book); code != 1 || !strings.Contains(stderr, "--resume") {
+				t.Fatalf("failed canary: exit %d\n%s", code, stderr)
+			}
+			dir, _ := rollout.Dir()
+			st, err := rollout.Load(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := readString(t, st.Path())
+			edited := strings.Replace(data, tt.old, tt.new, 1)
+			if edited == data {
+				t.Fatalf("no %s in the state:\n%s", tt.old, data)
+			}
+			writeFile(t, st.Path(), edited)
+			delete(m.fail, "h1")
+			m.events = nil
+			for _, args := range [][]string{{"apply", "--resume", "--yes"}, {"apply", "--resume", st.ID, "--yes"}} {
+				code, _, stderr := raw(args...)
+				if code != 1 || !strings.Contains(stderr, "run state "+st.Path()+": line ") || !strings.Contains(stderr, tt.refused) || len(m.events) != 0 {
+					t.Errorf("%v: exit %d, events %v; want refused with the file, a line and %q\n%s", args, code, m.events, tt.refused, stderr)
+				}
+			}
+			if got := readString(t, st.Path()); got != edited {
+				t.Errorf("the refused resume rewrote the state file:\n%s", got)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -312,6 +313,39 @@ var Units = map[string]int64{
 	"TiB": 1 << 40,
 }
 
+// sizeSuffixes are the unit spellings a size written as a string may end
+// in ("4GiB", "512 MB", "2g"), by the constant that means them. Like
+// PostgreSQL's own settings, kB/MB/GB are taken as powers of 1024.
+var sizeSuffixes = map[string]string{
+	"k": "KiB", "kb": "KiB", "kib": "KiB",
+	"m": "MiB", "mb": "MiB", "mib": "MiB",
+	"g": "GiB", "gb": "GiB", "gib": "GiB",
+	"t": "TiB", "tb": "TiB", "tib": "TiB",
+}
+
+var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$`)
+
+// sizeHint is the expression form of a size written with a unit ("4GiB":
+// `: sizes are in bytes: write "${4 * GiB}"`), for the error that says
+// such a string is not a number; "" for any other string. HCL has no
+// unit literals, so the unit is a constant the number is multiplied by; a
+// product that is not whole bytes is floored.
+func sizeHint(str string) string {
+	m := sizeRE.FindStringSubmatch(str)
+	if m == nil {
+		return ""
+	}
+	unit, ok := sizeSuffixes[strings.ToLower(m[2])]
+	if !ok {
+		return ""
+	}
+	e := m[1] + " * " + unit
+	if n, ok := new(big.Float).SetString(m[1]); ok && !n.Mul(n, new(big.Float).SetInt64(Units[unit])).IsInt() {
+		e = "floor(" + e + ")"
+	}
+	return fmt.Sprintf(`: sizes are in bytes: write "${%s}"`, e)
+}
+
 var functions = map[string]function.Function{
 	"min":   stdlib.MinFunc,
 	"max":   stdlib.MaxFunc,
@@ -428,7 +462,7 @@ func (s *Scope) number(v Value) (*big.Float, error) {
 		var ok bool
 		f, ok = new(big.Float).SetString(strings.TrimSpace(out.AsString()))
 		if !ok {
-			return nil, s.errAt(v, "%q is not a number", out.AsString())
+			return nil, s.errAt(v, "%q is not a number%s", out.AsString(), sizeHint(out.AsString()))
 		}
 	case cty.Number:
 		f = out.AsBigFloat()

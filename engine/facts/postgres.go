@@ -525,6 +525,20 @@ func parseBlocks(out []byte) []block {
 	return blocks
 }
 
+// pickOne ends the error for a host with several clusters and no
+// pg_data: the one inventory key that settles it, and what it takes.
+const pickOne = "set this host's pg_data in the inventory to the data directory of the one to manage"
+
+// listSome joins the first few of a host's clusters for an error, and
+// counts the rest: a host may run hundreds.
+func listSome(items []string) string {
+	const most = 10
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
+}
+
 func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	var postmasters, clusters []block
 	var override *block
@@ -588,13 +602,21 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	case len(postmasters) == 1:
 		chosen, source, pm = postmasters[0], "postmaster", &postmasters[0]
 	case len(postmasters) > 1:
+		// Each by the data directory pg_data takes, with its Debian
+		// cluster name where pg_lsclusters knows it.
 		var dirs []string
 		for _, p := range postmasters {
-			dirs = append(dirs, fmt.Sprintf("%s (pid %s)", p.get("data"), p.get("pid")))
+			name := ""
+			for _, c := range clusters {
+				if c.get("cluster") != "" && (samePath(c.get("data"), p.get("data")) || samePath(c.get("realdata"), p.get("realdata"))) {
+					name = c.get("cluster_version") + "/" + c.get("cluster") + ", "
+				}
+			}
+			dirs = append(dirs, fmt.Sprintf("%s (%spid %s)", p.get("data"), name, p.get("pid")))
 		}
 		sort.Strings(dirs)
-		return nil, ignored, fmt.Errorf("%d postmasters are running (%s): set pg_data in the inventory to pick one",
-			len(postmasters), strings.Join(dirs, ", "))
+		return nil, ignored, fmt.Errorf("%d postmasters are running (%s): %s",
+			len(postmasters), listSome(dirs), pickOne)
 	case len(clusters) == 1:
 		chosen, source = clusters[0], "pg_lsclusters"
 	case len(clusters) > 1:
@@ -602,8 +624,8 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 		for _, c := range clusters {
 			names = append(names, fmt.Sprintf("%s/%s (%s)", c.get("cluster_version"), c.get("cluster"), c.get("data")))
 		}
-		return nil, ignored, fmt.Errorf("pg_lsclusters lists %d clusters (%s) and none is running: set pg_data in the inventory to pick one",
-			len(clusters), strings.Join(names, ", "))
+		return nil, ignored, fmt.Errorf("pg_lsclusters lists %d clusters (%s) and none is running: %s",
+			len(clusters), listSome(names), pickOne)
 	default:
 		return nil, ignored, nil
 	}

@@ -3,6 +3,7 @@ package facts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,12 +153,16 @@ func TestChoosePostgres(t *testing.T) {
 			ConfigFile: "/srv/pg/postgresql.conf", Version: "15.18", Major: 15, Owner: "pgadmin",
 			Running: true, PID: 900, Port: 5433, SocketDir: "/tmp", HugetlbPages: 700416 * 1024, StartTime: 99}, ""},
 		{"two postmasters", out(pmDebian, pmInitdb), Options{}, nil,
-			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
+		// Debian clusters are named beside their data directory (what
+		// pg_data takes).
+		{"two postmasters, one a debian cluster", out(pmDebian, pmInitdb, clusterMainDown, clusterOther), Options{}, nil,
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (15/main, pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
 		{"stopped debian cluster", out(clusterMainDown), Options{}, &Postgres{
 			Source: "pg_lsclusters", DataDir: "/var/lib/postgresql/15/main", BinDir: "/usr/lib/postgresql/15/bin",
 			ConfigFile: "/etc/postgresql/15/main/postgresql.conf", Version: "15.18", Major: 15, Owner: "postgres", Cluster: "main"}, ""},
 		{"two stopped clusters", out(clusterMainDown, clusterOther), Options{}, nil,
-			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set pg_data in the inventory to pick one"},
+			"pg_lsclusters lists 2 clusters (15/main (/var/lib/postgresql/15/main), 14/other (/var/lib/postgresql/14/other)) and none is running: set this host's pg_data in the inventory to the data directory of the one to manage"},
 		{"pg_data picks a running one", out(strings.Replace(strings.Replace(pmInitdb, "[postmaster]", "[override]\nalive=1", 1), "pid=900\n", "pid=900\n", 1), pmDebian, pmInitdb),
 			Options{PGData: "/srv/pg", PGBin: "/opt/pg/bin"}, &Postgres{
 				Source: "inventory", DataDir: "/srv/pg", BinDir: "/opt/pg/bin", BinFromInventory: true,
@@ -385,7 +390,7 @@ func TestChoosePostgresIgnoresImpostors(t *testing.T) {
 			`ignored process 4242 named "postgres" (uid 65534, binary "/tmp/x/postgres"): no postmaster.pid to read in "/tmp/x" (not readable without privileges? set become); it was not run`,
 		}, ""},
 		{"two genuine postmasters still need pg_data; impostors do not count", out(impNoPidfile, pmDebian, impOtherPidfile, pmInitdb), Options{}, "", nil,
-			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set pg_data in the inventory to pick one"},
+			"2 postmasters are running (/srv/pg (pid 900), /var/lib/postgresql/15/main (pid 812)): set this host's pg_data in the inventory to the data directory of the one to manage"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -511,5 +516,24 @@ func TestChoosePostgresWithoutClusterList(t *testing.T) {
 	// With the list (clusters present), debian_conf changes nothing.
 	if pg, _, err := choosePostgres(parseBlocks(out(skipped, clusterMainDown)), Options{}); err != nil || pg.Cluster != "main" {
 		t.Errorf("with the list: %+v, %v", pg, err)
+	}
+}
+
+// TestChoosePostgresManyPostmasters: the error for a host running many
+// clusters names the first ten (sorted) and counts the rest.
+func TestChoosePostgresManyPostmasters(t *testing.T) {
+	var blocks []string
+	for i := range 12 {
+		b := strings.ReplaceAll(pmInitdb, "/srv/pg", fmt.Sprintf("/srv/pg%02d", i))
+		blocks = append(blocks, strings.ReplaceAll(b, "900", fmt.Sprint(900+i)))
+	}
+	_, _, err := choosePostgres(parseBlocks(out(blocks...)), Options{})
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("/srv/pg%02d (pid %d)", i, 900+i))
+	}
+	wantErr := "12 postmasters are running (" + strings.Join(want, ", ") + " and 2 more): set this host's pg_data in the inventory to the data directory of the one to manage"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("err = %v\nwant %s", err, wantErr)
 	}
 }

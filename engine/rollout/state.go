@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -126,31 +128,66 @@ func (s *State) Path() string { return s.path }
 // runs) is refused, not let loose on the same hosts. The lock is the
 // kernel's (flock), so it goes with a killed process. The caller takes
 // it before it reads the state it acts on (Resume again under it).
+//
+// release removes the lock file, so that runs leave none behind. That is
+// safe only with both halves of the protocol: the file is removed while
+// it is still locked, and a locker counts its lock only when the file it
+// locked is still the one at the path. Another pgtune that opened the
+// file just before the removal locks a file no longer there once it is
+// unlocked; it sees that and opens the path again, rather than hold a
+// lock that a third, creating a new file there, would also get.
 func (s *State) Lock() (release func(), err error) {
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("run state: %w", err)
 	}
 	p := filepath.Join(dir, "."+s.ID+".lock")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	// Each retry follows a release by another pgtune between our open
+	// and our flock: a few in a row are already unlikely.
+	const tries = 10
+	for try := 1; ; try++ {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("run state: %w", err)
+		}
+		lockOpened()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("run %s is being applied by another pgtune right now (it holds %s): let it finish or stop it, then resume", s.ID, p)
+			}
+			return nil, fmt.Errorf("run state: lock %s: %w", p, err)
+		}
+		if stillAt(f, p) {
+			return func() {
+				// Removed before it is unlocked (see above); and only
+				// while it is still ours: one removed by hand and made
+				// again by another pgtune is that pgtune's.
+				if stillAt(f, p) {
+					_ = os.Remove(p)
+				}
+				_ = f.Close()
+			}, nil
+		}
+		_ = f.Close()
+		if try == tries {
+			return nil, fmt.Errorf("run state: lock %s: removed and made again %d times while being taken", p, tries)
+		}
+	}
+}
+
+// lockOpened runs between Lock's open and its flock: tests release
+// another holder there.
+var lockOpened = func() {}
+
+// stillAt reports whether f is the file at p now.
+func stillAt(f *os.File, p string) bool {
+	held, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("run state: %w", err)
+		return false
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("run %s is being applied by another pgtune right now (it holds %s): let it finish or stop it, then resume", s.ID, p)
-		}
-		return nil, fmt.Errorf("run state: lock %s: %w", p, err)
-	}
-	return func() {
-		// A run that never wrote its state (interrupted before its
-		// first batch) leaves no lock file either.
-		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
-			_ = os.Remove(p)
-		}
-		_ = f.Close()
-	}, nil
+	now, err := os.Stat(p)
+	return err == nil && os.SameFile(held, now)
 }
 
 // Host returns the host's entry, added as not reached when absent.
@@ -228,8 +265,93 @@ func Load(dir, id string) (*State, error) {
 	if s.Version != 1 || s.ID != id {
 		return nil, fmt.Errorf("run state %s: not a pgtune run state (version %d, id %q)", p, s.Version, s.ID)
 	}
+	if err := s.check(data); err != nil {
+		return nil, fmt.Errorf("run state %s: %w: not resumed", p, err)
+	}
 	s.path = p
 	return s, nil
+}
+
+var (
+	runStatuses = []string{Running, Interrupted, Stopped, Partial, Finished}
+	hostStates  = []string{Verified, PendingRestart, Failed, NotReached, InProgress}
+)
+
+// check refuses a state pgtune would not have written: a resume acts on
+// each host by its state, so a state it does not know (a hand edit, a
+// newer pgtune's file) or a host listed twice (which entry would count?)
+// must stop it rather than be guessed at. data is the file, to name the
+// line of the host entry at fault.
+func (s *State) check(data []byte) error {
+	if !slices.Contains(runStatuses, s.Status) {
+		return fmt.Errorf("unknown run status %q (pgtune writes %s)", s.Status, strings.Join(runStatuses, ", "))
+	}
+	lines := hostLines(data)
+	at := func(i int) string {
+		if i < len(lines) {
+			return fmt.Sprintf("line %d: ", lines[i])
+		}
+		return ""
+	}
+	first := map[string]int{}
+	for i, h := range s.Hosts {
+		switch {
+		case h.Name == "":
+			return fmt.Errorf("%shost entry %d has no name", at(i), i+1)
+		case !slices.Contains(hostStates, h.State):
+			return fmt.Errorf("%shost %q: unknown state %q (pgtune writes %s)", at(i), h.Name, h.State, strings.Join(hostStates, ", "))
+		}
+		if j, dup := first[h.Name]; dup {
+			where := ""
+			if j < len(lines) {
+				where = fmt.Sprintf(" (first at line %d)", lines[j])
+			}
+			return fmt.Errorf("%shost %q is listed twice%s", at(i), h.Name, where)
+		}
+		first[h.Name] = i
+	}
+	return nil
+}
+
+// hostLines is the line on which each entry of the file's "hosts" array
+// starts; nil (no line named) when the file cannot be walked so.
+func hostLines(data []byte) []int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key != "hosts" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return nil
+		}
+		var lines []int
+		for dec.More() {
+			// The offset is where the previous token ended: the entry
+			// starts at the next byte that is not a separator.
+			off := int(dec.InputOffset())
+			for off < len(data) && strings.IndexByte(" \t\r\n,", data[off]) >= 0 {
+				off++
+			}
+			lines = append(lines, 1+bytes.Count(data[:off], []byte("\n")))
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+		}
+		return lines
+	}
+	return nil
 }
 
 // Match is what the command line says of the run --resume continues:

@@ -246,7 +246,7 @@ func kernelSizeName(n int64) string {
 func checkBootFile(ctx context.Context, t *engine.Target, p *plan.ModulePlan, file string, lp livePool, pages int64) (*bootFile, error) {
 	before, existed, err := t.ReadFile(ctx, file)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
+		return nil, err // "read FILE: …" already
 	}
 	b := &bootFile{Path: file, Existed: existed, Before: before, After: renderBootFile(lp, pages)}
 	if b.changed() {

@@ -61,7 +61,7 @@ type releasedPool struct {
 func checkRelease(ctx context.Context, t *engine.Target, p *plan.ModulePlan, file string) (*release, error) {
 	data, ok, err := t.ReadFile(ctx, file)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
+		return nil, err // "read FILE: …" already
 	}
 	if !ok {
 		return nil, nil

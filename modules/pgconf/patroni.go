@@ -310,13 +310,6 @@ func describeParams(m map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-func orMissing(err error) string {
-	if err == nil {
-		return "no such file"
-	}
-	return err.Error()
-}
-
 // describePatroniMember names a member: scope, name and REST API.
 func describePatroniMember(pat *facts.Patroni) string {
 	s := "cluster " + orUnknown(pat.Scope) + ", member " + orUnknown(pat.Name)

@@ -61,7 +61,8 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 	// without a restart may have to give it back (restorePatroniConf).
 	conf, _, err := t.ReadFile(ctx, st.PG.ConfigFile)
 	if err != nil {
-		return fmt.Errorf("%s: step check before any change: read %s: %w: nothing was changed", ps.where(), st.PG.ConfigFile, err)
+		// err is "read FILE: …" already.
+		return fmt.Errorf("%s: step check before any change: %w: nothing was changed", ps.where(), err)
 	}
 	mark := patroniUndo{mark: t.Mark(), conf: conf, pending: now.PendingRestart}
 	if !sameParams(local.Params, ps.Set) {

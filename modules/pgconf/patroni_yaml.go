@@ -31,8 +31,11 @@ type patroniLocal struct {
 // name the file, never its content (it holds passwords).
 func readPatroniConfig(ctx context.Context, t *engine.Target, file string) ([]byte, *patroniLocal, error) {
 	doc, ok, err := t.ReadFile(ctx, file)
-	if err != nil || !ok {
-		return nil, nil, fmt.Errorf("read Patroni's config %s: %v", file, orMissing(err))
+	if err != nil {
+		return nil, nil, fmt.Errorf("Patroni's config: %v", err) // "read FILE: …" already
+	}
+	if !ok {
+		return nil, nil, fmt.Errorf("read Patroni's config %s: no such file", file)
 	}
 	local, err := readPatroniLocal(doc)
 	if err != nil {

@@ -277,8 +277,8 @@ func TestCheckWithoutUsableCluster(t *testing.T) {
 	if err != nil || p.HasChanges() || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "no PostgreSQL cluster found") {
 		t.Errorf("no cluster: %v %+v", err, p)
 	}
-	_, err = m.Check(context.Background(), unitTarget(nil, "2 postmasters are running (...): set pg_data in the inventory to pick one"), m.NewParams())
-	if err == nil || !strings.Contains(err.Error(), "set pg_data") {
+	_, err = m.Check(context.Background(), unitTarget(nil, "2 postmasters are running (...): set this host's pg_data in the inventory to the data directory of the one to manage"), m.NewParams())
+	if err == nil || !strings.Contains(err.Error(), "pg_data in the inventory") {
 		t.Errorf("ambiguous: %v", err)
 	}
 	_, err = m.Check(context.Background(), unitTarget(&facts.Postgres{Major: 14, DataDir: "/d"}, ""), m.NewParams())

@@ -381,7 +381,7 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember, oldSlot s
 		}
 		b, _, err := m.t.ReadFile(ctx, file)
 		if err != nil {
-			return nil, fmt.Errorf("%s: read %s: %w", m.name(), file, err)
+			return nil, fmt.Errorf("%s: %w", m.name(), err) // "read FILE: …" already
 		}
 		var content []byte
 		if m.file == "" {

@@ -103,7 +103,7 @@ func Check(ctx context.Context, t *engine.Target, p *plan.ModulePlan, f File) (*
 	pl := &Plan{File: f, After: f.Render()}
 	before, existed, err := t.ReadFile(ctx, f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", f.Path, err)
+		return nil, err // "read FILE: …" already
 	}
 	pl.Before, pl.Existed = before, existed
 	if pl.Changed() {
@@ -176,7 +176,7 @@ func planEdits(ctx context.Context, t *engine.Target, p *plan.ModulePlan, pl *Pl
 	for _, r := range order {
 		data, ok, err := t.ReadFile(ctx, r)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", r, err)
+			return err // "read FILE: …" already
 		}
 		if !ok {
 			return fmt.Errorf("%s disappeared since facts were gathered; run again", r)

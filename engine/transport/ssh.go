@@ -188,7 +188,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		return out, nil
 	})}
 	auth = append(auth, passwordAuth(e.password)...)
-	algos, recorded := hk.algorithms(e.knownHostsName())
+	algos, recorded := hk.algorithms()
 	config := &ssh.ClientConfig{
 		User:              e.user,
 		Auth:              auth,

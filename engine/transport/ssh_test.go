@@ -532,7 +532,7 @@ Host bastion
 		cfg := target.baseConfig(key, writeKnownHosts(t, target.knownHostsLine(keyEd25519)))
 		cfg.ProxyJump = "127.0.0.1:" + itoa(jump2.Port)
 		_, err := DialSSH(context.Background(), cfg)
-		if !errors.Is(err, ErrUnknownHostKey) || !strings.HasPrefix(err.Error(), "via jump host 127.0.0.1: host key for 127.0.0.1:"+itoa(jump2.Port)) {
+		if !errors.Is(err, ErrUnknownHostKey) || !strings.HasPrefix(err.Error(), "jump host 127.0.0.1 (on the way to db1): host key for 127.0.0.1:"+itoa(jump2.Port)) {
 			t.Fatalf("err = %v", err)
 		}
 	})

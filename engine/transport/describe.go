@@ -37,6 +37,10 @@ func (r *route) describe() string {
 		hops := make([]string, len(r.jumps))
 		for i, j := range r.jumps {
 			hops[i] = fmt.Sprintf("%s@%s port %d", j.user, j.host, j.port)
+			if j.policy != t.policy {
+				// The inventory's accept-new is the target's alone.
+				hops[i] += fmt.Sprintf(" (its host key %s)", j.policy)
+			}
 		}
 		parts = append(parts, "jump host "+strings.Join(hops, ", then "))
 	case t.proxyCommand != "":

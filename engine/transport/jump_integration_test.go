@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,4 +99,64 @@ func TestIntegrationJumpHostRefusalNamesTheHop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIntegrationJumpHostKeepsItsOwnPolicy: the inventory's accept-new is
+// the target's, as `ssh -o StrictHostKeyChecking=accept-new -J …` is
+// (checked here against the real ssh(1)): an unknown bastion is refused
+// and nothing is recorded for it. Its own ssh_config block can make it
+// accept-new, as for ssh(1). Before, the inventory's accept-new recorded
+// any bastion key on first contact.
+func TestIntegrationJumpHostKeepsItsOwnPolicy(t *testing.T) {
+	sshBin, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Fatal("ssh client not installed (apt-get install -y openssh-client)")
+	}
+	jump, target := jumpAndTarget(t)
+	jp := itoa(jump.Port)
+	recordsJump := func(known string) bool {
+		b, err := os.ReadFile(known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(b), "[127.0.0.1]:"+jp+" ")
+	}
+
+	t.Run("inventory accept-new leaves the bastion strict", func(t *testing.T) {
+		known := writeKnownHosts(t, target.HostKeyLine)
+		cfg := sshdConfig(target)
+		cfg.Name, cfg.KnownHostsFile, cfg.HostKeyPolicy, cfg.ProxyJump = "db", known, HostKeyAcceptNew, "root@127.0.0.1:"+jp
+		c, err := DialSSH(context.Background(), cfg)
+		if err == nil {
+			c.Close()
+			t.Fatal("DialSSH succeeded through an unknown bastion under the target's accept-new")
+		}
+		if !errors.Is(err, ErrUnknownHostKey) || !strings.Contains(err.Error(), "jump host 127.0.0.1 (on the way to db)") ||
+			!strings.Contains(err.Error(), "ssh_host_key_checking is for the target only") {
+			t.Errorf("err = %v", err)
+		}
+		if recordsJump(known) {
+			t.Error("the bastion's key was recorded")
+		}
+	})
+	t.Run("ssh(1) does the same", func(t *testing.T) {
+		known := writeKnownHosts(t, target.HostKeyLine)
+		conf := writeTemp(t, "ssh_config", fmt.Sprintf("Host *\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  BatchMode yes\n", target.KeyFile, known))
+		out, err := exec.Command(sshBin, "-F", conf, "-o", "StrictHostKeyChecking=accept-new", "-J", "root@127.0.0.1:"+jp,
+			"-p", itoa(target.Port), "root@127.0.0.1", "true").CombinedOutput()
+		if err == nil || recordsJump(known) {
+			t.Errorf("ssh(1) -o StrictHostKeyChecking=accept-new -J: err %v, bastion recorded %v: %s", err, recordsJump(known), out)
+		}
+	})
+	t.Run("the bastion's own ssh_config block may say accept-new", func(t *testing.T) {
+		known := writeKnownHosts(t, target.HostKeyLine)
+		conf := writeTemp(t, "ssh_config", fmt.Sprintf("Host bastion\n  HostName 127.0.0.1\n  Port %d\n  User root\n  StrictHostKeyChecking accept-new\n", jump.Port))
+		cfg := sshdConfig(target)
+		cfg.Name, cfg.KnownHostsFile, cfg.ConfigFile, cfg.ProxyJump = "db", known, conf, "bastion"
+		c := dial(t, cfg)
+		c.Close()
+		if !recordsJump(known) {
+			t.Error("the bastion's key was not recorded under its own accept-new")
+		}
+	})
 }

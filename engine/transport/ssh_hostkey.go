@@ -109,7 +109,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 			}
 			return nil
 		}
-		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames())
+		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames(), hk.e.jump)
 	default:
 		hk.err = fmt.Errorf("host key for %s: %w", hostname, err)
 	}
@@ -167,10 +167,15 @@ type hostKeyError struct {
 func (e *hostKeyError) Error() string { return e.msg }
 func (e *hostKeyError) Unwrap() error { return e.kind }
 
-func unknownKeyError(hostname string, key ssh.PublicKey, file string) error {
+func unknownKeyError(hostname string, key ssh.PublicKey, file string, jump bool) error {
+	advice := "unknown host; add it with ssh-keyscan or set ssh_host_key_checking: accept-new"
+	if jump {
+		// The inventory's policy is the target's alone (resolveWith).
+		advice = "unknown jump host; add it with ssh-keyscan, or set StrictHostKeyChecking accept-new in its ssh_config Host block: ssh_host_key_checking is for the target only"
+	}
 	return &hostKeyError{kind: ErrUnknownHostKey, msg: fmt.Sprintf(
-		"host key for %s is not in %s (unknown host; add it with ssh-keyscan or set ssh_host_key_checking: accept-new); server offered %s %s",
-		hostname, file, key.Type(), ssh.FingerprintSHA256(key))}
+		"host key for %s is not in %s (%s); server offered %s %s",
+		hostname, file, advice, key.Type(), ssh.FingerprintSHA256(key))}
 }
 
 // knownHostsName is the name the host key is looked up and recorded under:

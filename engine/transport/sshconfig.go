@@ -283,14 +283,24 @@ func resolveWith(cfg SSHConfig, local localIdentity, agentAvailable bool, runExe
 	if cfg.Name == "" && cfg.Address == "" {
 		return nil, errors.New("ssh: no host name or address")
 	}
-	// Inventories spell paths the way ssh(1) users do: ~/.ssh/…
-	cfg.ConfigFile = expandHome(cfg.ConfigFile, local.home)
-	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
-	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
-	sc, err := loadSSHConfigs(cfg.ConfigFile, local.home)
+	sc, err := loadSSHConfigs(expandHome(cfg.ConfigFile, local.home), local.home)
 	if err != nil {
 		return nil, err
 	}
+	return resolveFrom(cfg, sc, local, agentAvailable, runExec)
+}
+
+// noSSHConfig is no ssh_config file at all: what the inventory alone gives.
+func noSSHConfig(home string) *sshConfigFile {
+	return &sshConfigFile{path: "(none)", home: home, hosts: map[string]*hostOptions{}, presets: map[string]configPresets{}}
+}
+
+// resolveFrom is resolveWith over the ssh_config files sc.
+func resolveFrom(cfg SSHConfig, sc *sshConfigFile, local localIdentity, agentAvailable bool, runExec func(string) (bool, error)) (*route, error) {
+	var err error
+	// Inventories spell paths the way ssh(1) users do: ~/.ssh/…
+	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
+	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
 	sc.local = local
 	if runExec != nil {
 		sc.runExec = runExec

@@ -379,9 +379,15 @@ func resolveFrom(cfg SSHConfig, sc *sshConfigFile, local localIdentity, agentAva
 		// ssh, an inventory's accept-new (or ansible.cfg's
 		// host_key_checking = False) never makes a bastion trusted on
 		// first use: the hop's own ssh_config block decides, else strict.
+		// An inventory's strict still binds the hops (as before): it only
+		// ever tightens.
+		hopPolicy := ""
+		if policy == HostKeyStrict {
+			hopPolicy = HostKeyStrict
+		}
 		hop, err := resolveEndpoint(sc, j.host, endpointOverrides{
 			port: j.port, user: j.user, extraKeys: explicitKeys,
-			knownHosts: explicitKnown,
+			knownHosts: explicitKnown, policy: hopPolicy,
 		}, local, agentAvailable)
 		if err != nil {
 			return nil, fmt.Errorf("jump host %s: %w", j.host, err)

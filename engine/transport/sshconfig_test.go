@@ -146,9 +146,16 @@ Host bastion2
 		},
 		{
 			name:    "a jump host's own ssh_config block sets its policy",
-			cfg:     SSHConfig{Name: "x", ConfigFile: fleetFile, ProxyJump: "bastion2", HostKeyPolicy: "strict"},
+			cfg:     SSHConfig{Name: "x", ConfigFile: fleetFile, ProxyJump: "bastion2"},
 			want:    endpoint{name: "x", host: "x", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict},
 			jumps:   []endpoint{{name: "bastion2", host: "10.0.0.2", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyAcceptNew, jump: true}},
+			timeout: 10 * time.Second,
+		},
+		{
+			name:    "the inventory's strict binds jump hosts too",
+			cfg:     SSHConfig{Name: "x", ConfigFile: fleetFile, ProxyJump: "bastion2", HostKeyPolicy: "strict"},
+			want:    endpoint{name: "x", host: "x", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict},
+			jumps:   []endpoint{{name: "bastion2", host: "10.0.0.2", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict, jump: true}},
 			timeout: 10 * time.Second,
 		},
 		{

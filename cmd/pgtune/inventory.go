@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/mask"
 )
 
@@ -75,7 +76,9 @@ const inventoryUsage = `Usage:
   pgtune inventory list [-i INVENTORY] [--host HOST] [--limit PATTERN] [--playbook-dir DIR] [--format text|json]
 
 Shows every host as pgtune resolves it: its groups, how it is reached and
-its vars (group_vars/ and host_vars/ merged), secrets masked. Touches no
+its vars (group_vars/ and host_vars/ merged), secrets masked. Where an
+ssh_config sends a host elsewhere (a bastion, another HostName, port or
+user), "route" says where pgtune really connects, as -vvv does. Touches no
 host.
 `
 
@@ -147,6 +150,7 @@ func describeHost(h *inventory.Host) listedHost {
 		add("ssh_config_file", c.ConfigFile)
 		add("proxy_jump", c.ProxyJump)
 		add("proxy_command", mask.Text(c.ProxyCommand))
+		add("route", resolvedRoute(h))
 	}
 	add("become", c.Become)
 	add("pg_data", c.PGData)
@@ -164,6 +168,27 @@ func describeHost(h *inventory.Host) listedHost {
 		l.Unusable[k] = mask.Text(err.Error())
 	}
 	return l
+}
+
+// resolvedRoute is where pgtune really connects when an ssh_config (the
+// inventory's ssh_config_file, else ~/.ssh/config and the system's) sends
+// the host elsewhere than its inventory fields say: through a bastion, to
+// another HostName, port or user. Resolved as the connection and -vvv
+// resolve it (transport.DescribeRoute: a proxy command is named, never
+// shown; no Match exec is run). "" when no ssh_config changes anything,
+// so a host without ssh_config entries lists as before.
+func resolvedRoute(h *inventory.Host) string {
+	if h.ConnError() != nil {
+		return "" // listed under unusable; the connection fails on it
+	}
+	route, fromConfig, err := transport.ResolvedRoute(engine.SSHConfigOf(h))
+	switch {
+	case !fromConfig:
+		return ""
+	case err != nil:
+		return "not resolved: " + mask.Text(err.Error())
+	}
+	return route
 }
 
 // sensitiveNames are the vars listed in pgtune_sensitive.

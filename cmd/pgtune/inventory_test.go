@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,75 @@ func TestInventoryList(t *testing.T) {
 			}
 			checkGolden(t, tc.golden, out)
 		})
+	}
+}
+
+// TestInventoryListRoute: where an ssh_config sends a host elsewhere
+// than its inventory fields say (a bastion, another HostName, port or
+// user), inventory list shows the route pgtune really takes, resolved as
+// -vvv resolves it: a proxy command named, never shown; no Match exec run;
+// a route the ssh_config makes fail said. Hosts it leaves alone list as
+// before (TestInventoryList's golden files are unchanged).
+func TestInventoryListRoute(t *testing.T) {
+	marker := filepath.Join("testdata", "inventory-route", "match-exec-ran")
+	t.Cleanup(func() { os.Remove(marker) })
+	t.Setenv("USER", "alice") // a host without a user anywhere logs in as this
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"inventory-route.golden", []string{"inventory", "list", "-i", "testdata/inventory-route/hosts"}},
+		{"inventory-route.json.golden", []string{"inventory", "list", "-i", "testdata/inventory-route/hosts", "--host", "db1", "--format", "json"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			out, errOut, code := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			assertInert(t, "inventory list", out+errOut)
+			if strings.Contains(out+errOut, "Hunter2pw") {
+				t.Errorf("the proxy command's password is shown:\n%s", out)
+			}
+			checkGolden(t, tc.golden, out)
+		})
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("inventory list ran a Match exec command")
+	}
+
+	// The user's ~/.ssh/config counts too, when no ssh_config_file is set.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host pg1\n  HostName 10.1.0.1\n  Port 2201\n  ProxyJump ops@bastion.example.com\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "inventory", "list", "-i", "pg1,pg2,", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Hosts []struct {
+			Name       string
+			Connection map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]any{}
+	for _, h := range got.Hosts {
+		if r, ok := h.Connection["route"]; ok {
+			routes[h.Name] = r
+		}
+	}
+	if r, _ := routes["pg1"].(string); !strings.Contains(r, "@10.1.0.1 port 2201") || !strings.Contains(r, "jump host ops@bastion.example.com port 22") {
+		t.Errorf("pg1 route %q: want ~/.ssh/config's HostName, Port and ProxyJump", r)
+	}
+	if r, ok := routes["pg2"]; ok {
+		t.Errorf("pg2 has no ssh_config entry but a route %q", r)
 	}
 }
 

@@ -191,7 +191,7 @@ func expandEnv(p string) string {
 // ANSIBLE_INVENTORY (DESIGN: no -i is localhost; a variable exported in
 // a shell must not turn `pgtune apply` toward a fleet) nor
 // ANSIBLE_HOST_KEY_CHECKING (many CI images export it False: it would
-// make every host and jump host trust on first use, silently).
+// make every host trust on first use, silently).
 func WithAnsibleEnv(cfg *AnsibleConfig) (*AnsibleConfig, error) {
 	user := strings.TrimSpace(os.Getenv("ANSIBLE_REMOTE_USER"))
 	key := strings.TrimSpace(os.Getenv("ANSIBLE_PRIVATE_KEY_FILE"))

@@ -29,6 +29,26 @@ func DescribeRoute(cfg SSHConfig) (string, error) {
 	return d, nil
 }
 
+// ResolvedRoute is DescribeRoute for `pgtune inventory list`, with
+// fromConfig saying whether an ssh_config changed anything from what the
+// inventory alone gives (another HostName, port, user, key, jump host,
+// proxy command, known_hosts or policy, or a Match exec it could not run):
+// only then is the route worth showing beside the inventory's fields.
+// A route that does not resolve is err, the reason the connection will
+// fail with; fromConfig then says whether the ssh_config is the reason.
+func ResolvedRoute(cfg SSHConfig) (desc string, fromConfig bool, err error) {
+	desc, err = DescribeRoute(cfg)
+	local := currentIdentity()
+	base, baseErr := resolveFrom(cfg, noSSHConfig(local.home), local, os.Getenv("SSH_AUTH_SOCK") != "", nil)
+	switch {
+	case err != nil:
+		return "", baseErr == nil || baseErr.Error() != err.Error(), err
+	case baseErr != nil:
+		return desc, true, nil
+	}
+	return desc, desc != base.describe(), nil
+}
+
 func (r *route) describe() string {
 	t := r.target
 	parts := []string{fmt.Sprintf("ssh %s@%s port %d", t.user, t.host, t.port), "key " + t.keysText()}
@@ -37,6 +57,10 @@ func (r *route) describe() string {
 		hops := make([]string, len(r.jumps))
 		for i, j := range r.jumps {
 			hops[i] = fmt.Sprintf("%s@%s port %d", j.user, j.host, j.port)
+			if j.policy != t.policy {
+				// The inventory's accept-new is the target's alone.
+				hops[i] += fmt.Sprintf(" (its host key %s)", j.policy)
+			}
 		}
 		parts = append(parts, "jump host "+strings.Join(hops, ", then "))
 	case t.proxyCommand != "":

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/skeema/knownhosts"
 )
 
 // A fleet's known_hosts file names every host: parsing it again for each
@@ -26,7 +24,7 @@ type knownHostsStamp struct {
 type knownHostsEntry struct {
 	files  []string
 	stamps []knownHostsStamp
-	db     *knownhosts.HostKeyDB
+	db     *knownHostsDB
 }
 
 var knownHostsCache struct {
@@ -36,14 +34,14 @@ var knownHostsCache struct {
 
 // loadKnownHosts returns the parsed files: the cached parse when no file
 // changed since (size, modification time and inode; an accept-new append
-// changes the size), else a new one. The HostKeyDB is read-only once
+// changes the size), else a new one. The knownHostsDB is read-only once
 // built, so dials share it.
-func loadKnownHosts(files []string) (*knownhosts.HostKeyDB, error) {
+func loadKnownHosts(files []string) (*knownHostsDB, error) {
 	stamps := make([]knownHostsStamp, 0, len(files))
 	for _, f := range files {
 		st, err := os.Stat(f)
 		if err != nil {
-			return knownhosts.NewDB(files...) // reports the error as before
+			return parseKnownHosts(files...) // reports the error as before
 		}
 		stamps = append(stamps, stampOf(st))
 	}
@@ -57,7 +55,7 @@ func loadKnownHosts(files []string) (*knownhosts.HostKeyDB, error) {
 			return e.db, nil
 		}
 	}
-	db, err := knownhosts.NewDB(files...)
+	db, err := parseKnownHosts(files...)
 	if err != nil {
 		return nil, err
 	}

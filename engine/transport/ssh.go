@@ -123,7 +123,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	var via *ssh.Client
 	if len(r.jumps) > 0 {
 		if jump, err = jumpHosts.acquire(ctx, r.jumps, r.timeout, ag); err != nil {
-			return nil, err
+			return nil, forTarget(err, r.target.name)
 		}
 		via = jump.client
 	}
@@ -133,7 +133,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		if jump != nil {
 			jumpHosts.release(jump)
 		}
-		return nil, err
+		return nil, viaError(r, err)
 	}
 	s := &SSH{
 		name:    r.target.name,
@@ -188,7 +188,7 @@ func dialEndpoint(ctx context.Context, via *ssh.Client, e *endpoint, timeout tim
 		return out, nil
 	})}
 	auth = append(auth, passwordAuth(e.password)...)
-	algos, recorded := hk.algorithms(e.knownHostsName())
+	algos, recorded := hk.algorithms()
 	config := &ssh.ClientConfig{
 		User:              e.user,
 		Auth:              auth,

@@ -25,7 +25,7 @@ var knownHostsMu sync.Mutex
 type hostKeyChecker struct {
 	e     *endpoint
 	files []string // existing files, read for verification
-	db    *knownhosts.HostKeyDB
+	db    *knownHostsDB
 	err   error
 }
 
@@ -49,25 +49,31 @@ func newHostKeyChecker(e *endpoint) (*hostKeyChecker, error) {
 	return hk, nil
 }
 
-// algorithms lists the key types recorded for addr (a @cert-authority
-// for it included), so that a server with several host keys presents the
-// one we know; recorded says there were some. For a host not recorded
+// algorithms lists the key types recorded for the endpoint (a
+// @cert-authority for it included), so that a server with several host
+// keys presents the one we know; recorded says there were some. For a host not recorded
 // yet, the plain key types only: a server with a host certificate then
 // presents its key, which can be told unknown (and recorded by
 // accept-new) as ssh(1) does; offered its certificate, the check could
 // only fail ("no authorities for hostname").
-func (hk *hostKeyChecker) algorithms(addr string) (algos []string, recorded bool) {
+//
+// Keys recorded only without the port (see knownHostsDB.check) come first
+// but do not restrict: ssh(1) takes them as no record of this host.
+func (hk *hostKeyChecker) algorithms() (algos []string, recorded bool) {
 	if hk.db != nil {
-		if algos := hk.db.HostKeyAlgorithms(addr); len(algos) > 0 {
-			return algos, true
+		found, fallback := hk.db.recordedAlgorithms(hk.e)
+		if len(found) > 0 && !fallback {
+			return found, true
 		}
+		algos = found
 	}
 	// The library's default preference with the certificate types left
 	// out (ssh-rsa kept: an old bastion may have nothing else), then any
 	// other plain type it supports.
-	algos = []string{ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+	defaults := []string{ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
 		ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSA, ssh.KeyAlgoED25519}
-	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+	defaults = append(defaults, ssh.SupportedAlgorithms().HostKeys...)
+	for _, a := range defaults {
 		if !strings.Contains(a, "-cert-") && !slices.Contains(algos, a) {
 			algos = append(algos, a)
 		}
@@ -78,7 +84,13 @@ func (hk *hostKeyChecker) algorithms(addr string) (algos []string, recorded bool
 func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.PublicKey) error {
 	var err error
 	if hk.db != nil {
-		err = hk.db.HostKeyCallback()(hostname, remote, key)
+		db := hk.db
+		checker := ssh.CertChecker{
+			IsHostAuthority: func(auth ssh.PublicKey, _ string) bool { return db.isAuthority(hk.e, auth) },
+			IsRevoked:       db.isRevoked,
+			HostKeyFallback: func(_ string, _ net.Addr, key ssh.PublicKey) error { return db.check(hk.e, key) },
+		}
+		err = checker.CheckHostKey(hostname, remote, key)
 	} else {
 		err = &xknownhosts.KeyError{} // no file: every host is unknown
 	}
@@ -97,7 +109,7 @@ func (hk *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Pub
 			}
 			return nil
 		}
-		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames())
+		hk.err = unknownKeyError(hk.e.displayName(hostname), key, hk.e.knownHostsNames(), hk.e.jump)
 	default:
 		hk.err = fmt.Errorf("host key for %s: %w", hostname, err)
 	}
@@ -122,9 +134,9 @@ func (hk *hostKeyChecker) appendKey(hostname string, remote net.Addr, key ssh.Pu
 	// port) are first seen in the same run: the first connection records
 	// the key, the others find it; a different key recorded meanwhile is
 	// a changed key, not a second line that strict checking would take.
-	if check, err := xknownhosts.New(file); err == nil {
+	if db, err := parseKnownHosts(file); err == nil {
 		var keyErr *xknownhosts.KeyError
-		switch err := check(hostname, &net.TCPAddr{IP: net.IPv4zero}, key); {
+		switch err := db.check(hk.e, key); {
 		case err == nil:
 			return nil
 		case errors.As(err, &keyErr) && len(keyErr.Want) > 0:
@@ -155,10 +167,15 @@ type hostKeyError struct {
 func (e *hostKeyError) Error() string { return e.msg }
 func (e *hostKeyError) Unwrap() error { return e.kind }
 
-func unknownKeyError(hostname string, key ssh.PublicKey, file string) error {
+func unknownKeyError(hostname string, key ssh.PublicKey, file string, jump bool) error {
+	advice := "unknown host; add it with ssh-keyscan or set ssh_host_key_checking: accept-new"
+	if jump {
+		// The inventory's policy is the target's alone (resolveWith).
+		advice = "unknown jump host; add it with ssh-keyscan, or set StrictHostKeyChecking accept-new in its ssh_config Host block: ssh_host_key_checking is for the target only"
+	}
 	return &hostKeyError{kind: ErrUnknownHostKey, msg: fmt.Sprintf(
-		"host key for %s is not in %s (unknown host; add it with ssh-keyscan or set ssh_host_key_checking: accept-new); server offered %s %s",
-		hostname, file, key.Type(), ssh.FingerprintSHA256(key))}
+		"host key for %s is not in %s (%s); server offered %s %s",
+		hostname, file, advice, key.Type(), ssh.FingerprintSHA256(key))}
 }
 
 // knownHostsName is the name the host key is looked up and recorded under:

@@ -67,7 +67,7 @@ func (p *jumpPool) acquireOnce(ctx context.Context, chain []*endpoint, timeout t
 		case <-e.ready:
 		case <-ctx.Done():
 			p.release(e)
-			return nil, fmt.Errorf("via jump host %s: %w", chain[len(chain)-1].name, ctx.Err())
+			return nil, &jumpError{hop: chain[len(chain)-1].name, err: ctx.Err()}
 		}
 		if e.err != nil {
 			p.release(e)
@@ -112,9 +112,55 @@ func (p *jumpPool) dial(ctx context.Context, chain []*endpoint, timeout time.Dur
 		if parent != nil {
 			p.release(parent)
 		}
-		return nil, nil, fmt.Errorf("via jump host %s: %w", hop.name, err)
+		return nil, nil, &jumpError{hop: hop.name, err: err}
 	}
 	return c, parent, nil
+}
+
+// jumpError is a jump host's own failure (its host key, its login, the
+// connection to it), kept apart from the target's: "via jump host X: host
+// key … changed" did not say which of the two refused. The entry's error
+// is shared by every target behind the hop; DialSSH names its own target
+// on a copy (forTarget).
+type jumpError struct {
+	hop    string // the hop as ProxyJump names it
+	target string // the host it was on the way to; "" inside the pool
+	err    error
+}
+
+func (e *jumpError) Error() string {
+	if e.target == "" {
+		return fmt.Sprintf("jump host %s: %v", e.hop, e.err)
+	}
+	return fmt.Sprintf("jump host %s (on the way to %s): %v", e.hop, e.target, e.err)
+}
+
+func (e *jumpError) Unwrap() error { return e.err }
+
+// forTarget names the target in a jump host's failure.
+func forTarget(err error, target string) error {
+	var je *jumpError
+	if !errors.As(err, &je) {
+		return err
+	}
+	return &jumpError{hop: je.hop, target: target, err: je.err}
+}
+
+// viaError names the route in the target's own failure when it was
+// reached through jump hosts or a proxy command: "db1 (via jump host
+// bastion1): host key … CHANGED" is the target refusing, not the bastion.
+func viaError(r *route, err error) error {
+	switch {
+	case len(r.jumps) > 0:
+		hops := make([]string, len(r.jumps))
+		for i, j := range r.jumps {
+			hops[i] = j.name
+		}
+		return fmt.Errorf("%s (via jump host %s): %w", r.target.name, strings.Join(hops, ", then "), err)
+	case r.target.proxyCommand != "":
+		return fmt.Errorf("%s (via a proxy command): %w", r.target.name, err)
+	}
+	return err
 }
 
 // forget takes e out of the pool so the next target dials afresh; holders

@@ -33,6 +33,7 @@ type endpoint struct {
 	hostKeyAlias     string   // HostKeyAlias: the known_hosts name instead of host[:port]
 	proxyCommand     string   // ProxyCommand, tokens expanded: run locally, its stdio is the stream
 	password         string   // tried after the keys; the target only
+	jump             bool     // a jump host, not the target (messages)
 }
 
 // hostPort is the address as dialled and as recorded in known_hosts.
@@ -282,14 +283,24 @@ func resolveWith(cfg SSHConfig, local localIdentity, agentAvailable bool, runExe
 	if cfg.Name == "" && cfg.Address == "" {
 		return nil, errors.New("ssh: no host name or address")
 	}
-	// Inventories spell paths the way ssh(1) users do: ~/.ssh/…
-	cfg.ConfigFile = expandHome(cfg.ConfigFile, local.home)
-	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
-	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
-	sc, err := loadSSHConfigs(cfg.ConfigFile, local.home)
+	sc, err := loadSSHConfigs(expandHome(cfg.ConfigFile, local.home), local.home)
 	if err != nil {
 		return nil, err
 	}
+	return resolveFrom(cfg, sc, local, agentAvailable, runExec)
+}
+
+// noSSHConfig is no ssh_config file at all: what the inventory alone gives.
+func noSSHConfig(home string) *sshConfigFile {
+	return &sshConfigFile{path: "(none)", home: home, hosts: map[string]*hostOptions{}, presets: map[string]configPresets{}}
+}
+
+// resolveFrom is resolveWith over the ssh_config files sc.
+func resolveFrom(cfg SSHConfig, sc *sshConfigFile, local localIdentity, agentAvailable bool, runExec func(string) (bool, error)) (*route, error) {
+	var err error
+	// Inventories spell paths the way ssh(1) users do: ~/.ssh/…
+	cfg.PrivateKeyFile = expandHome(cfg.PrivateKeyFile, local.home)
+	cfg.KnownHostsFile = expandHome(cfg.KnownHostsFile, local.home)
 	sc.local = local
 	if runExec != nil {
 		sc.runExec = runExec
@@ -359,15 +370,30 @@ func resolveWith(cfg SSHConfig, local localIdentity, agentAvailable bool, runExe
 	for i, j := range specs {
 		// A hop is looked up in the same ssh_config by its alias, as
 		// OpenSSH does; the inventory's key and known_hosts apply to it
-		// too, since they usually belong to the same fleet.
+		// too, since they usually belong to the same fleet. Its host-key
+		// policy does not: ssh(1) runs a ProxyJump hop as `ssh -l -p -F
+		// -W host`, without the command line's -o StrictHostKeyChecking
+		// (measured, OpenSSH 9.2; ssh(1) -J: "configuration directives
+		// supplied on the command-line generally apply to the destination
+		// host and not any specified jump hosts"). So, as for Ansible's
+		// ssh, an inventory's accept-new (or ansible.cfg's
+		// host_key_checking = False) never makes a bastion trusted on
+		// first use: the hop's own ssh_config block decides, else strict.
+		// An inventory's strict still binds the hops (as before): it only
+		// ever tightens.
+		hopPolicy := ""
+		if policy == HostKeyStrict {
+			hopPolicy = HostKeyStrict
+		}
 		hop, err := resolveEndpoint(sc, j.host, endpointOverrides{
 			port: j.port, user: j.user, extraKeys: explicitKeys,
-			knownHosts: explicitKnown, policy: policy,
+			knownHosts: explicitKnown, policy: hopPolicy,
 		}, local, agentAvailable)
 		if err != nil {
 			return nil, fmt.Errorf("jump host %s: %w", j.host, err)
 		}
 		hop.name = j.host
+		hop.jump = true
 		if err := checkHopProxy(sc, j.host, hop, i); err != nil {
 			return nil, err
 		}

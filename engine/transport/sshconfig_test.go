@@ -53,6 +53,9 @@ Host badstrict
   StrictHostKeyChecking maybe
 Host pct
   HostName %h.example.com
+Host bastion2
+  HostName 10.0.0.2
+  StrictHostKeyChecking accept-new
 `
 	write := func(name, s string) string {
 		p := filepath.Join(dir, name)
@@ -118,23 +121,48 @@ Host pct
 				keyFiles:   []string{"/inv_key", "/home/alice/.ssh/db1_key", "/home/alice/.ssh/postgres@db1.internal"},
 				knownHosts: []string{"/home/alice/.ssh/known_fleet", "/etc/ssh/known hosts"}, policy: HostKeyAcceptNew},
 			jumps: []endpoint{{name: "bastion", host: "10.0.0.1", port: 2022, user: "ops",
-				keyFiles: []string{"/home/alice/.ssh/bastion", "/inv_key"}, knownHosts: []string{homeKnown}, policy: HostKeyStrict}},
+				keyFiles: []string{"/home/alice/.ssh/bastion", "/inv_key"}, knownHosts: []string{homeKnown}, policy: HostKeyStrict, jump: true}},
 			timeout: 7 * time.Second,
 		},
 		{
-			name: "inventory known_hosts and policy apply to jump hosts",
+			name: "inventory known_hosts applies to jump hosts",
 			cfg:  SSHConfig{Name: "db2", ConfigFile: fleetFile, KnownHostsFile: "/kh", HostKeyPolicy: "strict"},
 			want: endpoint{name: "db2", host: "db2", port: 22, user: "postgres",
 				keyFiles: []string{"/home/alice/.ssh/postgres@db2"}, knownHosts: []string{"/kh"}, policy: HostKeyStrict},
 			jumps: []endpoint{{name: "bastion", host: "10.0.0.1", port: 2022, user: "ops",
-				keyFiles: []string{"/home/alice/.ssh/bastion"}, knownHosts: []string{"/kh"}, policy: HostKeyStrict}},
+				keyFiles: []string{"/home/alice/.ssh/bastion"}, knownHosts: []string{"/kh"}, policy: HostKeyStrict, jump: true}},
 			timeout: 7 * time.Second,
+		},
+		{
+			// As ssh(1) -o StrictHostKeyChecking=accept-new -J: the hop's
+			// ssh gets no -o, so the bastion stays strict.
+			name: "inventory accept-new is the target's, not the jump host's",
+			cfg:  SSHConfig{Name: "db2", ConfigFile: fleetFile, KnownHostsFile: "/kh", HostKeyPolicy: "accept-new"},
+			want: endpoint{name: "db2", host: "db2", port: 22, user: "postgres",
+				keyFiles: []string{"/home/alice/.ssh/postgres@db2"}, knownHosts: []string{"/kh"}, policy: HostKeyAcceptNew},
+			jumps: []endpoint{{name: "bastion", host: "10.0.0.1", port: 2022, user: "ops",
+				keyFiles: []string{"/home/alice/.ssh/bastion"}, knownHosts: []string{"/kh"}, policy: HostKeyStrict, jump: true}},
+			timeout: 7 * time.Second,
+		},
+		{
+			name:    "a jump host's own ssh_config block sets its policy",
+			cfg:     SSHConfig{Name: "x", ConfigFile: fleetFile, ProxyJump: "bastion2"},
+			want:    endpoint{name: "x", host: "x", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict},
+			jumps:   []endpoint{{name: "bastion2", host: "10.0.0.2", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyAcceptNew, jump: true}},
+			timeout: 10 * time.Second,
+		},
+		{
+			name:    "the inventory's strict binds jump hosts too",
+			cfg:     SSHConfig{Name: "x", ConfigFile: fleetFile, ProxyJump: "bastion2", HostKeyPolicy: "strict"},
+			want:    endpoint{name: "x", host: "x", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict},
+			jumps:   []endpoint{{name: "bastion2", host: "10.0.0.2", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict, jump: true}},
+			timeout: 10 * time.Second,
 		},
 		{
 			name:    "field ProxyJump with IPv6 and URI hops",
 			cfg:     SSHConfig{Name: "pg9", ProxyJump: "ssh://j1@[::1]:2201, j2.example"},
 			want:    endpoint{name: "pg9", host: "pg9", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict},
-			jumps:   []endpoint{{name: "::1", host: "::1", port: 2201, user: "j1", knownHosts: []string{homeKnown}, policy: HostKeyStrict}, {name: "j2.example", host: "j2.example", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict}},
+			jumps:   []endpoint{{name: "::1", host: "::1", port: 2201, user: "j1", knownHosts: []string{homeKnown}, policy: HostKeyStrict, jump: true}, {name: "j2.example", host: "j2.example", port: 22, user: "alice", knownHosts: []string{homeKnown}, policy: HostKeyStrict, jump: true}},
 			timeout: 10 * time.Second,
 		},
 		{

@@ -34,6 +34,7 @@ type testServer struct {
 
 	srv      *gliderssh.Server
 	hostKeys map[string]gossh.Signer // by key type
+	hostCA   gossh.PublicKey         // withHostCert's authority
 
 	conns    atomic.Int32 // TCP connections accepted
 	forwards atomic.Int32 // direct-tcpip channels (jump host use)
@@ -135,6 +136,7 @@ func withHostCert() serverOption {
 			t.Fatal(err)
 		}
 		s.hostKeys["cert"] = signer
+		s.hostCA = ca.PublicKey()
 	}
 }
 

@@ -60,6 +60,12 @@ type State struct {
 	// argon2id, see extraVarsSum): a resume with other vars is refused.
 	// Never the vars themselves: they may hold secrets.
 	ExtraVarsFingerprint string `json:"extra_vars_fingerprint,omitempty"`
+	// InventoryFingerprint fingerprints the inventory as the run loaded
+	// it (hosts, groups, vars, connection settings; argon2id like the -e
+	// vars, as the vars may hold passwords): a resume that takes the
+	// inventory from the run notices it was edited since ("" in a run
+	// started before pgtune kept it).
+	InventoryFingerprint string `json:"inventory_fingerprint,omitempty"`
 	// Flags are the rollout flags the run was started with (serial,
 	// max_fail_percentage, any_errors_fatal, pause_between_batches):
 	// a resume keeps the same batches and budget.

@@ -402,14 +402,12 @@ func (a *App) sameInventory(o *options, st *rollout.State, inv *inventory.Invent
 		return nil
 	}
 	name := cmp.Or(st.Inventory, "(none: this machine)")
-	if !o.given["i"] && !o.given["inventory"] {
-		how := "pgtune apply --resume " + st.ID
-		if st.Inventory != "" {
-			how += " -i " + st.Inventory
-		}
-		return fmt.Errorf("--resume %s: the inventory %s changed since the run started (its hosts, groups, vars or connection settings, or the ansible.cfg it is read with): check the change, and if it is meant, name the inventory to resume with it: %s; or start a new apply", st.ID, name, how)
+	// A run without an inventory (this machine) has none to name: its
+	// change (ansible.cfg's settings) is only noted.
+	if !o.given["i"] && !o.given["inventory"] && st.Inventory != "" {
+		return fmt.Errorf("--resume %s: the inventory %s changed since the run started (its hosts, groups, vars or connection settings, or the ansible.cfg it is read with): check the change, and if it is meant, name the inventory to resume with it: pgtune apply --resume %s -i %s; or start a new apply", st.ID, name, st.ID, st.Inventory)
 	}
-	fmt.Fprintf(a.Stderr, "pgtune: note: the inventory %s changed since run %s started; resuming with it as -i names it\n", safeText(name), st.ID)
+	fmt.Fprintf(a.Stderr, "pgtune: note: the inventory %s changed since run %s started; resuming with it\n", safeText(name), st.ID)
 	st.InventoryFingerprint = sum
 	return nil
 }

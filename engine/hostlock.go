@@ -82,11 +82,11 @@ func checkStateDir(ctx context.Context, t transport.Transport, dir string, becom
 	case err == nil && out == "absent" && !create:
 		return errStateDirAbsent
 	case errors.As(err, &exitErr) && exitErr.ExitCode == 3 && out != "":
-		return fmt.Errorf("state directory %s: %s: refusing to use it", dir, out)
+		return fmt.Errorf("state directory %s: %s: refusing to use it", dir, transport.ClipOutput(out))
 	case err != nil:
 		return fmt.Errorf("state directory %s: %w", dir, err)
 	}
-	return fmt.Errorf("state directory %s: unexpected answer %q", dir, out)
+	return fmt.Errorf("state directory %s: unexpected answer %q", dir, transport.Clip(out))
 }
 
 // The host lock.

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -208,6 +211,7 @@ func (a *App) rolloutApply(o *options) int {
 		if st.ExtraVarsFingerprint, err = extraVarsSum(st.ID, o.extraVars); err != nil {
 			return a.fail(err)
 		}
+		st.InventoryFingerprint = inventorySum(st.ID, l.inv)
 		unlock, err := st.Lock() // a --resume started meanwhile waits for this one's end
 		if err != nil {
 			return a.fail(err)
@@ -215,6 +219,11 @@ func (a *App) rolloutApply(o *options) int {
 		defer unlock()
 	} else if st.PlaybookSHA256 != sum {
 		return a.fail(fmt.Errorf("--resume %s: the playbook changed since the run started: its verified hosts were verified against another policy; start a new apply", st.ID))
+	}
+	if resumed {
+		if err := a.sameInventory(o, st, l.inv); err != nil {
+			return a.fail(err)
+		}
 	}
 	// One Ctrl-C handler for the whole command, the fact gather that
 	// orders the batches included: a signal during it must stop the run.
@@ -378,6 +387,46 @@ func (o *options) resumeFrom(st *rollout.State) error {
 		o.fleet.anyErrorsFatal = true
 	}
 	return nil
+}
+
+// sameInventory compares the inventory a resume loaded with the one its
+// run started with. The inventory says what runs where (ssh_config_file,
+// pg_restart, pg_bin), so an edit since is never taken silently: taken
+// from the run state (no -i), it is refused with how to go on; named with
+// -i, the user chose it, and the run goes on with it (noted, and kept as
+// the run's from now on).
+func (a *App) sameInventory(o *options, st *rollout.State, inv *inventory.Inventory) error {
+	sum := inventorySum(st.ID, inv)
+	if st.InventoryFingerprint == "" || st.InventoryFingerprint == sum {
+		st.InventoryFingerprint = sum
+		return nil
+	}
+	name := cmp.Or(st.Inventory, "(none: this machine)")
+	// A run without an inventory (this machine) has none to name: its
+	// change (ansible.cfg's settings) is only noted.
+	if !o.given["i"] && !o.given["inventory"] && st.Inventory != "" {
+		return fmt.Errorf("--resume %s: the inventory %s changed since the run started (its hosts, groups, vars or connection settings, or the ansible.cfg it is read with): check the change, and if it is meant, name the inventory to resume with it: pgtune apply --resume %s -i %s; or start a new apply", st.ID, name, st.ID, st.Inventory)
+	}
+	fmt.Fprintf(a.Stderr, "pgtune: note: the inventory %s changed since run %s started; resuming with it\n", safeText(name), st.ID)
+	st.InventoryFingerprint = sum
+	return nil
+}
+
+// inventorySum fingerprints the inventory as loaded: every host's name,
+// groups, vars and connection settings, which is what a changed file,
+// group_vars or ansible.cfg would show in. Passwords typed at a prompt
+// are left out (a typo is no edit); the vars' own passwords are in, so
+// it is argon2id salted with the run id, as extraVarsSum is. %#v prints
+// maps sorted by key.
+func inventorySum(runID string, inv *inventory.Inventory) string {
+	var b strings.Builder
+	for _, h := range inv.Hosts {
+		c := h.Conn
+		c.Password, c.BecomePassword = "", ""
+		fmt.Fprintf(&b, "%q %#v %#v %#v %#v\n", h.Name, h.Groups, h.Vars, c, slices.Sorted(maps.Keys(h.Unusable)))
+	}
+	key := argon2.IDKey([]byte(b.String()), []byte("pgtune inventory "+runID), 1, 64*1024, 2, 32)
+	return "argon2id:" + hex.EncodeToString(key)
 }
 
 // extraVarsSum fingerprints a run's -e vars for its resume to compare ("":

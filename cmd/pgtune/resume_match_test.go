@@ -192,7 +192,9 @@ func TestResumeNarrowerLimitLeavesTheRunPartial(t *testing.T) {
 // TestResumeEditedInventory: hosts of the run gone from the inventory
 // (h4 removed, h5 renamed h5x) are named and leave the run partial;
 // inventory hosts the run never had (h5x, h6) are named and left out,
-// not added to it. With the hosts back, --resume finishes the run.
+// not added to it. With the hosts back, --resume finishes the run. An
+// edited inventory is taken only when -i names it: --resume alone, which
+// would take it from the run state, is refused before any host is touched.
 func TestResumeEditedInventory(t *testing.T) {
 	m := newMark("h1")
 	run, inv, book := fleetApp(t, m)
@@ -204,7 +206,11 @@ func TestResumeEditedInventory(t *testing.T) {
 	writeInventory(t, inv, filepath.Base(inv), "h1", "h2", "h3", "h5x", "h6")
 	delete(m.fail, "h1")
 	m.applied = nil
-	code, r, stderr := run("apply", "--resume", "--yes")
+	if code, stderr := runBare(m, "apply", "--resume", "--yes"); code != 1 || len(m.applied) != 0 ||
+		!strings.Contains(stderr, "changed since the run started") || !strings.Contains(stderr, "pgtune apply --resume "+id+" -i "+inv) {
+		t.Errorf("resume without -i: exit %d, applied %v; want refused, naming the inventory to give\n%s", code, m.applied, stderr)
+	}
+	code, r, stderr := run("apply", "--resume", "--yes", "-i", inv)
 	if code != 1 || !slices.Equal(sorted(m.applied), []string{"h1", "h2", "h3"}) {
 		t.Errorf("resume: exit %d, applied %v, %v; want exit 1, h1 h2 h3 alone\n%s", code, m.applied, statuses(r), stderr)
 	}
@@ -225,7 +231,7 @@ func TestResumeEditedInventory(t *testing.T) {
 	}
 	writeFile(t, inv, full)
 	m.applied = nil
-	code, r, stderr = run("apply", "--resume", "--yes")
+	code, r, stderr = run("apply", "--resume", "--yes", "-i", inv)
 	if code != 0 || !slices.Equal(sorted(m.applied), []string{"h4", "h5"}) {
 		t.Errorf("resume with the hosts back: exit %d, applied %v, %v; want exit 0, h4 h5\n%s", code, m.applied, statuses(r), stderr)
 	}

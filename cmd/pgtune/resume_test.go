@@ -29,20 +29,27 @@ func runBare(m engine.Module, args ...string) (int, string) {
 // the playbook changed, is refused before any host is touched (its verified
 // hosts were verified under other inputs); the same vars, however given,
 // resume. The state file keeps a fingerprint of the vars, never a value.
+// An inventory edited since the run started is refused when the resume
+// takes it from the run state, and taken (with a note) when -i names it.
 func TestResumeRefusals(t *testing.T) {
 	const secret = "s3cret-Value"
 	tests := []struct {
 		name          string
 		start, resume []string
 		editBook      bool
+		editInv       bool
 		refused       string // "" when the resume goes through
+		note          string // said on stderr when the resume goes through
 	}{
-		{"the same -e, given another way", []string{"-e", "pw=" + secret + " n=1"}, []string{"-e", "n=1", "-e", "pw=" + secret}, false, ""},
-		{"no -e either time", nil, nil, false, ""},
-		{"-e left out", []string{"-e", "pw=" + secret}, nil, false, "the extra vars (-e) are not the run's"},
-		{"another value", []string{"-e", "pw=" + secret}, []string{"-e", "pw=other"}, false, "the extra vars (-e) are not the run's"},
-		{"-e added", nil, []string{"-e", "n=1"}, false, "the extra vars (-e) are not the run's"},
-		{"the playbook changed", nil, nil, true, "the playbook changed since the run started"},
+		{"the same -e, given another way", []string{"-e", "pw=" + secret + " n=1"}, []string{"-e", "n=1", "-e", "pw=" + secret}, false, false, "", ""},
+		{"no -e either time", nil, nil, false, false, "", ""},
+		{"-e left out", []string{"-e", "pw=" + secret}, nil, false, false, "the extra vars (-e) are not the run's", ""},
+		{"another value", []string{"-e", "pw=" + secret}, []string{"-e", "pw=other"}, false, false, "the extra vars (-e) are not the run's", ""},
+		{"-e added", nil, []string{"-e", "n=1"}, false, false, "the extra vars (-e) are not the run's", ""},
+		{"the playbook changed", nil, nil, true, false, "the playbook changed since the run started", ""},
+		{"the inventory changed, taken from the run", nil, nil, false, true, "inventory.yml changed since the run started", ""},
+		{"the inventory changed, named with -i", nil, []string{"-i", "INV"}, false, true, "", "inventory.yml changed since run "},
+		{"the inventory named with -i, unchanged", nil, []string{"-i", "INV"}, false, false, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,9 +71,17 @@ func TestResumeRefusals(t *testing.T) {
 			if tt.editBook {
 				writeFile(t, book, readString(t, book)+"# edited\n")
 			}
+			if tt.editInv {
+				writeFile(t, inv, strings.Replace(readString(t, inv), "    h1:\n", "    h1:\n      edited: yes\n", 1))
+			}
 			delete(m.fail, "h1")
 			m.events = nil
 			resume := append([]string{"apply", "--resume", "--yes"}, tt.resume...)
+			for i, a := range resume {
+				if a == "INV" {
+					resume[i] = inv
+				}
+			}
 			if tt.refused != "" {
 				code, stderr := runBare(m, resume...)
 				if code != 1 || !strings.Contains(stderr, tt.refused) || len(m.events) != 0 {
@@ -77,8 +92,12 @@ func TestResumeRefusals(t *testing.T) {
 				}
 				return
 			}
-			if code, r, stderr := run(resume...); code != 0 || len(m.events) == 0 {
+			code, r, stderr := run(resume...)
+			if code != 0 || len(m.events) == 0 {
 				t.Errorf("resume: exit %d, events %v, hosts %v\n%s", code, m.events, statuses(r), stderr)
+			}
+			if tt.note == "" && strings.Contains(stderr, "changed since") || !strings.Contains(stderr, tt.note) {
+				t.Errorf("resume: stderr without the note %q:\n%s", tt.note, stderr)
 			}
 		})
 	}

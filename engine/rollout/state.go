@@ -60,6 +60,12 @@ type State struct {
 	// argon2id, see extraVarsSum): a resume with other vars is refused.
 	// Never the vars themselves: they may hold secrets.
 	ExtraVarsFingerprint string `json:"extra_vars_fingerprint,omitempty"`
+	// InventoryFingerprint fingerprints the inventory as the run loaded
+	// it (hosts, groups, vars, connection settings; argon2id like the -e
+	// vars, as the vars may hold passwords): a resume that takes the
+	// inventory from the run notices it was edited since ("" in a run
+	// started before pgtune kept it).
+	InventoryFingerprint string `json:"inventory_fingerprint,omitempty"`
 	// Flags are the rollout flags the run was started with (serial,
 	// max_fail_percentage, any_errors_fatal, pause_between_batches):
 	// a resume keeps the same batches and budget.
@@ -137,18 +143,18 @@ func (s *State) Path() string { return s.path }
 // unlocked; it sees that and opens the path again, rather than hold a
 // lock that a third, creating a new file there, would also get.
 func (s *State) Lock() (release func(), err error) {
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("run state: %w", err)
+	dir, err := secureDir(filepath.Dir(s.path), true)
+	if err != nil {
+		return nil, err
 	}
 	p := filepath.Join(dir, "."+s.ID+".lock")
 	// Each retry follows a release by another pgtune between our open
 	// and our flock: a few in a row are already unlikely.
 	const tries = 10
 	for try := 1; ; try++ {
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+		f, err := openState(p, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("run state: %w", err)
+			return nil, err
 		}
 		lockOpened()
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
@@ -209,9 +215,9 @@ func (s *State) Save() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("run state: %w", err)
+	dir, err := secureDir(filepath.Dir(s.path), true)
+	if err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+s.ID+".*.tmp")
 	if err != nil {
@@ -225,7 +231,7 @@ func (s *State) Save() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
+		err = os.Rename(tmp.Name(), filepath.Join(dir, filepath.Base(s.path)))
 	}
 	if err != nil {
 		return fmt.Errorf("run state: %w", err)
@@ -251,12 +257,12 @@ func Load(dir, id string) (*State, error) {
 		return nil, fmt.Errorf("--resume %q: not a run id", id)
 	}
 	p := filepath.Join(dir, id+".json")
-	data, err := os.ReadFile(p)
+	data, err := readState(dir, id+".json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("--resume: no run %s in %s", id, dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("run state: %w", err)
+		return nil, err
 	}
 	s := &State{}
 	if err := json.Unmarshal(data, s); err != nil {
@@ -504,7 +510,11 @@ func Exists(dir, id string) bool {
 	if !engine.ValidRunID(id) {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(dir, id+".json"))
+	real, err := secureDir(dir, false)
+	if err != nil {
+		return false
+	}
+	_, err = os.Lstat(filepath.Join(real, id+".json"))
 	return err == nil
 }
 
@@ -523,8 +533,15 @@ func Latest(dir string) (string, error) {
 // runIDs are the ids of the runs in dir, oldest first (run ids sort by
 // time).
 func runIDs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	real, err := secureDir(dir, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(real)
+	if err != nil {
 		return nil, fmt.Errorf("run state: %w", err)
 	}
 	var ids []string

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Command is one program invocation. Args are passed as a vector: the local
@@ -65,17 +66,36 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	msg := strings.TrimSpace(string(e.Stderr))
+	msg := ClipOutput(string(e.Stderr))
 	if msg == "" {
-		msg = strings.TrimSpace(string(e.Stdout))
-	}
-	if len(msg) > 2000 {
-		msg = msg[:2000] + "…"
+		msg = ClipOutput(string(e.Stdout))
 	}
 	if msg == "" {
 		return fmt.Sprintf("%s: exit status %d", e.Command, e.ExitCode)
 	}
 	return fmt.Sprintf("%s: exit status %d: %s", e.Command, e.ExitCode, msg)
+}
+
+// MaxErrorOutput bounds the host output an error quotes: errors reach the
+// report, the run state and the terminal, and a host's output may be as
+// large as the output cap.
+const MaxErrorOutput = 2000
+
+// ClipOutput is host output as an error quotes it: trimmed, and cut to
+// MaxErrorOutput bytes (Clip).
+func ClipOutput(s string) string { return Clip(strings.TrimSpace(s)) }
+
+// Clip cuts host text an error quotes as it is (%q) to MaxErrorOutput
+// bytes, on a character boundary ("…" marks the cut).
+func Clip(s string) string {
+	if len(s) <= MaxErrorOutput {
+		return s
+	}
+	i := MaxErrorOutput
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // Transport runs commands on one host. Implementations must be safe for

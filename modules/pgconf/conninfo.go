@@ -15,7 +15,8 @@ type conninfoPair struct{ key, value string }
 
 // parseConninfo reads libpq's keyword = value form, in order. The URI
 // form and anything malformed are refused: the reason never quotes the
-// string (it may hold a password).
+// string (it may hold a password). So is a control character in a
+// keyword or value (checkConninfoValue).
 func parseConninfo(s string) ([]conninfoPair, error) {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, "postgresql://") || strings.HasPrefix(s, "postgres://") {
@@ -71,8 +72,30 @@ func parseConninfo(s string) ([]conninfoPair, error) {
 				i++
 			}
 		}
+		if err := checkConninfoValue(key, v.String()); err != nil {
+			return nil, err
+		}
 		out = append(out, conninfoPair{key, v.String()})
 	}
+}
+
+// checkConninfoValue refuses a control character in a keyword or value.
+// A member's connection string is written into another member's
+// configuration file (repointLine), where a line break would end the
+// line inside the quoted value: that server would not start. The reason
+// names the keyword, never the value (it may be a password).
+func checkConninfoValue(key, value string) error {
+	if hasControl(key) {
+		return errors.New("primary_conninfo has a keyword holding a control character")
+	}
+	if hasControl(value) {
+		return fmt.Errorf("primary_conninfo: the value of %s holds a control character (a line break, tab or other): pgtune does not write it into a configuration file", key)
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // conninfoGet is the last value of key ("" when absent): libpq keeps the
@@ -110,6 +133,17 @@ func repoint(pairs []conninfoPair, host string, port int, drop ...string) string
 		}
 	}
 	return b.String()
+}
+
+// repointLine is the primary_conninfo line of repoint(pairs, host, port,
+// drop...). The pairs were checked when parsed; host comes from the new
+// primary (its pgtune_replication_host, socket directory or inventory
+// address) and is checked here.
+func repointLine(pairs []conninfoPair, host string, port int, drop ...string) (string, error) {
+	if err := checkConninfoValue("host", host); err != nil {
+		return "", err
+	}
+	return conninfoLine(repoint(pairs, host, port, drop...)), nil
 }
 
 // quoteConninfo quotes a connection string value when it needs it.

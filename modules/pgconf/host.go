@@ -489,7 +489,7 @@ func liveSettings(ctx context.Context, t *engine.Target, pg *facts.Postgres) (ma
 		}
 	}
 	if out["shared_buffers"] == "" || out["block_size"] == "" {
-		return nil, fmt.Errorf("query the running server: unexpected answer %q", res.Stdout)
+		return nil, fmt.Errorf("query the running server: unexpected answer %q", transport.Clip(string(res.Stdout)))
 	}
 	return out, nil
 }

@@ -310,7 +310,7 @@ func freeHugePages(ctx context.Context, t *engine.Target, st *State) (int64, err
 	}
 	f := strings.Fields(string(res.Stdout))
 	if len(f) != 2 {
-		return 0, fmt.Errorf("read the huge page pool (%s): %q", dir, res.Stdout)
+		return 0, fmt.Errorf("read the huge page pool (%s): %q", dir, transport.Clip(string(res.Stdout)))
 	}
 	free, err := facts.ParseInt("free_hugepages", f[0], 0, facts.MaxPages)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 // Patroni's REST API is asked on the member's own host, as the cluster
@@ -100,10 +101,10 @@ func (a patroniAPI) call(ctx context.Context, t *engine.Target, method, endpoint
 	head, rest, _ := strings.Cut(string(res.Stdout), "\n")
 	code, perr := strconv.Atoi(strings.TrimPrefix(head, "status="))
 	if perr != nil || !strings.HasPrefix(head, "status=") {
-		return 0, nil, fmt.Errorf("%s %s%s: no answer (%s)", method, a.URL, endpoint, strings.TrimSpace(string(res.Stderr)))
+		return 0, nil, fmt.Errorf("%s %s%s: no answer (%s)", method, a.URL, endpoint, transport.ClipOutput(string(res.Stderr)))
 	}
 	if code == 0 {
-		return 0, nil, fmt.Errorf("%s %s%s: %s", method, a.URL, endpoint, strings.TrimSpace(rest))
+		return 0, nil, fmt.Errorf("%s %s%s: %s", method, a.URL, endpoint, transport.ClipOutput(rest))
 	}
 	return code, []byte(rest), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 // restartScript restarts the cluster and waits until it accepts
@@ -444,10 +445,12 @@ func clientFatal(msg string) bool {
 	return false
 }
 
+// lastLines is the last n lines of host output for an error, clipped as
+// ExitError clips: a line may be as long as the output cap.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, " / ")
+	return transport.ClipOutput(strings.Join(lines, " / "))
 }

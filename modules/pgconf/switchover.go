@@ -374,7 +374,10 @@ func (sw *switchover) planRepoint(ctx context.Context, cand *swMember, oldSlot s
 		if err != nil {
 			return nil, err
 		}
-		line := conninfoLine(repoint(base, host, cand.pg.Port, drop...))
+		line, err := repointLine(base, host, cand.pg.Port, drop...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: pointing it at %s: %w", m.name(), cand.name(), err)
+		}
 		file := m.file
 		if file == "" {
 			file = path.Join(m.pg.DataDir, autoConfName) // where pg_basebackup -R writes it

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 // Facts is what the module knows of a host's transparent huge pages,
@@ -130,14 +131,14 @@ func parseFacts(out []byte) (*Facts, error) {
 			writable[rest] = true
 		case "f":
 			if !path.IsAbs(rest) || path.Clean(rest) != rest {
-				return nil, fmt.Errorf("tmpfiles.d file %q is not a clean path", rest)
+				return nil, fmt.Errorf("tmpfiles.d file %q is not a clean path", transport.Clip(rest))
 			}
 			cur = rest
 			f.Files = append(f.Files, rest)
 		case "l":
 			n, text, err := numbered(rest)
 			if err != nil || cur == "" {
-				return nil, fmt.Errorf("tmpfiles.d line %q: not a numbered line of a file", rest)
+				return nil, fmt.Errorf("tmpfiles.d line %q: not a numbered line of a file", transport.Clip(rest))
 			}
 			if e, ok := parseTmpfilesLine(text); ok {
 				e.File, e.Line = cur, n
@@ -148,12 +149,12 @@ func parseFacts(out []byte) (*Facts, error) {
 		case "o":
 			n, text, err := numbered(rest)
 			if err != nil || n != len(own)+1 {
-				return nil, fmt.Errorf("%s line %q: not the next numbered line", DefaultFile, rest)
+				return nil, fmt.Errorf("%s line %q: not the next numbered line", DefaultFile, transport.Clip(rest))
 			}
 			own = append(own, text)
 		case "":
 		default:
-			return nil, fmt.Errorf("unexpected line %q", line)
+			return nil, fmt.Errorf("unexpected line %q", transport.Clip(line))
 		}
 	}
 	if len(own) > 0 {

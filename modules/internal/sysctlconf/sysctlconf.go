@@ -221,7 +221,7 @@ func resolve(ctx context.Context, t *engine.Target, paths []string) (map[string]
 	}
 	out := strings.Split(strings.TrimRight(string(res.Stdout), "\n"), "\n")
 	if len(out) != len(paths) {
-		return nil, fmt.Errorf("resolve %s: unexpected output %q", strings.Join(paths, " "), res.Stdout)
+		return nil, fmt.Errorf("resolve %s: unexpected output %q", strings.Join(paths, " "), transport.Clip(string(res.Stdout)))
 	}
 	m := map[string]string{}
 	for i, p := range paths {

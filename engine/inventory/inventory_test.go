@@ -312,6 +312,8 @@ func TestMatch(t *testing.T) {
 		{pattern: "~^zz", err: `no host or group matches "~^zz"`},
 		{pattern: "postgres[9]", want: ""}, // Ansible: "No hosts matched"
 		{pattern: "postgres[-2:]", err: `no host or group matches "postgres[-2:]"`},
+		{pattern: `~\Qdb`, want: "db1 db2 db3 db4.example.com"}, // panicked once anchored as ^(?:\Qdb)
+		{pattern: "~b", want: "bastion"},                        // from the start, as Ansible's re.match
 		{pattern: "~(", err: "host pattern \"~(\": error parsing regexp: missing closing ): `(`"},
 		{pattern: "", err: "empty host pattern"},
 		{pattern: " , ", err: "empty host pattern"},

@@ -242,11 +242,17 @@ func (inv *Inventory) enumerate(expr string) ([]string, error) {
 	match := func(name string) bool { return name == expr }
 	switch {
 	case strings.HasPrefix(expr, "~"):
-		if _, err := regexp.Compile(expr[1:]); err != nil {
+		re, err := regexp.Compile(expr[1:])
+		if err != nil {
 			return nil, fmt.Errorf("host pattern %q: %v", expr, err)
 		}
-		// Python's re.match: anchored at the start, not the end.
-		match = regexp.MustCompile(`^(?:` + expr[1:] + `)`).MatchString
+		// Python's re.match: anchored at the start, not the end. The
+		// leftmost match starts at 0 whenever some match does (wrapping
+		// the text in ^(?:...) breaks on \Q).
+		match = func(name string) bool {
+			loc := re.FindStringIndex(name)
+			return loc != nil && loc[0] == 0
+		}
 	case special:
 		re, err := globRegexp(expr)
 		if err != nil {

@@ -68,14 +68,9 @@ func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *Po
 	for i, p := range book.Plays {
 		scope := staticScope(book, i, mods, hosts)
 		// A module sees only the outputs of the modules planned before
-		// it (bindOutputs): a use of a later one fails on every host.
-		neighbours := playNeighbours(book, i, hosts)
-		order, err := Order(neighbours, func(n string) []string {
-			if m, ok := mods[n]; ok {
-				return m.Requires()
-			}
-			return nil
-		})
+		// it (bindOutputs): a use of a later one fails on the hosts
+		// whose order plans it later.
+		orders, err := playOrders(book, i, mods, hosts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: play %q: %w", book.File, p.Name, err))
 			continue
@@ -102,7 +97,7 @@ func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *Po
 					continue
 				}
 			}
-			if err := expr.CheckAllRoots(params, plannedLater(name, order)); err != nil {
+			if err := checkPlannedBefore(params, name, orders); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 				continue
 			}
@@ -112,6 +107,70 @@ func ValidatePolicyOn(book *playbook.Playbook, mods map[string]Module, hosts *Po
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// playOrders returns the module orders play i's modules are planned in
+// on some host, as the runner orders each host's modules (steps): one per
+// distinct set of plays play i's hosts are in. Without hosts (or when the
+// play selects none of them) which plays share a host is not known: the
+// play alone and every play together.
+func playOrders(book *playbook.Playbook, i int, mods map[string]Module, hosts *PolicyHosts) ([][]string, error) {
+	var sets [][]int
+	seen := map[string]bool{}
+	if hosts != nil {
+		for _, h := range hosts.Hosts {
+			if !hosts.members[i][h.Name] {
+				continue
+			}
+			var set []int
+			for j := range book.Plays {
+				if hosts.members[j][h.Name] {
+					set = append(set, j)
+				}
+			}
+			if key := fmt.Sprint(set); !seen[key] {
+				seen[key] = true
+				sets = append(sets, set)
+			}
+		}
+	}
+	if len(sets) == 0 {
+		all := make([]int, len(book.Plays))
+		for j := range all {
+			all[j] = j
+		}
+		sets = [][]int{{i}, all}
+	}
+	requires := func(n string) []string {
+		if m, ok := mods[n]; ok {
+			return m.Requires()
+		}
+		return nil
+	}
+	var orders [][]string
+	for _, set := range sets {
+		var names []string
+		for _, j := range set {
+			names = append(names, book.Plays[j].Sections...)
+		}
+		order, err := Order(names, requires)
+		if err != nil {
+			return nil, err
+		}
+		orders = append(orders, order)
+	}
+	return orders, nil
+}
+
+// checkPlannedBefore refuses a use of a module's outputs where some order
+// plans that module at or after this one.
+func checkPlannedBefore(params any, module string, orders [][]string) error {
+	for _, order := range orders {
+		if err := expr.CheckAllRoots(params, plannedLater(module, order)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // plannedLater refuses the modules order plans at or after module (its

@@ -145,15 +145,28 @@ func decodeHashedHost(s string) (salt, hash []byte, err error) {
 	return salt, hash, nil
 }
 
+// asciiLower lowercases A-Z only, as OpenSSH's tolower() in the C locale
+// does: strings.ToLower folds Unicode too (the Kelvin sign U+212A to k),
+// so a name could match a known_hosts pattern ssh(1) never matches.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // knownHostsLookup is the name ssh(1) looks a host's key up under
 // (sshconnect.c): the HostKeyAlias alone; else the host alone on port 22,
 // "[host]:port" on another; lowercased, as ssh(1) lowercases the host
 // name and the alias before matching.
 func knownHostsLookup(host string, port int, alias string) string {
 	if alias != "" {
-		return strings.ToLower(alias)
+		return asciiLower(alias)
 	}
-	host = strings.ToLower(host)
+	host = asciiLower(host)
 	if port == 22 {
 		return host
 	}
@@ -186,7 +199,7 @@ func matchHostPatterns(name, list string) bool {
 		if len(p) >= 1023 {
 			return false
 		}
-		if !globMatch(strings.ToLower(p), name) {
+		if !globMatch(asciiLower(p), name) {
 			continue
 		}
 		if negated {

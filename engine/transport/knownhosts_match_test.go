@@ -55,6 +55,9 @@ func TestKnownHostsMatchLikeOpenSSH(t *testing.T) {
 		{"bare host not consulted once [host]:port is recorded", endpoint{}, []string{line("[127.0.0.1]:42201", other), line("127.0.0.1", right)}, changed},
 		{"names compare case-insensitively (pattern)", endpoint{host: "localhost", port: 42201}, []string{line("[LOCALHOST]:42201", right)}, ok},
 		{"names compare case-insensitively (host)", endpoint{host: "LOCALHOST", port: 42201}, []string{line("[local*]:42201", right)}, ok},
+		// ssh(1) folds A-Z only: the Kelvin sign (U+212A) is no k there.
+		{"no Unicode case folding (pattern)", endpoint{host: "127.0.0.1", port: 42201, hostKeyAlias: "kelvink"}, []string{line("kelvin\u212a", right)}, unknown},
+		{"no Unicode case folding (alias)", endpoint{host: "127.0.0.1", port: 42201, hostKeyAlias: "kelvin\u212a"}, []string{line("kelvink", right)}, unknown},
 		{"name wildcard with a port", endpoint{host: "db1.example", port: 2222}, []string{line("[db*.example]:2222", right)}, ok},
 		{"name wildcard with another port", endpoint{host: "db1.example", port: 2223}, []string{line("[db*.example]:2222", right)}, unknown},
 		{"port 22 is the bare name", endpoint{host: "127.0.0.1", port: 22}, []string{line("127.0.0.1", right)}, ok},

@@ -300,9 +300,9 @@ func (c *configPass) match(l configLine) (bool, error) {
 func (c *configPass) criterion(l configLine, name, arg string, soFar bool) (bool, error) {
 	switch name {
 	case "host":
-		return patternList(strings.ToLower(c.hostName()), arg, true), nil
+		return patternList(asciiLower(c.hostName()), arg, true), nil
 	case "originalhost":
-		return patternList(strings.ToLower(c.alias), arg, true), nil
+		return patternList(asciiLower(c.alias), arg, true), nil
 	case "user":
 		return patternList(c.remoteUser(), arg, false), nil
 	case "localuser":
@@ -424,7 +424,7 @@ func patternList(s, list string, fold bool) bool {
 		neg := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(p, "!")
 		if fold {
-			p = strings.ToLower(p)
+			p = asciiLower(p)
 		}
 		if globMatch(p, s) {
 			if neg {

@@ -212,7 +212,7 @@ func (a *App) rolloutApply(o *options) int {
 			return a.fail(err)
 		}
 		st.InventoryFingerprint = inventorySum(st.ID, l.inv)
-		unlock, err := st.Lock() // a --resume started meanwhile waits for this one's end
+		unlock, err := st.Lock() // a --resume started meanwhile is refused until this one ends
 		if err != nil {
 			return a.fail(err)
 		}

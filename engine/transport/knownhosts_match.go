@@ -77,6 +77,11 @@ func (db *knownHostsDB) read(file string) error {
 			continue
 		}
 		l, err := parseKnownHostsLine(string(text))
+		if err != nil && bytes.HasPrefix(text, []byte(markerRevoked)) {
+			// ssh(1) skips a line it cannot read; a revocation skipped
+			// would let the revoked key in, so the file is refused.
+			return fmt.Errorf("%s:%d: a %s line pgtune cannot read: %v (fix or remove it; a revocation is never ignored)", file, n, markerRevoked, err)
+		}
 		if err != nil {
 			if firstErr == nil {
 				firstErr, firstLine = err, n

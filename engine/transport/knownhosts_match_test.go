@@ -174,3 +174,21 @@ func TestCertAuthorityWithPortWildcard(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedLineUnreadable: ssh(1) skips a known_hosts line it cannot
+// read; an unreadable @revoked line skipped would let the key it revokes
+// in (the host's other line matches), so pgtune refuses the file, naming
+// the line.
+func TestRevokedLineUnreadable(t *testing.T) {
+	_, right := newKey(t, keyEd25519)
+	good := "[127.0.0.1]:* " + strings.TrimSpace(string(gossh.MarshalAuthorizedKey(right.PublicKey())))
+	e := endpoint{host: "127.0.0.1", port: 42201, policy: HostKeyStrict}
+	e.knownHosts = []string{writeKnownHosts(t, "@revoked * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI-cut", good)}
+	hk, err := newHostKeyChecker(&e)
+	if err == nil {
+		err = hk.callback(e.knownHostsName(), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: e.port}, right.PublicKey())
+	}
+	if err == nil || !strings.Contains(err.Error(), ":1: a @revoked line pgtune cannot read") {
+		t.Fatalf("err = %v, want the unreadable @revoked line refused", err)
+	}
+}

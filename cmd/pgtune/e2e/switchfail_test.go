@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -464,6 +465,94 @@ func TestSwitchoverSlotsUndone(t *testing.T) {
 			t.Errorf("%s keeps slots %q", name, got)
 		}
 	}
+	if !t.Failed() {
+		f.set.WaitStreaming(t)
+	}
+}
+
+// TestSwitchoverSlotsKilled: the standbys stream through slots and the
+// controller is killed (SIGKILL) right after the switchover made the
+// slots on the standby it was to promote, before the promotion. The slots
+// outlive it there (they retain WAL for no one), but they were journaled
+// before they were made: the next pgtune rollback of the cluster finds
+// them unused on a server that is still a standby, drops them and says
+// so; the primary's own slots stay.
+func TestSwitchoverSlotsKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	bin := buildPgtune(t)
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) { streamThroughSlots(t, set) })
+	slots := "SELECT coalesce(string_agg(slot_name, ',' ORDER BY slot_name), '') FROM pg_replication_slots"
+	primarySlots := f.members["primary"].Query(t, slots)
+	runner := fleetHosts{xdg: filepath.Join(f.work, "xdg")}
+	code, stderr, _ := runner.run(t, bin, regexp.MustCompile(`created replication slots on the standby to promote`), syscall.SIGKILL,
+		"apply", "--yes", "-i", f.inv, f.book)
+	if code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("apply: exit %d, want killed\n%s", code, stderr)
+	}
+	// The stop of the primary may have been on its way when the
+	// controller died: once it settled, the primary runs again.
+	primary := f.members["primary"]
+	deadline := time.Now().Add(time.Minute)
+	for primary.Running() && !primary.Ready() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // a stop still on its way arrives
+	for primary.Running() && !primary.Ready() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !primary.Running() {
+		t.Log("the primary was stopped before the controller died: started again")
+		primary.Start(t)
+	}
+	f.set.WaitStreaming(t)
+	if got := f.onePrimary(t); got != "primary" {
+		t.Fatalf("the primary is %s", got)
+	}
+	cand, killedSlots := "", ""
+	for _, name := range []string{"standby1", "standby2"} {
+		if got := f.members[name].Query(t, slots); got != "" {
+			if cand != "" {
+				t.Fatalf("both standbys have slots")
+			}
+			cand, killedSlots = name, got
+			t.Logf("after the kill %s has the slots %s", name, got)
+		}
+	}
+	if cand == "" {
+		t.Fatalf("no standby has the switchover's slots after the kill:\n%s", lastN(stderr, 12))
+	}
+
+	code, r, rstderr := pgtune(t, "rollback", "--yes", "-i", f.inv)
+	if code != 0 {
+		t.Fatalf("rollback: exit %d: %s\n%s", code, hostErrors(r), rstderr)
+	}
+	for _, name := range []string{"standby1", "standby2"} {
+		if got := f.members[name].Query(t, slots); got != "" {
+			t.Errorf("%s keeps slots %q after rollback", name, got)
+		}
+	}
+	if got := primary.Query(t, slots); got != primarySlots {
+		t.Errorf("the primary's slots: %q, were %q", got, primarySlots)
+	}
+	said := ""
+	for _, h := range r.Hosts {
+		if h.Name != cand {
+			continue
+		}
+		for _, c := range h.Changes {
+			if strings.HasPrefix(c.Target, "replication_slot:") {
+				said += c.Target + ": " + c.Before + " → " + c.After + "\n"
+			}
+		}
+	}
+	for _, s := range strings.Split(strings.ReplaceAll(killedSlots, ",", " "), " ") {
+		if !strings.Contains(said, ":"+s+": ") {
+			t.Errorf("rollback's report of %s does not say it dropped slot %s:\n%s", cand, s, said)
+		}
+	}
+	t.Logf("rollback of %s:\n%s", cand, said)
 	if !t.Failed() {
 		f.set.WaitStreaming(t)
 	}

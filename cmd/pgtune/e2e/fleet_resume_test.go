@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pgtune/pgtune/engine/rollout"
+	"github.com/pgtune/pgtune/internal/clitest"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
@@ -156,13 +157,8 @@ func (f fleetHosts) state(t *testing.T) *rollout.State {
 	return st
 }
 
-func hostStates(st *rollout.State) map[string]string {
-	out := map[string]string{}
-	for _, h := range st.Hosts {
-		out[h.Name] = h.State
-	}
-	return out
-}
+// hostStates is internal/clitest's, shared by the two CLI test suites.
+var hostStates = clitest.HostStates
 
 // TestInterruptAndResume: the real binary over a real sshd, four hosts in
 // two batches. Ctrl-C while the first host of the second batch applies: that

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -465,6 +466,20 @@ func TestSwitchoverSlotsUndone(t *testing.T) {
 			t.Errorf("%s keeps slots %q", name, got)
 		}
 	}
+	// The slots were journaled on the standby before they were made, and
+	// settled once dropped (or never made): rollback leaves them alone.
+	var journaled []string
+	for _, name := range []string{"standby1", "standby2"} {
+		journaled = append(journaled, slotJournal(t, f, name)...)
+	}
+	if len(journaled) == 0 {
+		t.Error("no standby's journal holds the slots the switchover made")
+	}
+	for _, e := range journaled {
+		if !strings.Contains(e, " dropped again: ") && !strings.Contains(e, " never made: ") {
+			t.Errorf("journaled slot %q is not settled as dropped again or never made", e)
+		}
+	}
 	if !t.Failed() {
 		f.set.WaitStreaming(t)
 	}
@@ -524,6 +539,10 @@ func TestSwitchoverSlotsKilled(t *testing.T) {
 		t.Fatalf("no standby has the switchover's slots after the kill:\n%s", lastN(stderr, 12))
 	}
 
+	// Journaled on it before they were made, never settled.
+	if got, want := strings.Join(slotJournal(t, f, cand), ","), killedSlots; got != want {
+		t.Errorf("the slot journal on %s: %q, want the slots %q unsettled", cand, got, want)
+	}
 	code, r, rstderr := pgtune(t, "rollback", "--yes", "-i", f.inv)
 	if code != 0 {
 		t.Fatalf("rollback: exit %d: %s\n%s", code, hostErrors(r), rstderr)
@@ -556,4 +575,39 @@ func TestSwitchoverSlotsKilled(t *testing.T) {
 	if !t.Failed() {
 		f.set.WaitStreaming(t)
 	}
+}
+
+// slotJournal reads the journal of the slots a switchover made on a
+// member (run RUN-slots-PORT in its state directory) as "name settled"
+// lines, sorted; none when it has no such run.
+func slotJournal(t *testing.T, f *streamingFixture, member string) []string {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(f.work, member, "state", "*-slots-*", "journal.json"))
+	var out []string
+	for _, p := range runs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j struct {
+			Kept    string `json:"kept"`
+			Entries []struct {
+				Kind, Module, Key, Settled string
+			} `json:"entries"`
+		}
+		if err := json.Unmarshal(b, &j); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if j.Kept != "" {
+			t.Errorf("%s: a kept run (rollback would never read it)", p)
+		}
+		for _, e := range j.Entries {
+			if e.Kind != "created" || e.Module != "pgconf" || !strings.HasPrefix(e.Key, "replication_slot:") {
+				t.Errorf("%s: entry %+v", p, e)
+			}
+			out = append(out, strings.TrimSpace(e.Key[strings.LastIndexByte(e.Key, ':')+1:]+" "+e.Settled))
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -134,3 +134,32 @@ func remover(t *Target, e JournalEntry) (Remover, error) {
 	}
 	return r, nil
 }
+
+// CreatedLeft is a thing a run made on the host and never settled.
+type CreatedLeft struct{ Run, Key string }
+
+// UnsettledCreated lists what module made on the host in runs that never
+// settled it (a run killed in between), oldest run first, one per key,
+// from the journals in the host's state directory. Each journal is
+// checked as rollback checks it (its shape; nothing here acts on it).
+// None when pgtune never changed the host.
+func (t *Target) UnsettledCreated(ctx context.Context, module string) ([]CreatedLeft, error) {
+	journals, err := readJournals(ctx, t, func(JournalEntry) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	var out []CreatedLeft
+	seen := map[string]bool{}
+	for _, j := range journals {
+		if j.Kept != "" {
+			continue
+		}
+		for _, e := range j.Entries {
+			if e.Kind == "created" && e.Module == module && e.Settled == "" && !seen[e.Key] {
+				seen[e.Key] = true
+				out = append(out, CreatedLeft{Run: j.RunID, Key: e.Key})
+			}
+		}
+	}
+	return out, nil
+}

@@ -152,3 +152,38 @@ func hasNoteWith(notes []string, s string) bool {
 	}
 	return false
 }
+
+// TestUnsettledCreated: what a module made and never settled is listed
+// from the host's journals, once per key, kept runs and other modules'
+// entries left out; a journal rollback would refuse fails the listing.
+func TestUnsettledCreated(t *testing.T) {
+	const run1, run2 = "20261101T000000Z-aaaaaa-slots-5432", "20261102T000000Z-bbbbbb-slots-5432"
+	h := newFakeHost()
+	tg := fakeTarget(h, "")
+	tg.Journal = nil // check mode
+	if got, err := tg.UnsettledCreated(context.Background(), "maker"); err != nil || len(got) != 0 {
+		t.Fatalf("no journals: %v, %v", got, err)
+	}
+	writeJournal(t, h, JournalRecord{RunID: run1, Entries: []JournalEntry{
+		{Kind: "created", Module: "maker", Key: "slot:a"},
+		{Kind: "created", Module: "maker", Key: "slot:b", Settled: "dropped again"},
+		{Kind: "created", Module: "other", Key: "slot:c"},
+	}})
+	writeJournal(t, h, JournalRecord{RunID: run2, Entries: []JournalEntry{
+		{Kind: "created", Module: "maker", Key: "slot:a"},
+		{Kind: "created", Module: "maker", Key: "slot:d"},
+	}})
+	writeJournal(t, h, JournalRecord{RunID: "20261103T000000Z-cccccc-switchover", Kept: KeptRoleChanges, Entries: []JournalEntry{
+		{Kind: "created", Module: "maker", Key: "slot:e"},
+	}})
+	got, err := tg.UnsettledCreated(context.Background(), "maker")
+	want := []CreatedLeft{{Run: run1, Key: "slot:a"}, {Run: run2, Key: "slot:d"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("UnsettledCreated = %v, %v; want %v", got, err, want)
+	}
+	writeJournal(t, h, JournalRecord{RunID: "20261104T000000Z-dddddd", Entries: []JournalEntry{
+		{Kind: "created", Module: "maker", Key: "slot:../x"}}})
+	if _, err := tg.UnsettledCreated(context.Background(), "maker"); err == nil || !strings.Contains(err.Error(), "not a created key") {
+		t.Errorf("a forged journal: err = %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
 )
 
 // The slots a switchover makes on the standby to promote are journaled
@@ -160,4 +161,35 @@ func slotMember(t *engine.Target, key string) (*swMember, string, error) {
 		return nil, "", fmt.Errorf("%s: no PostgreSQL server of this host's inventory entry listens on port %d", t.Name, port)
 	}
 	return &swMember{t: t, pg: t.Facts.Postgres}, name, nil
+}
+
+// noteLeftSlots notes, on a running standby, each slot a switchover made
+// on it and never settled (its controller was killed) that is still there
+// and unused: it retains WAL there until a rollback drops it, and check
+// says so meanwhile, as it says a restart left unfinished. Only standbys
+// are read (slots are made on one; once promoted they are the members'),
+// so other hosts pay no extra round trip. A failure to read only notes.
+func (m *Module) noteLeftSlots(ctx context.Context, t *engine.Target, p *plan.ModulePlan) {
+	pg, topo := t.Facts.Postgres, t.Facts.Topology
+	if pg == nil || !pg.Running || topo == nil || topo.Role != "standby" {
+		return
+	}
+	left, err := t.UnsettledCreated(ctx, Name)
+	if err != nil {
+		p.Note(fmt.Sprintf("the journals of this host could not be read for replication slots an interrupted switchover left: %v", err))
+		return
+	}
+	for _, l := range left {
+		port, name, ok := parseSlotKey(l.Key)
+		if !ok || port != pg.Port {
+			continue
+		}
+		present, keep, err := m.Removable(ctx, t, l.Key)
+		switch {
+		case err != nil:
+			p.Note(fmt.Sprintf("replication slot %q, made here by switchover run %s that was interrupted, could not be read: %v", name, l.Run, err))
+		case present && keep == "":
+			p.Note(fmt.Sprintf("replication slot %q was made on this standby by switchover run %s, which was interrupted before it was done with it: it is unused and retains WAL here; pgtune rollback drops it (or drop it by hand: pg_drop_replication_slot)", name, l.Run))
+		}
+	}
 }

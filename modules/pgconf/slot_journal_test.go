@@ -2,11 +2,16 @@ package pgconf
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
 func TestParseSlotKey(t *testing.T) {
@@ -112,5 +117,54 @@ func TestManagesSlots(t *testing.T) {
 	}
 	if !(&Module{}).Manages(tg, "file", "/pg/postgresql.conf") {
 		t.Error("no longer manages its configuration file")
+	}
+}
+
+// TestNoteLeftSlots: check says, on a running standby, which slots a
+// killed switchover left there unused (journaled, never settled); not
+// those gone, in use, settled, or of another server, and nothing on a
+// primary (no journal is even read there).
+func TestNoteLeftSlots(t *testing.T) {
+	const state = "/var/lib/pgtune/runs"
+	const run = "20261130T190000Z-a1b2c3-slots-5432"
+	journal := engine.JournalRecord{RunID: run, Host: "standby1", Entries: []engine.JournalEntry{
+		{Kind: "created", Module: Name, Key: slotKey(5432, "left")},
+		{Kind: "created", Module: Name, Key: slotKey(5432, "inuse")},
+		{Kind: "created", Module: Name, Key: slotKey(5432, "gone")},
+		{Kind: "created", Module: Name, Key: slotKey(5432, "settled"), Settled: "dropped again: the switchover was abandoned before the promotion"},
+		{Kind: "created", Module: Name, Key: slotKey(6543, "other")},
+	}}
+	body, err := json.Marshal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		role string
+		want []string
+	}{
+		{role: "standby", want: []string{`replication slot "left" was made on this standby by switchover run ` + run + `, which was interrupted before it was done with it: it is unused and retains WAL here; pgtune rollback drops it (or drop it by hand: pg_drop_replication_slot)`}},
+		{role: "primary"},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			h := fakehost.New()
+			h.StateDir = state
+			h.Files[state+"/"+run+"/journal.json"] = string(body)
+			srv := &slotServer{slots: []string{"inuse", "left", "settled", "other"}, active: map[string]bool{"inuse": true}}
+			h.Other = srv.Run
+			tg := slotTarget(srv, true)
+			tg.Transport, tg.StateDir = h, state
+			tg.Facts.Topology = &facts.Topology{Role: tc.role}
+			p := &plan.ModulePlan{Module: Name}
+			(&Module{}).noteLeftSlots(context.Background(), tg, p)
+			if !reflect.DeepEqual(p.Notes, tc.want) {
+				t.Errorf("notes\n%q\nwant\n%q", p.Notes, tc.want)
+			}
+			h.Lock()
+			read := slices.Contains(h.Log, "journals "+state)
+			h.Unlock()
+			if read != (tc.role == "standby") {
+				t.Errorf("journals read: %v", read)
+			}
+		})
 	}
 }

@@ -139,7 +139,7 @@ func (f fleetHosts) run(t *testing.T, bin string, trigger *regexp.Regexp, sig sy
 		t.Fatal(err)
 	}
 	if trigger != nil && !sent {
-		t.Fatalf("pgtune %s: never logged %s:\n%s", strings.Join(args, " "), trigger, log.String())
+		t.Fatalf("pgtune %s: exit %d, never logged %s:\n%s\nstdout:\n%s", strings.Join(args, " "), code, trigger, log.String(), stdout.String())
 	}
 	return code, log.String(), []byte(stdout.String())
 }

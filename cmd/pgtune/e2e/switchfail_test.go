@@ -543,6 +543,29 @@ func TestSwitchoverSlotsKilled(t *testing.T) {
 	if got, want := strings.Join(slotJournal(t, f, cand), ","), killedSlots; got != want {
 		t.Errorf("the slot journal on %s: %q, want the slots %q unsettled", cand, got, want)
 	}
+	// Meanwhile check says so, on that standby, naming each slot.
+	leftNote := func(r jsonReport) string {
+		for _, h := range r.Hosts {
+			for _, n := range h.Notes {
+				if strings.Contains(n, "was made on this standby by switchover run") {
+					return h.Name + ": " + n
+				}
+			}
+		}
+		return ""
+	}
+	_, checked, cstderr := pgtune(t, "check", "-i", f.inv, f.book)
+	for _, s := range strings.Split(killedSlots, ",") {
+		found := false
+		for _, h := range checked.Hosts {
+			for _, n := range h.Notes {
+				found = found || (h.Name == cand && strings.Contains(n, fmt.Sprintf("replication slot %q was made on this standby by switchover run", s)))
+			}
+		}
+		if !found {
+			t.Errorf("check does not say slot %s is left on %s: %s\n%s", s, cand, leftNote(checked), lastN(cstderr, 10))
+		}
+	}
 	code, r, rstderr := pgtune(t, "rollback", "--yes", "-i", f.inv)
 	if code != 0 {
 		t.Fatalf("rollback: exit %d: %s\n%s", code, hostErrors(r), rstderr)
@@ -572,6 +595,9 @@ func TestSwitchoverSlotsKilled(t *testing.T) {
 		}
 	}
 	t.Logf("rollback of %s:\n%s", cand, said)
+	if _, checked, _ := pgtune(t, "check", "-i", f.inv, f.book); leftNote(checked) != "" {
+		t.Errorf("check after rollback still says %s", leftNote(checked))
+	}
 	if !t.Failed() {
 		f.set.WaitStreaming(t)
 	}

@@ -111,6 +111,8 @@ func (createdKind) plan(ctx context.Context, t *Target, e JournalEntry, _ *undoS
 	default:
 		s.change = &plan.Change{Kind: plan.KindAction, Target: e.Key,
 			Before: "made by a run that did not finish with it, unused", After: "(removed)"}
+		// Removing it is no reason to restart what the module configures.
+		s.alone = true
 	}
 	return s, nil
 }

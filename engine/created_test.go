@@ -19,9 +19,14 @@ type maker struct {
 	kept    map[string]string
 	fail    bool
 	removed *[]string
+	hooked  *int
 }
 
-func (maker) Name() string                           { return "maker" }
+func (maker) Name() string { return "maker" }
+func (m maker) AfterRollback(context.Context, *Target) error {
+	*m.hooked++
+	return nil
+}
 func (maker) Manages(_ *Target, kind, _ string) bool { return kind == "created" }
 func (m maker) Removable(_ context.Context, _ *Target, key string) (bool, string, error) {
 	if m.fail {
@@ -96,14 +101,15 @@ func TestRollbackCreated(t *testing.T) {
 		{Kind: "created", Module: "maker", Key: "slot:again"},
 	}})
 	var removed []string
+	hooked := 0
 	mk := maker{things: map[string]bool{"slot:pending": true, "slot:settled": true, "slot:again": true, "slot:inuse": true},
-		kept: map[string]string{"slot:inuse": "in use"}, removed: &removed}
+		kept: map[string]string{"slot:inuse": "in use"}, removed: &removed, hooked: &hooked}
 	mods, _ := Registry(mk)
 	target := func() *Target {
 		return &Target{Name: "fake", Transport: h, Journal: NewJournal("r-check", "fake", testState, h, false),
 			StateDir: testState, modules: mods}
 	}
-	m := rollback{managers: map[string]TargetManager{"maker": mk}}
+	m := rollback{managers: map[string]TargetManager{"maker": mk}, hooks: map[string]RollbackHook{"maker": mk}}
 	p, err := m.Check(context.Background(), target(), &rollbackParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +138,11 @@ func TestRollbackCreated(t *testing.T) {
 	}
 	if err := m.Verify(context.Background(), tg, p); err != nil {
 		t.Errorf("verify: %v", err)
+	}
+	// Removing what it made is no reason for the module's hook (pgconf's
+	// restarts PostgreSQL).
+	if hooked != 0 {
+		t.Errorf("the module's rollback hook ran %d time(s) for removals alone", hooked)
 	}
 	if !mk.things["slot:settled"] || !mk.things["slot:inuse"] {
 		t.Errorf("removed a settled or kept thing: %v", mk.things)

@@ -58,7 +58,7 @@ const KeptRoleChanges = "it holds replication role changes (a switchover): rolli
 // JournalEntry is one recorded change. Its Kind says which fields it
 // uses and how it is undone (see kindOf).
 type JournalEntry struct {
-	Kind string `json:"kind"` // "file", "sysctl", "sysfs", "service" or "live" (live.go)
+	Kind string `json:"kind"` // "file", "sysctl", "sysfs", "service", "live" (live.go) or "created" (created.go)
 	// Module is the module that made the change; rollback undoes modules
 	// in the reverse of the order they ran.
 	Module string `json:"module,omitempty"`
@@ -83,6 +83,10 @@ type JournalEntry struct {
 	// Sensitive, so no report shows its content or diff. Journals written
 	// before the flag existed load with it unset.
 	Sensitive bool `json:"sensitive,omitempty"`
+	// Settled, on a "created" entry (created.go), says what became of the
+	// thing made once the work that made it finished with it: rollback
+	// leaves a settled entry alone. Unset, the run stopped in between.
+	Settled string `json:"settled,omitempty"`
 }
 
 // JournalMark is a point in a run's journal: Target.UndoSince undoes
@@ -247,6 +251,9 @@ func validEntry(e JournalEntry, runDir string) error {
 	k := kindOf(e.Kind)
 	if k == nil {
 		return errors.New("unknown kind")
+	}
+	if e.Settled != "" && e.Kind != "created" {
+		return errors.New("only a created entry is settled")
 	}
 	return k.check(e, runDir)
 }

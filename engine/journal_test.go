@@ -25,6 +25,7 @@ func TestValidateJournal(t *testing.T) {
 		"thp sysfs /sys/../etc/passwd":                          true, // never asked: not clean
 		"oom service daemon-reload":                             true,
 		"oom service postgresql@15-main.service":                true,
+		"pgconf created replication_slot:5432:standby1":         true,
 	}
 	manages := func(e JournalEntry) error {
 		target := e.Path + e.Key
@@ -53,6 +54,9 @@ func TestValidateJournal(t *testing.T) {
 	}
 	service := func(unit, action string) JournalEntry {
 		return JournalEntry{Kind: "service", Module: "oom", Unit: unit, Action: action}
+	}
+	created := func(key, settled string) JournalEntry {
+		return JournalEntry{Kind: "created", Module: "pgconf", Key: key, Settled: settled}
 	}
 	with := func(e ...JournalEntry) []JournalEntry { return append(append([]JournalEntry(nil), good...), e...) }
 
@@ -120,6 +124,23 @@ func TestValidateJournal(t *testing.T) {
 		{name: "file entry with a service action", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "file", Module: "hugepages",
 			Path: "/etc/sysctl.d/10-hugepages.conf", Backup: state + "/" + run + "/files/etc/sysctl.d/10-hugepages.conf", Action: "restart"})},
 			want: "a file entry with a service action"},
+		{name: "created thing", dir: run, journal: JournalRecord{RunID: run, Entries: with(created("replication_slot:5432:standby1", ""))}},
+		{name: "created thing settled", dir: run, journal: JournalRecord{RunID: run, Entries: with(created("replication_slot:5432:standby1", "dropped again"))}},
+		{name: "created thing not managed", dir: run, journal: JournalRecord{RunID: run, Entries: with(created("replication_slot:6543:standby1", ""))},
+			want: "entry 5 (created replication_slot:6543:standby1 by module pgconf): module pgconf does not manage it"},
+		{name: "created key with a path", dir: run, journal: JournalRecord{RunID: run, Entries: with(created("replication_slot:5432:../x", ""))},
+			want: "not a created key"},
+		{name: "created with a file", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "created", Module: "pgconf",
+			Key: "replication_slot:5432:standby1", Path: "/etc/passwd"})},
+			want: "a created entry with a file"},
+		{name: "created with a previous value", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "created", Module: "pgconf",
+			Key: "replication_slot:5432:standby1", Before: "x"})},
+			want: "a created entry with a previous value"},
+		{name: "created settled with a control character", dir: run, journal: JournalRecord{RunID: run, Entries: with(created("replication_slot:5432:standby1", "kept\x1b[2J"))},
+			want: "its settlement is not a text"},
+		{name: "another kind settled", dir: run, journal: JournalRecord{RunID: run, Entries: with(JournalEntry{Kind: "sysctl", Module: "overcommit",
+			Key: "vm.overcommit_ratio", Before: "50", Settled: "kept"})},
+			want: "only a created entry is settled"},
 		{name: "first bad entry is named", dir: run, journal: JournalRecord{RunID: run, Entries: []JournalEntry{
 			sysctl("overcommit", "kernel.core_pattern", "core"), file("pgconf", "/etc/passwd")}},
 			want: "entry 1 (sysctl kernel.core_pattern = core by module overcommit)"},

@@ -159,6 +159,12 @@ func restorePoint(journals []JournalRecord, to string) ([]JournalEntry, error) {
 			continue
 		}
 		for _, e := range j.Entries {
+			if e.Kind == "created" && e.Settled != "" {
+				// Finished with by the run that made it: not a change
+				// to undo, and an entry of a later run that was not
+				// finished with must not be hidden behind it.
+				continue
+			}
 			id := e.identity()
 			if seen[id] {
 				continue

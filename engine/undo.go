@@ -29,6 +29,10 @@ type undoStep struct {
 	// note says why there is nothing to undo when that is worth telling
 	// (a live value whose process is gone).
 	note string
+	// alone: undoing it asks nothing more of its module (no service action
+	// run again, no RollbackHook): removing a thing a module made (kind
+	// created) changes nothing the module's service runs on.
+	alone bool
 }
 
 // undoSet is the entries being undone together, newest first, and what
@@ -102,7 +106,7 @@ func (u *undoSet) planGroup(ctx context.Context, t *Target, entries []JournalEnt
 			reruns = append([]undoStep{s}, reruns...)
 			continue
 		}
-		changes = changes || s.change != nil
+		changes = changes || (s.change != nil && !s.alone)
 		steps = append(steps, s)
 	}
 	for _, s := range reruns {
@@ -134,7 +138,7 @@ func runUndo(ctx context.Context, t *Target, steps []undoStep, opts undoOptions)
 	for i, s := range steps {
 		t.Module = s.entry.Module
 		if s.change != nil {
-			changed = true
+			changed = changed || !s.alone
 			if err := kindOf(s.entry.Kind).undo(ctx, t, s); err != nil {
 				if !opts.keepGoing {
 					return err

@@ -47,6 +47,8 @@ func kindOf(kind string) entryKind {
 		return serviceKind{}
 	case "live":
 		return liveKind{}
+	case "created":
+		return createdKind{}
 	}
 	return nil
 }

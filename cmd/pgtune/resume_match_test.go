@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/rollout"
+	"github.com/pgtune/pgtune/internal/clitest"
 )
 
 // writeInventory writes an inventory of hosts beside inv (each with its
@@ -46,13 +47,8 @@ func loadRun(t *testing.T, id string) *rollout.State {
 	return st
 }
 
-func hostStates(st *rollout.State) map[string]string {
-	out := map[string]string{}
-	for _, h := range st.Hosts {
-		out[h.Name] = h.State
-	}
-	return out
-}
+// hostStates is internal/clitest's, shared by the two CLI test suites.
+var hostStates = clitest.HostStates
 
 func sorted(s []string) []string {
 	s = slices.Clone(s)

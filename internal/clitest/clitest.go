@@ -1,8 +1,8 @@
 // Package clitest holds what the CLI's two test suites share: cmd/pgtune's,
 // which runs the CLI in-process, and cmd/pgtune/e2e's, which runs the built
 // binary. Both read pgtune's JSON report the way a consumer does, snapshot
-// what a check must leave alone, and write inventory entries for a test
-// sshd.
+// what a check must leave alone, write inventory entries for a test sshd,
+// and read a run's state file.
 package clitest
 
 import (
@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgtune/pgtune/engine/rollout"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
@@ -135,4 +136,13 @@ func WriteFile(t testing.TB, p, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// HostStates is each host's state in a run's state file, by name.
+func HostStates(st *rollout.State) map[string]string {
+	out := map[string]string{}
+	for _, h := range st.Hosts {
+		out[h.Name] = h.State
+	}
+	return out
 }

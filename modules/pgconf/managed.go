@@ -12,9 +12,20 @@ var _ engine.TargetManager = (*Module)(nil)
 // Manages says which files rollback may put back for this module: those of
 // the host's cluster only — its postgresql.conf, postgresql.auto.conf, and
 // *.conf files (the drop-in, included files) under the configuration or
-// the data directory. Without a cluster found on the host, none.
+// the data directory — and which replication slots it may drop: those a
+// switchover made on the host's server. Without a cluster found on the
+// host, none.
 func (*Module) Manages(t *engine.Target, kind, target string) bool {
-	if kind != "file" || t.Facts == nil || t.Facts.Postgres == nil {
+	if t.Facts == nil || t.Facts.Postgres == nil {
+		return false
+	}
+	if kind == "created" {
+		// A replication slot a switchover made on this server
+		// (slot_journal.go), its name one PostgreSQL allows.
+		port, _, ok := parseSlotKey(target)
+		return ok && port == t.Facts.Postgres.Port
+	}
+	if kind != "file" {
 		return false
 	}
 	if topo := t.Facts.Topology; topo != nil && topo.Patroni != nil && topo.Patroni.ConfigFile != "" &&

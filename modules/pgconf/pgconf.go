@@ -339,6 +339,7 @@ func (m *Module) Check(ctx context.Context, t *engine.Target, raw any) (*plan.Mo
 	if err := c.plan(ctx, t, p, fit); err != nil {
 		return nil, err
 	}
+	m.noteLeftSlots(ctx, t, p) // slot_journal.go
 	return p, nil
 }
 

@@ -28,6 +28,10 @@ import (
 //     slots again and drops every one of those it was to make (the plan
 //     proved none existed; a creation cut short may have made its slot
 //     anyway): the standby is left as it was;
+//   - each slot is journaled on the standby before it is made, and the
+//     entry settled once the switchover is done with it (dropped again,
+//     or kept by the promotion): a controller killed in between leaves
+//     the slot to the next pgtune rollback (slot_journal.go);
 //   - once every member streams from the new primary, the old primary's
 //     slots the members used are dropped on it (it retains no WAL for
 //     them any more); its other slots (a backup tool's, a logical slot)
@@ -280,13 +284,18 @@ func planSlots(old string, cand slotUser, repointed, cascading []slotUser, oldSl
 
 // createSlots makes the planned slots on the standby to promote, each
 // reserving WAL from now on, and returns those it made (all, or those
-// made before the error).
-func createSlots(ctx context.Context, m *swMember, names []string) ([]string, error) {
+// made before the error). Each is journaled first (j, slot_journal.go):
+// a controller killed before the switchover is done with them leaves
+// them to rollback, not to no one.
+func createSlots(ctx context.Context, m *swMember, names []string, j *slotJournal) ([]string, error) {
 	var made []string
 	for _, n := range names {
 		lit, err := slotLiteral(n)
 		if err != nil {
 			return made, err
+		}
+		if err := j.record(ctx, n); err != nil {
+			return made, fmt.Errorf("%s: replication slot %q not created: journal it: %w", m.name(), n, err)
 		}
 		kv, err := ownerQuery(ctx, m.t, m.pg, "SELECT 'made=' || slot_name FROM pg_create_physical_replication_slot("+lit+", true)")
 		if err != nil {
@@ -322,23 +331,25 @@ func dropSlots(ctx context.Context, m *swMember, names []string) ([]string, erro
 	return dropped, nil
 }
 
-// undoCreatedSlots drops, after a switchover abandoned before the
-// promotion, the slots it was to make on the standby that stays a
-// standby, and says what became of them for the error. planned is the
-// plan's create list, not only the slots psql confirmed: a query cut
-// short (a second Ctrl-C, a dropped ssh connection, garbled output) may
-// have made its slot anyway. The plan proved none of them existed, so
-// every one of them the standby has now was made by the switchover: the
-// standby's slots are read again and those are dropped.
-func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string {
+// slotsBack adds to the error of a switchover abandoned before the
+// promotion what became of the slots it was to make on the standby that
+// stays a standby, once they are dropped again. planned is the plan's
+// create list, not only the slots psql confirmed: a query cut short (a
+// second Ctrl-C, a dropped ssh connection, garbled output) may have made
+// its slot anyway. The plan proved none of them existed, so every one of
+// them the standby has now was made by the switchover: the standby's
+// slots are read again and those are dropped. Those dropped, and those
+// never made, are settled in the journal (j); one whose drop failed is
+// left to rollback.
+func slotsBack(ctx context.Context, err error, m *swMember, planned []string, j *slotJournal) error {
 	if len(planned) == 0 {
-		return ""
+		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	now, err := readSlots(ctx, m)
-	if err != nil {
-		return fmt.Sprintf("; reading the replication slots of %s again FAILED (%v): drop any of %s it has on it by hand (pgtune made them; they retain WAL)",
-			m.name(), err, quoteList(planned))
+	now, rerr := readSlots(ctx, m)
+	if rerr != nil {
+		return fmt.Errorf("%w; reading the replication slots of %s again FAILED (%v): drop any of %s it has on it by hand (pgtune made them; they retain WAL)",
+			err, m.name(), rerr, quoteList(planned))
 	}
 	has := map[string]bool{}
 	for _, s := range now {
@@ -350,18 +361,20 @@ func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string
 			there = append(there, n)
 		}
 	}
+	j.settle(ctx, without(planned, there), "never made: the switchover was abandoned before")
 	if len(there) == 0 {
-		return fmt.Sprintf("; %s has none of the replication slots the switchover was to make on it (%s)", m.name(), quoteList(planned))
+		return fmt.Errorf("%w; %s has none of the replication slots the switchover was to make on it (%s)", err, m.name(), quoteList(planned))
 	}
 	var dropped, failed []string
 	for _, n := range there {
-		d, err := dropSlots(ctx, m, []string{n})
-		if err != nil || len(d) != 1 {
-			failed = append(failed, fmt.Sprintf("%q (%v)", n, err))
+		d, derr := dropSlots(ctx, m, []string{n})
+		if derr != nil || len(d) != 1 {
+			failed = append(failed, fmt.Sprintf("%q (%v)", n, derr))
 			continue
 		}
 		dropped = append(dropped, n)
 	}
+	j.settle(ctx, dropped, "dropped again: the switchover was abandoned before the promotion")
 	msg := ""
 	if len(dropped) > 0 {
 		msg = fmt.Sprintf("; the replication slots made on %s are dropped again (%s)", m.name(), quoteList(dropped))
@@ -369,7 +382,7 @@ func undoCreatedSlots(ctx context.Context, m *swMember, planned []string) string
 	if len(failed) > 0 {
 		msg += fmt.Sprintf("; dropping replication slots made on %s FAILED: %s: drop them on it by hand (they retain WAL)", m.name(), strings.Join(failed, ", "))
 	}
-	return msg
+	return fmt.Errorf("%w%s", err, msg)
 }
 
 func without(all, some []string) []string {

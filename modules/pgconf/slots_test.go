@@ -3,14 +3,19 @@ package pgconf
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/fakehost"
 )
 
 func TestSlotLiteral(t *testing.T) {
@@ -304,15 +309,28 @@ func writeTestFile(t *testing.T, p, s string) {
 
 // slotServer answers the slot queries of slots.go as a server holding
 // slots would; dropFails names slots whose drop fails, readFails makes
-// reading the slots fail.
+// reading the slots fail; active names slots in use, logical logical
+// ones; primary says the server is not in recovery; onCreate runs as a
+// slot is made.
 type slotServer struct {
 	slots     []string
 	dropFails map[string]bool
 	readFails bool
+	active    map[string]bool
+	logical   map[string]bool
+	primary   bool
+	onCreate  func(name string)
 	sql       []string
 }
 
 func (f *slotServer) Close() error { return nil }
+
+// slotArg is the slot name a query passes hex-encoded (slotLiteral).
+func slotArg(sql string) string {
+	i := strings.Index(sql, "decode('") + len("decode('")
+	b, _ := hex.DecodeString(sql[i : i+strings.IndexByte(sql[i:], '\'')])
+	return string(b)
+}
 
 func (f *slotServer) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
 	sql := cmd.Args[len(cmd.Args)-1]
@@ -324,17 +342,32 @@ func (f *slotServer) Run(ctx context.Context, cmd transport.Command) (transport.
 		}
 		var out []string
 		for _, n := range f.slots {
-			out = append(out, slotLine(n, "physical", "f"))
+			typ, active := "physical", "f"
+			if f.logical[n] {
+				typ = "logical"
+			}
+			if f.active[n] {
+				active = "t"
+			}
+			out = append(out, slotLine(n, typ, active))
 		}
 		return transport.Result{Stdout: []byte(strings.Join(out, "\n") + "\n")}, nil
+	case sql == "SELECT 'recovery=' || pg_is_in_recovery()":
+		return transport.Result{Stdout: []byte(fmt.Sprintf("recovery=%t\n", !f.primary))}, nil
+	case strings.Contains(sql, "pg_create_physical_replication_slot("):
+		n := slotArg(sql)
+		if f.onCreate != nil {
+			f.onCreate(n)
+		}
+		f.slots = append(f.slots, n)
+		return transport.Result{Stdout: []byte("made=" + n + "\n")}, nil
 	case strings.Contains(sql, "pg_drop_replication_slot("):
-		i := strings.Index(sql, "decode('") + len("decode('")
-		b, _ := hex.DecodeString(sql[i : i+strings.IndexByte(sql[i:], '\'')])
-		if f.dropFails[string(b)] {
+		n := slotArg(sql)
+		if f.dropFails[n] {
 			return transport.Result{}, errors.New("ERROR: replication slot is active")
 		}
-		for i, n := range f.slots {
-			if n == string(b) {
+		for i, s := range f.slots {
+			if s == n {
 				f.slots = append(f.slots[:i], f.slots[i+1:]...)
 				return transport.Result{Stdout: []byte("dropped=1\n")}, nil
 			}
@@ -344,11 +377,57 @@ func (f *slotServer) Run(ctx context.Context, cmd transport.Command) (transport.
 	return transport.Result{}, errors.New("unexpected query " + sql)
 }
 
-// TestUndoCreatedSlots: an abandoned switchover drops every slot of the
-// plan's create list the standby has when it is read again, not only
-// those psql confirmed (a creation cut short may have made its slot),
-// and says which it dropped and which it could not.
-func TestUndoCreatedSlots(t *testing.T) {
+// slotsRun is the run the tests' slot journal is saved as.
+const slotsRun = "20261130T190000Z-a1b2c3-slots-5432"
+
+// journaledStandby is a standby whose server is srv, on a fake host that
+// keeps the journal of the slots made on it (slotJournal); journal reads
+// that journal's entries back as "key settled" lines.
+func journaledStandby(t *testing.T, srv *slotServer) (*swMember, *slotJournal, func() []string) {
+	t.Helper()
+	h := fakehost.New()
+	h.StateDir = "/var/lib/pgtune/runs"
+	h.Other = srv.Run
+	m := swStandby("standby1", "m", "streaming", 0, 0, "on")
+	m.t.Transport = h
+	m.t.StateDir = h.StateDir
+	m.t.Journal = engine.NewKeptJournal("20261130T190000Z-a1b2c3"+switchoverSuffix, "standby1", h.StateDir, h, false, engine.KeptRoleChanges)
+	j := newSlotJournal(m)
+	if j == nil || j.t.RunID() != slotsRun {
+		t.Fatalf("slot journal %+v, want run %s", j, slotsRun)
+	}
+	journal := func() []string {
+		h.Lock()
+		defer h.Unlock()
+		body, ok := h.Files[h.StateDir+"/"+slotsRun+"/journal.json"]
+		if !ok {
+			return nil
+		}
+		var rec engine.JournalRecord
+		if err := json.Unmarshal([]byte(body), &rec); err != nil {
+			t.Fatalf("journal: %v", err)
+		}
+		var out []string
+		for _, e := range rec.Entries {
+			if e.Kind != "created" || e.Module != Name || rec.Kept != "" {
+				t.Errorf("journal entry %+v of run kept %q", e, rec.Kept)
+			}
+			out = append(out, strings.TrimSpace(e.Key+" "+e.Settled))
+		}
+		return out
+	}
+	return m, j, journal
+}
+
+// TestSlotsBack: an abandoned switchover drops every slot of the plan's
+// create list the standby has when it is read again, not only those psql
+// confirmed (a creation cut short may have made its slot), says which it
+// dropped and which it could not, and settles in the journal those
+// dropped and those never made; one whose drop failed stays unsettled,
+// for rollback.
+func TestSlotsBack(t *testing.T) {
+	const dropped = "dropped again: the switchover was abandoned before the promotion"
+	const never = "never made: the switchover was abandoned before"
 	for _, tc := range []struct {
 		name      string
 		has       []string
@@ -356,43 +435,88 @@ func TestUndoCreatedSlots(t *testing.T) {
 		readFails bool
 		want      string
 		left      []string
+		journal   []string
 	}{
 		{name: "a creation cut short made its slot: dropped too",
 			has:  []string{"other", "s1", "s2"},
-			want: `; the replication slots made on standby1 are dropped again ("s1", "s2")`, left: []string{"other"}},
+			want: `; the replication slots made on standby1 are dropped again ("s1", "s2")`, left: []string{"other"},
+			journal: []string{"replication_slot:5432:s1 " + dropped, "replication_slot:5432:s2 " + dropped}},
 		{name: "only the first was made",
-			has:  []string{"s1"},
-			want: `; the replication slots made on standby1 are dropped again ("s1")`},
+			has:     []string{"s1"},
+			want:    `; the replication slots made on standby1 are dropped again ("s1")`,
+			journal: []string{"replication_slot:5432:s1 " + dropped, "replication_slot:5432:s2 " + never}},
 		{name: "none was made",
 			has:  []string{"other"},
-			want: `; standby1 has none of the replication slots the switchover was to make on it ("s1", "s2")`, left: []string{"other"}},
+			want: `; standby1 has none of the replication slots the switchover was to make on it ("s1", "s2")`, left: []string{"other"},
+			journal: []string{"replication_slot:5432:s1 " + never, "replication_slot:5432:s2 " + never}},
 		{name: "a drop fails: the others are dropped, the failure named",
 			has: []string{"s1", "s2"}, dropFails: map[string]bool{"s1": true},
-			want: `; the replication slots made on standby1 are dropped again ("s2"); dropping replication slots made on standby1 FAILED: "s1" (`, left: []string{"s1"}},
+			want: `; the replication slots made on standby1 are dropped again ("s2"); dropping replication slots made on standby1 FAILED: "s1" (`, left: []string{"s1"},
+			journal: []string{"replication_slot:5432:s1", "replication_slot:5432:s2 " + dropped}},
 		{name: "the slots cannot be read again",
 			has: []string{"s1"}, readFails: true,
-			want: `; reading the replication slots of standby1 again FAILED (`, left: []string{"s1"}},
+			want: `; reading the replication slots of standby1 again FAILED (`, left: []string{"s1"},
+			journal: []string{"replication_slot:5432:s1", "replication_slot:5432:s2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &slotServer{slots: tc.has, dropFails: tc.dropFails, readFails: tc.readFails}
-			m := swStandby("standby1", "m", "streaming", 0, 0, "on")
-			m.t.Transport = srv
+			m, j, journal := journaledStandby(t, srv)
+			for _, n := range []string{"s1", "s2"} {
+				if err := j.record(context.Background(), n); err != nil {
+					t.Fatal(err)
+				}
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // a second Ctrl-C: the undo runs all the same
-			got := undoCreatedSlots(ctx, m, []string{"s1", "s2"})
-			if !strings.HasPrefix(got, tc.want) {
-				t.Errorf("undo says %q, want %q", got, tc.want)
+			err := slotsBack(ctx, errors.New("abandoned"), m, []string{"s1", "s2"}, j)
+			if got, want := err.Error(), "abandoned"+tc.want; !strings.HasPrefix(got, want) {
+				t.Errorf("undo says %q, want %q", got, want)
 			}
-			if tc.readFails && !strings.Contains(got, `drop any of "s1", "s2" it has on it by hand`) {
-				t.Errorf("undo says %q: names no slot to drop by hand", got)
+			if tc.readFails && !strings.Contains(err.Error(), `drop any of "s1", "s2" it has on it by hand`) {
+				t.Errorf("undo says %q: names no slot to drop by hand", err)
 			}
 			if strings.Join(srv.slots, ",") != strings.Join(tc.left, ",") {
 				t.Errorf("slots left %q, want %q", srv.slots, tc.left)
 			}
+			if got := journal(); !reflect.DeepEqual(got, tc.journal) {
+				t.Errorf("journal\n%q\nwant\n%q", got, tc.journal)
+			}
 		})
 	}
-	if got := undoCreatedSlots(context.Background(), swStandby("standby1", "m", "", 0, 0, "on"), nil); got != "" {
-		t.Errorf("undo of nothing says %q", got)
+	base := errors.New("abandoned")
+	if got := slotsBack(context.Background(), base, swStandby("standby1", "m", "", 0, 0, "on"), nil, nil); got != base {
+		t.Errorf("undo of nothing says %v", got)
+	}
+}
+
+// TestCreateSlotsJournalsFirst: each slot is in the journal on the
+// standby before it is made, unsettled: a controller killed right after
+// leaves it to rollback.
+func TestCreateSlotsJournalsFirst(t *testing.T) {
+	srv := &slotServer{}
+	m, j, journal := journaledStandby(t, srv)
+	srv.onCreate = func(n string) {
+		if got := journal(); !slices.Contains(got, "replication_slot:5432:"+n) {
+			t.Errorf("slot %q made before it was journaled: journal %q", n, got)
+		}
+	}
+	made, err := createSlots(context.Background(), m, []string{"primary", "standby2"}, j)
+	if err != nil || strings.Join(made, ",") != "primary,standby2" {
+		t.Fatalf("made %q, %v", made, err)
+	}
+	want := []string{"replication_slot:5432:primary", "replication_slot:5432:standby2"}
+	if got := journal(); !reflect.DeepEqual(got, want) {
+		t.Errorf("journal %q, want %q", got, want)
+	}
+	// Without a journal (check mode, tests driving modules) nothing is
+	// journaled, and the slots are made all the same.
+	plain := swStandby("standby1", "m", "streaming", 0, 0, "on")
+	plain.t.Transport = &slotServer{}
+	if newSlotJournal(plain) != nil {
+		t.Error("a slot journal without the run's journal")
+	}
+	if made, err := createSlots(context.Background(), plain, []string{"s1"}, nil); err != nil || len(made) != 1 {
+		t.Errorf("without a journal: made %q, %v", made, err)
 	}
 }
 

@@ -722,9 +722,10 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	// The slots the members will stream through from the new primary,
 	// made while it is a standby; a switchover abandoned before the
 	// promotion drops again those of slots.create the standby has then.
-	made, err := createSlots(ctx, cand, slots.create)
+	sj := newSlotJournal(cand)
+	made, err := createSlots(ctx, cand, slots.create, sj)
 	if err != nil {
-		return refuseSwitchover(ctx, t, mark, fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, slots.create)))
+		return refuseSwitchover(ctx, t, mark, slotsBack(ctx, err, cand, slots.create, sj))
 	}
 	if log != nil && len(made) > 0 {
 		log.Info("switchover: created replication slots on the standby to promote, for the members that will stream from it",
@@ -737,27 +738,28 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	// Steps 3–4: until the promotion, the old primary can take its role back.
 	if res, err := t.Run(ctx, "sh", "-c", ownerScript, "sh", pg.Owner, stopScript, pg.BinDir, pg.DataDir, strconv.Itoa(restartTimeout)); err != nil {
 		if now, serr := postgresStatus(context.WithoutCancel(ctx), t, pg); serr == nil && now.Ready {
-			return refuseSwitchover(ctx, t, mark, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary%s", t.Name, err, lastLines(string(res.Stdout), 3), undoCreatedSlots(ctx, cand, slots.create)))
+			return refuseSwitchover(ctx, t, mark, slotsBack(ctx, fmt.Errorf("%s: step stop: pg_ctl stop failed (%v %s); it is still the primary", t.Name, err, lastLines(string(res.Stdout), 3)), cand, slots.create, sj))
 		}
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, slots.create)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "stop", err, cand.name()+" is still its standby"), cand, slots.create, sj)
 	}
 	lsn, err := shutdownCheckpoint(ctx, t, pg)
 	if err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, slots.create)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "read the shutdown checkpoint", err, cand.name()+" is still its standby"), cand, slots.create, sj)
 	}
 	if err := awaitReplayed(ctx, cand, lsn, sw.timeout); err != nil {
-		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, slots.create)
+		return slotsBack(ctx, backToPrimary(ctx, t, pg, "wait for "+cand.name()+" to replay the shutdown checkpoint "+lsn, err, cand.name()+" is still its standby"), cand, slots.create, sj)
 	}
 	if log != nil {
 		log.Info("switchover: standby replayed the old primary's shutdown checkpoint; promoting it", "new_primary", cand.name(), "checkpoint", lsn)
 	}
 	tl, err := promote(ctx, cand, sw.timeout)
 	if err != nil {
-		return abandonPromotion(ctx, t, pg, cand, err, slots.create)
+		return abandonPromotion(ctx, t, pg, cand, err, slots.create, sj)
 	}
 
 	// From here the new primary takes writes: nothing goes back.
 	ctx = context.WithoutCancel(ctx)
+	sj.settle(ctx, slots.create, promotedSlots)
 	state := fmt.Sprintf("%s is the primary now (writable, timeline %d)", cand.name(), tl)
 	if log != nil {
 		log.Info("switchover: promoted", "new_primary", cand.name(), "timeline", tl)
@@ -892,21 +894,16 @@ func slotKeepUnbounded(ctx context.Context, m *swMember) bool {
 	return err == nil && kv["keep"] == "-1"
 }
 
-// slotsBack adds to the error of a switchover abandoned before the
-// promotion what became of the slots made on the standby.
-func slotsBack(ctx context.Context, err error, cand *swMember, made []string) error {
-	if len(made) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w%s", err, undoCreatedSlots(ctx, cand, made))
-}
+// promotedSlots settles the slots made on a standby that was promoted:
+// the members stream, or will stream, through them.
+const promotedSlots = "kept: the standby was promoted and the members stream through them"
 
 // abandonPromotion follows a promotion that failed or did not finish
 // within switchover_timeout: the promotion is withdrawn (the standby
 // stays a standby) and only then is the old primary started again as
 // the primary; a standby that promoted after all stays the primary and
 // the old primary stays stopped. Never two primaries.
-func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, cause error, made []string) error {
+func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres, cand *swMember, cause error, made []string, sj *slotJournal) error {
 	ctx = context.WithoutCancel(ctx)
 	step := "promote " + cand.name()
 	kept := ""
@@ -919,6 +916,7 @@ func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		return fmt.Errorf("switchover: step %s: %v; withdrawing the promotion failed: %v; %s is stopped (cleanly, its files as before) and is not started again while %s may be a primary: find out which server is the primary before starting %s%s",
 			step, cause, err, t.Name, cand.name(), t.Name, kept)
 	case w.promoted:
+		sj.settle(ctx, made, promotedSlots)
 		return fmt.Errorf("switchover: step %s: %v; %s; %s is stopped (cleanly, its files as before) and must not start as a primary: make it a standby of %s; pgtune does not move clients: they must follow the new primary%s",
 			step, cause, w.why, t.Name, cand.name(), kept)
 	}
@@ -937,7 +935,7 @@ func abandonPromotion(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		if why := restartFailure(res, rerr); why != "" {
 			return fmt.Errorf("%w; starting %s again as its standby FAILED: %s; it has standby.signal: it can only start as a standby%s", err, cand.name(), failedStart(why), kept)
 		}
-		return slotsBack(ctx, fmt.Errorf("%w (started again, pid %d)", err, res.NewPID), cand, made)
+		return slotsBack(ctx, fmt.Errorf("%w (started again, pid %d)", err, res.NewPID), cand, made, sj)
 	}
 	if len(made) > 0 {
 		// Left stopped: its slots go when it is rebuilt.

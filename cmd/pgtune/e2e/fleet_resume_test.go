@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pgtune/pgtune/engine/rollout"
+	"github.com/pgtune/pgtune/internal/clitest"
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
@@ -138,7 +139,7 @@ func (f fleetHosts) run(t *testing.T, bin string, trigger *regexp.Regexp, sig sy
 		t.Fatal(err)
 	}
 	if trigger != nil && !sent {
-		t.Fatalf("pgtune %s: never logged %s:\n%s", strings.Join(args, " "), trigger, log.String())
+		t.Fatalf("pgtune %s: exit %d, never logged %s:\n%s\nstdout:\n%s", strings.Join(args, " "), code, trigger, log.String(), stdout.String())
 	}
 	return code, log.String(), []byte(stdout.String())
 }
@@ -156,13 +157,8 @@ func (f fleetHosts) state(t *testing.T) *rollout.State {
 	return st
 }
 
-func hostStates(st *rollout.State) map[string]string {
-	out := map[string]string{}
-	for _, h := range st.Hosts {
-		out[h.Name] = h.State
-	}
-	return out
-}
+// hostStates is internal/clitest's, shared by the two CLI test suites.
+var hostStates = clitest.HostStates
 
 // TestInterruptAndResume: the real binary over a real sshd, four hosts in
 // two batches. Ctrl-C while the first host of the second batch applies: that

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -464,7 +466,174 @@ func TestSwitchoverSlotsUndone(t *testing.T) {
 			t.Errorf("%s keeps slots %q", name, got)
 		}
 	}
+	// The slots were journaled on the standby before they were made, and
+	// settled once dropped (or never made): rollback leaves them alone.
+	var journaled []string
+	for _, name := range []string{"standby1", "standby2"} {
+		journaled = append(journaled, slotJournal(t, f, name)...)
+	}
+	if len(journaled) == 0 {
+		t.Error("no standby's journal holds the slots the switchover made")
+	}
+	for _, e := range journaled {
+		if !strings.Contains(e, " dropped again: ") && !strings.Contains(e, " never made: ") {
+			t.Errorf("journaled slot %q is not settled as dropped again or never made", e)
+		}
+	}
 	if !t.Failed() {
 		f.set.WaitStreaming(t)
 	}
+}
+
+// TestSwitchoverSlotsKilled: the standbys stream through slots and the
+// controller is killed (SIGKILL) right after the switchover made the
+// slots on the standby it was to promote, before the promotion. The slots
+// outlive it there (they retain WAL for no one), but they were journaled
+// before they were made: the next pgtune rollback of the cluster finds
+// them unused on a server that is still a standby, drops them and says
+// so; the primary's own slots stay.
+func TestSwitchoverSlotsKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
+	}
+	bin := buildPgtune(t)
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) { streamThroughSlots(t, set) })
+	slots := "SELECT coalesce(string_agg(slot_name, ',' ORDER BY slot_name), '') FROM pg_replication_slots"
+	primarySlots := f.members["primary"].Query(t, slots)
+	runner := fleetHosts{xdg: filepath.Join(f.work, "xdg")}
+	code, stderr, _ := runner.run(t, bin, regexp.MustCompile(`created replication slots on the standby to promote`), syscall.SIGKILL,
+		"apply", "--yes", "-i", f.inv, f.book)
+	if code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("apply: exit %d, want killed\n%s", code, stderr)
+	}
+	// The stop of the primary may have been on its way when the
+	// controller died: once it settled, the primary runs again.
+	primary := f.members["primary"]
+	deadline := time.Now().Add(time.Minute)
+	for primary.Running() && !primary.Ready() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // a stop still on its way arrives
+	for primary.Running() && !primary.Ready() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !primary.Running() {
+		t.Log("the primary was stopped before the controller died: started again")
+		primary.Start(t)
+	}
+	f.set.WaitStreaming(t)
+	if got := f.onePrimary(t); got != "primary" {
+		t.Fatalf("the primary is %s", got)
+	}
+	cand, killedSlots := "", ""
+	for _, name := range []string{"standby1", "standby2"} {
+		if got := f.members[name].Query(t, slots); got != "" {
+			if cand != "" {
+				t.Fatalf("both standbys have slots")
+			}
+			cand, killedSlots = name, got
+			t.Logf("after the kill %s has the slots %s", name, got)
+		}
+	}
+	if cand == "" {
+		t.Fatalf("no standby has the switchover's slots after the kill:\n%s", lastN(stderr, 12))
+	}
+
+	// Journaled on it before they were made, never settled.
+	if got, want := strings.Join(slotJournal(t, f, cand), ","), killedSlots; got != want {
+		t.Errorf("the slot journal on %s: %q, want the slots %q unsettled", cand, got, want)
+	}
+	// Meanwhile check says so, on that standby, naming each slot.
+	leftNote := func(r jsonReport) string {
+		for _, h := range r.Hosts {
+			for _, n := range h.Notes {
+				if strings.Contains(n, "was made on this standby by switchover run") {
+					return h.Name + ": " + n
+				}
+			}
+		}
+		return ""
+	}
+	_, checked, cstderr := pgtune(t, "check", "-i", f.inv, f.book)
+	for _, s := range strings.Split(killedSlots, ",") {
+		found := false
+		for _, h := range checked.Hosts {
+			for _, n := range h.Notes {
+				found = found || (h.Name == cand && strings.Contains(n, fmt.Sprintf("replication slot %q was made on this standby by switchover run", s)))
+			}
+		}
+		if !found {
+			t.Errorf("check does not say slot %s is left on %s: %s\n%s", s, cand, leftNote(checked), lastN(cstderr, 10))
+		}
+	}
+	code, r, rstderr := pgtune(t, "rollback", "--yes", "-i", f.inv)
+	if code != 0 {
+		t.Fatalf("rollback: exit %d: %s\n%s", code, hostErrors(r), rstderr)
+	}
+	for _, name := range []string{"standby1", "standby2"} {
+		if got := f.members[name].Query(t, slots); got != "" {
+			t.Errorf("%s keeps slots %q after rollback", name, got)
+		}
+	}
+	if got := primary.Query(t, slots); got != primarySlots {
+		t.Errorf("the primary's slots: %q, were %q", got, primarySlots)
+	}
+	said := ""
+	for _, h := range r.Hosts {
+		if h.Name != cand {
+			continue
+		}
+		for _, c := range h.Changes {
+			if strings.HasPrefix(c.Target, "replication_slot:") {
+				said += c.Target + ": " + c.Before + " → " + c.After + "\n"
+			}
+		}
+	}
+	for _, s := range strings.Split(strings.ReplaceAll(killedSlots, ",", " "), " ") {
+		if !strings.Contains(said, ":"+s+": ") {
+			t.Errorf("rollback's report of %s does not say it dropped slot %s:\n%s", cand, s, said)
+		}
+	}
+	t.Logf("rollback of %s:\n%s", cand, said)
+	if _, checked, _ := pgtune(t, "check", "-i", f.inv, f.book); leftNote(checked) != "" {
+		t.Errorf("check after rollback still says %s", leftNote(checked))
+	}
+	if !t.Failed() {
+		f.set.WaitStreaming(t)
+	}
+}
+
+// slotJournal reads the journal of the slots a switchover made on a
+// member (run RUN-slots-PORT in its state directory) as "name settled"
+// lines, sorted; none when it has no such run.
+func slotJournal(t *testing.T, f *streamingFixture, member string) []string {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(f.work, member, "state", "*-slots-*", "journal.json"))
+	var out []string
+	for _, p := range runs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j struct {
+			Kept    string `json:"kept"`
+			Entries []struct {
+				Kind, Module, Key, Settled string
+			} `json:"entries"`
+		}
+		if err := json.Unmarshal(b, &j); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if j.Kept != "" {
+			t.Errorf("%s: a kept run (rollback would never read it)", p)
+		}
+		for _, e := range j.Entries {
+			if e.Kind != "created" || e.Module != "pgconf" || !strings.HasPrefix(e.Key, "replication_slot:") {
+				t.Errorf("%s: entry %+v", p, e)
+			}
+			out = append(out, strings.TrimSpace(e.Key[strings.LastIndexByte(e.Key, ':')+1:]+" "+e.Settled))
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -280,6 +280,15 @@ func TestSwitchoverSlots(t *testing.T) {
 			t.Errorf("apply does not say %q:\n%s", w, stderr)
 		}
 	}
+	// Journaled on the promoted standby before they were made, settled
+	// as kept once it was promoted: rollback leaves them alone.
+	wantJournal := []string{}
+	for _, s := range []string{"standby1", "standby2"} {
+		wantJournal = append(wantJournal, s+" kept: the standby was promoted and the members stream through them")
+	}
+	if got := slotJournal(t, f, newPrimary); strings.Join(got, "|") != strings.Join(wantJournal, "|") {
+		t.Errorf("the slot journal on %s: %q, want %q", newPrimary, got, wantJournal)
+	}
 	t.Logf("apply said:\n%s", lastN(stderr, 12))
 	rollbackAfterSwitchover(t, f, newPrimary)
 }

@@ -132,21 +132,6 @@ func NewState(dir, id string, now time.Time) *State {
 // Path is the state file.
 func (s *State) Path() string { return s.path }
 
-// Prepare readies the state directory of a new run: checked, and made
-// when missing (secureDir). In a directory others could change (or one
-// that would have to be made under such a level) the run still goes on,
-// but keeps its state in memory only (Kept is false): a state there could
-// not be trusted by a resume (statedir.go). unsafe says why, for the
-// warning; err is any other failure.
-func (s *State) Prepare() (unsafe *UnsafeDirError, err error) {
-	_, err = secureDir(filepath.Dir(s.path), true)
-	if errors.As(err, &unsafe) {
-		s.unkept = true
-		return unsafe, nil
-	}
-	return nil, err
-}
-
 // Kept reports whether the state is written to its file (see Prepare).
 func (s *State) Kept() bool { return !s.unkept }
 

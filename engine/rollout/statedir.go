@@ -26,10 +26,9 @@ import (
 // directory nobody else could have changed, and is refused otherwise
 // (secureDir's *UnsafeDirError); writing one is only worth it when it can
 // be read back, so a new apply in such a directory keeps its state in
-// memory instead (State.Prepare) and says so. Nothing is refused that
-// could not become a resume: container and CI setups (a Kubernetes
-// emptyDir, an fsGroup volume, a HOME owned by another uid) apply as
-// before, without --resume.
+// memory instead (State.Prepare) and says so. So no apply is refused over
+// its run state: container and CI setups (a Kubernetes emptyDir, an
+// fsGroup volume, a HOME owned by another uid) apply, without --resume.
 
 // UnsafeDirError says which level of a run state directory's path others
 // could change, and how to fix it.
@@ -65,6 +64,21 @@ func (e *UnsafeDirError) Fix() string {
 	default:
 		return fmt.Sprintf("chmod +t %s (as /tmp: others may then remove only their own entries) or chmod go-w %s, or %s", e.Level, e.Level, elsewhere)
 	}
+}
+
+// Prepare readies the state directory of a new run: checked, and made
+// when missing (secureDir). In a directory others could change (or one
+// that would have to be made under such a level) the run still goes on,
+// but keeps its state in memory only (Kept is false): a state there could
+// not be trusted by a resume (statedir.go). unsafe says why, for the
+// warning; err is any other failure.
+func (s *State) Prepare() (unsafe *UnsafeDirError, err error) {
+	_, err = secureDir(filepath.Dir(s.path), true)
+	if errors.As(err, &unsafe) {
+		s.unkept = true
+		return unsafe, nil
+	}
+	return nil, err
 }
 
 // secureDir checks run state directory dir and returns its real path (its

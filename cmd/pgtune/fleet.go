@@ -212,6 +212,15 @@ func (a *App) rolloutApply(o *options) int {
 			return a.fail(err)
 		}
 		st.InventoryFingerprint = inventorySum(st.ID, l.inv)
+		// An unsafe state directory costs this run its resume, not the
+		// apply (rollout/statedir.go): said once, before anything runs.
+		unsafe, err := st.Prepare()
+		if err != nil {
+			return a.fail(err)
+		}
+		if unsafe != nil {
+			fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(unsafe.Warning()))
+		}
 		unlock, err := st.Lock() // a --resume started meanwhile is refused until this one ends
 		if err != nil {
 			return a.fail(err)
@@ -260,10 +269,10 @@ func (a *App) rolloutApply(o *options) int {
 	a.render(o, view.applied, out.Report)
 	switch {
 	case out.Interrupted:
-		fmt.Fprintf(a.Stderr, "pgtune: interrupted; run state in %s; continue with: pgtune apply --resume %s\n", st.Path(), st.ID)
+		fmt.Fprintf(a.Stderr, "pgtune: interrupted; %s\n", continueHint(st))
 		return exitInterrupted
 	case out.Stopped != "":
-		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; run state in %s; continue with: pgtune apply --resume %s%s\n", safeText(out.Stopped), st.Path(), st.ID, undoHint(out.Report))
+		fmt.Fprintf(a.Stderr, "pgtune: rollout stopped: %s; %s%s\n", safeText(out.Stopped), continueHint(st), undoHint(out.Report))
 		return 1
 	case len(out.Left) > 0:
 		// Hosts left out by a narrower --limit are not in the report (the
@@ -344,6 +353,15 @@ func (a *App) partial(st *rollout.State, left, gone []string) {
 		how += fmt.Sprintf(", once the inventory has %s again", strings.Join(gone, ", "))
 	}
 	fmt.Fprintf(a.Stderr, "pgtune: run %s is not finished (partial): %s of it left out of this resume: %s; run state in %s; finish them with: %s\n", st.ID, plural(len(left), "host"), strings.Join(left, ", "), st.Path(), how)
+}
+
+// continueHint says how to go on with a run cut short: by its run state,
+// or, when none was kept (State.Prepare), by applying again.
+func continueHint(st *rollout.State) string {
+	if !st.Kept() {
+		return "no run state was kept (see the warning above), so there is no --resume: apply again to go on (hosts already in policy are left as they are)"
+	}
+	return fmt.Sprintf("run state in %s; continue with: pgtune apply --resume %s", st.Path(), st.ID)
 }
 
 // undoHint names the rollback of the hosts a stopped run changed ("" when

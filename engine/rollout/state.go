@@ -76,6 +76,9 @@ type State struct {
 	Hosts    []HostState `json:"hosts"`
 
 	path string
+	// unkept: the state directory is unsafe (Prepare); the state lives in
+	// memory only, and Save and Lock do nothing.
+	unkept bool
 }
 
 // Attempt is one apply of the rollout.
@@ -129,6 +132,9 @@ func NewState(dir, id string, now time.Time) *State {
 // Path is the state file.
 func (s *State) Path() string { return s.path }
 
+// Kept reports whether the state is written to its file (see Prepare).
+func (s *State) Kept() bool { return !s.unkept }
+
 // Lock takes the run for this process until release: a second pgtune
 // continuing the same run at once (a --resume while the first still
 // runs) is refused, not let loose on the same hosts. The lock is the
@@ -143,6 +149,10 @@ func (s *State) Path() string { return s.path }
 // unlocked; it sees that and opens the path again, rather than hold a
 // lock that a third, creating a new file there, would also get.
 func (s *State) Lock() (release func(), err error) {
+	if s.unkept {
+		// No file, so no resume that could run alongside.
+		return func() {}, nil
+	}
 	dir, err := secureDir(filepath.Dir(s.path), true)
 	if err != nil {
 		return nil, err
@@ -211,6 +221,9 @@ func (s *State) Host(name string) *HostState {
 // old one), 0600 in a 0700 directory: it names hosts and holds plans.
 func (s *State) Save() error {
 	s.Updated = time.Now().UTC()
+	if s.unkept {
+		return nil
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

@@ -66,9 +66,9 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	msg := ClipOutput(string(e.Stderr))
+	msg := clipBothEnds(strings.TrimSpace(string(e.Stderr)))
 	if msg == "" {
-		msg = ClipOutput(string(e.Stdout))
+		msg = clipBothEnds(strings.TrimSpace(string(e.Stdout)))
 	}
 	if msg == "" {
 		return fmt.Sprintf("%s: exit status %d", e.Command, e.ExitCode)
@@ -85,17 +85,63 @@ const MaxErrorOutput = 2000
 // MaxErrorOutput bytes (Clip).
 func ClipOutput(s string) string { return Clip(strings.TrimSpace(s)) }
 
+// ClipOutputTail is ClipOutput keeping the end: for output whose last
+// lines say what went wrong (pg_ctl's "server does not shut down" comes
+// after its dots).
+func ClipOutputTail(s string) string { return ClipTail(strings.TrimSpace(s)) }
+
 // Clip cuts host text an error quotes as it is (%q) to MaxErrorOutput
 // bytes, on a character boundary ("…" marks the cut).
 func Clip(s string) string {
 	if len(s) <= MaxErrorOutput {
 		return s
 	}
-	i := MaxErrorOutput
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
+	return s[:cutBefore(s, MaxErrorOutput)] + "…"
+}
+
+// ClipTail is Clip keeping the last MaxErrorOutput bytes instead, from a
+// character boundary ("…" marks the cut).
+func ClipTail(s string) string {
+	if len(s) <= MaxErrorOutput {
+		return s
 	}
-	return s[:i] + "…"
+	return "…" + s[cutAfter(s, len(s)-MaxErrorOutput):]
+}
+
+// clipBothEnds keeps about half of MaxErrorOutput from each end of s: a
+// failed command's error often says what it tried first and why it gave
+// up last.
+func clipBothEnds(s string) string {
+	if len(s) <= MaxErrorOutput {
+		return s
+	}
+	half := MaxErrorOutput / 2
+	return s[:cutBefore(s, half)] + " … " + s[cutAfter(s, len(s)-half):]
+}
+
+// cutBefore is where to cut s to at most i bytes: i moved back to a
+// character start, by at most utf8.UTFMax-1 bytes. Text that is not UTF-8
+// (no character start there) is cut at i: walking further back would
+// drop all of it.
+func cutBefore(s string, i int) int {
+	for j := i; j > i-utf8.UTFMax && j > 0; j-- {
+		if utf8.RuneStart(s[j]) {
+			return j
+		}
+	}
+	return i
+}
+
+// cutAfter is where the kept end of s starts, at least at i: i moved on
+// to a character start, by at most utf8.UTFMax-1 bytes (cut at i when
+// there is none).
+func cutAfter(s string, i int) int {
+	for j := i; j < i+utf8.UTFMax && j < len(s); j++ {
+		if utf8.RuneStart(s[j]) {
+			return j
+		}
+	}
+	return i
 }
 
 // Transport runs commands on one host. Implementations must be safe for

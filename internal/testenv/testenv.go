@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/pgtune/pgtune/internal/safedir"
 	"github.com/pgtune/pgtune/internal/syspaths"
 )
 
@@ -46,6 +47,9 @@ func Run(m interface{ Run() int }) int {
 //     so ./ansible.cfg and /etc/ansible/ansible.cfg are not read either,
 //     by pgtune or by ansible);
 //   - XDG_STATE_HOME is a directory in it (run states);
+//   - TMPDIR, when the machine's is one others may write (safeTempDir),
+//     is a directory of this run's, so that t.TempDir and the home are
+//     trusted as a run state directory is;
 //   - SSH_AUTH_SOCK is unset;
 //   - the system's ssh_config and ansible.cfg are not read by this
 //     process (IgnoreSystemFiles).
@@ -57,11 +61,20 @@ func Run(m interface{ Run() int }) int {
 func Isolate() (done func(), err error) {
 	IgnoreSystemFiles()
 	pinGoDirs()
+	tmp, err := safeTempDir()
+	if err != nil {
+		return nil, err
+	}
 	home, err := os.MkdirTemp("", "pgtune-test-home-")
 	if err != nil {
 		return nil, err
 	}
-	done = func() { _ = os.RemoveAll(home) }
+	done = func() {
+		_ = os.RemoveAll(home)
+		if tmp != "" {
+			_ = os.RemoveAll(tmp)
+		}
+	}
 	cfg := filepath.Join(home, "ansible.cfg")
 	state := filepath.Join(home, "state")
 	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
@@ -87,6 +100,37 @@ func Isolate() (done func(), err error) {
 		}
 	}
 	return done, nil
+}
+
+// safeTempDir points TMPDIR at a scratch directory of its own when the
+// machine's fails the rule run state directories are checked by (safedir:
+// a TMPDIR that is 0777 and not sticky): the tests keep run states under
+// t.TempDir, and what they expect must not depend on the machine. The
+// directory is made in the first of /tmp, /var/tmp and /dev/shm whose
+// levels pass, 0755 so that tests handing files to another user (the
+// cluster owner) can still reach theirs; it is returned for removal ("" when
+// TMPDIR was kept). With no such place, TMPDIR is kept, with a warning.
+func safeTempDir() (string, error) {
+	level, why, err := safedir.Above(os.TempDir())
+	if err == nil && why == "" {
+		return "", nil
+	}
+	for _, base := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+		if _, why, err := safedir.Above(base); err != nil || why != "" {
+			continue
+		}
+		d, err := os.MkdirTemp(base, "pgtune-test-tmp-")
+		if err != nil {
+			continue
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			_ = os.RemoveAll(d)
+			return "", err
+		}
+		return d, os.Setenv("TMPDIR", d)
+	}
+	fmt.Fprintf(os.Stderr, "testenv: warning: TMPDIR %s: %s %s, and no other place for test files passes: tests of the run state may fail\n", os.TempDir(), level, why)
+	return "", nil
 }
 
 // AnsibleEnv are the variables Isolate unsets: the agent, and Ansible's

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgtune/pgtune/internal/safedir"
 	"github.com/pgtune/pgtune/internal/syspaths"
 )
 
@@ -39,6 +40,13 @@ func TestIsolated(t *testing.T) {
 	if s := os.Getenv("XDG_STATE_HOME"); s != filepath.Join(home, "state") {
 		t.Errorf("XDG_STATE_HOME %s", s)
 	}
+	// Run states go under t.TempDir and XDG_STATE_HOME: both must pass the
+	// run state directory's rule, whatever the machine's TMPDIR.
+	for _, d := range []string{t.TempDir(), os.Getenv("XDG_STATE_HOME")} {
+		if level, why, err := safedir.Above(d); err != nil || why != "" {
+			t.Errorf("%s: %s %s %v", d, level, why, err)
+		}
+	}
 	for _, k := range AnsibleEnv {
 		if s, ok := os.LookupEnv(k); ok {
 			t.Errorf("%s %s", k, s)
@@ -68,5 +76,26 @@ func TestLDFlags(t *testing.T) {
 	out, err := exec.Command(bin).Output()
 	if err != nil || string(out) != "\"\" \"\"\n" {
 		t.Errorf("linked with LDFlags: %q %v", out, err)
+	}
+}
+
+// TestIsolatedUnderAnOpenTMPDIR: with TMPDIR a directory anyone may write
+// and not sticky, the tests still get scratch directories that pass the
+// run state directory's rule (TestIsolated, run again under it).
+func TestIsolatedUnderAnOpenTMPDIR(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestIsolated$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+open)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("TestIsolated with TMPDIR %s (0777): %v\n%s", open, err, out)
+	}
+	if ents, _ := os.ReadDir(open); len(ents) != 0 {
+		t.Errorf("left in TMPDIR: %v", ents)
 	}
 }

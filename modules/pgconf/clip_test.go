@@ -70,3 +70,21 @@ func TestHostOutputClipped(t *testing.T) {
 		})
 	}
 }
+
+// TestLastLinesKeepsTheEnd: pg_ctl's verdict comes after a line of dots
+// that may be longer than an error may quote: it is the part kept.
+func TestLastLinesKeepsTheEnd(t *testing.T) {
+	tests := []struct{ name, out, want string }{
+		{"short", "waiting for server to shut down.... failed\npg_ctl: server does not shut down\n", "waiting for server to shut down.... failed / pg_ctl: server does not shut down"},
+		{"after a long line of dots", "waiting for server to shut down" + strings.Repeat(".", 3*transport.MaxErrorOutput) + " failed\npg_ctl: server does not shut down\n",
+			"…" + strings.Repeat(".", transport.MaxErrorOutput-len(" failed / pg_ctl: server does not shut down")) + " failed / pg_ctl: server does not shut down"},
+		{"only the last three lines", "one\ntwo\nthree\nfour\n", "two / three / four"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lastLines(tt.out, 3); got != tt.want {
+				t.Errorf("lastLines = %d bytes …%q, want %d bytes …%q", len(got), got[max(0, len(got)-60):], len(tt.want), tt.want[max(0, len(tt.want)-60):])
+			}
+		})
+	}
+}

@@ -445,12 +445,14 @@ func clientFatal(msg string) bool {
 	return false
 }
 
-// lastLines is the last n lines of host output for an error, clipped as
-// ExitError clips: a line may be as long as the output cap.
+// lastLines is the last n lines of host output for an error, clipped to
+// their end: a line may be as long as the output cap, and the last one
+// is the one that says why (pg_ctl's "server does not shut down" after a
+// long line of dots).
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return transport.ClipOutput(strings.Join(lines, " / "))
+	return transport.ClipOutputTail(strings.Join(lines, " / "))
 }

@@ -39,6 +39,10 @@ type UnsafeDirError struct {
 	// Last: Level is the state directory itself; otherwise a level above
 	// it (or one it would be made under).
 	Last bool
+	// Unmade is set when a missing level could not be made at all (a
+	// read-only root file system in a container, a HOME=/ it may not
+	// write): nothing unsafe, but no state can be kept either.
+	Unmade error
 }
 
 // Error is the refusal of a resume.
@@ -49,6 +53,9 @@ func (e *UnsafeDirError) Error() string {
 // Warning is what a new apply in the directory says: it goes on, without
 // a run state.
 func (e *UnsafeDirError) Warning() string {
+	if e.Unmade != nil {
+		return fmt.Sprintf("run state directory %s: %v: this run keeps no run state, so it cannot be resumed with --resume; to keep one, set XDG_STATE_HOME to a writable directory of yours", e.Dir, e.Unmade)
+	}
 	return fmt.Sprintf("run state directory %s: %s %s: this run keeps no run state (another user could change it, and a resume would take its inventory), so it cannot be resumed with --resume; to keep one: %s", e.Dir, e.Level, e.Why, e.Fix())
 }
 
@@ -140,6 +147,9 @@ func secureDir(dir string, create bool) (string, error) {
 		// Made by someone else meanwhile: checked as any level is (a
 		// link is no directory).
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+				return "", &UnsafeDirError{Dir: dir, Level: p, Why: "cannot be made", Unmade: err}
+			}
 			return "", fmt.Errorf("run state: %w", err)
 		}
 		fi, err := os.Lstat(p)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSecureDirMakesOnlyUnderSafeLevels: missing levels of the state
@@ -180,4 +182,38 @@ func TestPrepareUnsafeDir(t *testing.T) {
 	if _, err := Load(dir, id); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestPrepareUnmadeDir: a state directory that cannot be made (a
+// container's read-only root file system, a HOME it may not write) costs
+// the run its resume, with a warning, not the apply. As root, a read-only
+// tmpfs; otherwise a parent without write permission.
+func TestPrepareUnmadeDir(t *testing.T) {
+	root := t.TempDir()
+	ro := filepath.Join(root, "ro")
+	must(t, os.Mkdir(ro, 0o700))
+	if os.Getuid() == 0 {
+		if err := unix.Mount("tmpfs", ro, "tmpfs", unix.MS_RDONLY, "mode=0700"); err != nil {
+			t.Fatalf("mount a read-only tmpfs: %v", err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(ro, 0) })
+	} else {
+		must(t, os.Chmod(ro, 0o500))
+		t.Cleanup(func() { _ = os.Chmod(ro, 0o700) })
+	}
+	t.Setenv("XDG_STATE_HOME", ro)
+	dir, err := Dir()
+	must(t, err)
+	s := NewState(dir, "20261130T100000Z-bbbbbb", time.Now())
+	unsafe, err := s.Prepare()
+	if err != nil || unsafe == nil || s.Kept() {
+		t.Fatalf("Prepare = %v, %v (kept %v); want it not kept, with a warning", unsafe, err, s.Kept())
+	}
+	if msg := unsafe.Warning(); !strings.Contains(msg, "cannot be resumed with --resume") || !strings.Contains(msg, "set XDG_STATE_HOME") {
+		t.Errorf("warning: %s", msg)
+	}
+	release, err := s.Lock()
+	must(t, err)
+	release()
+	must(t, s.Save())
 }

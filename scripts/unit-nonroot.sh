@@ -21,12 +21,26 @@ tar --exclude=./.git --exclude=./bin -cf - . | tar -xf - -C "$work"
 chown -R "$user:" "$work"
 chmod 0755 "$work"
 
+# The build cache is the user's own and outlives the copy: a fresh one in
+# the copy compiled the standard library and every dependency again on
+# each run (measured on the shared, loaded 2-core VM: 241 CPU-s and 5 min
+# for this step with it, 51-59 CPU-s and 1 min with a warm one).
+# -trimpath keeps the copy's random directory out of the cache keys, so
+# the project's unchanged packages are found there too. Test results are
+# never taken from it (-count=1): the tests still run, as this user. A
+# user without a home of its own gets a cache in the copy, as before.
+cache=$(getent passwd "$user" | cut -d: -f6)/.cache/go-build
+case $cache in
+/?*/.cache/go-build) runuser -u "$user" -- mkdir -p "$cache" 2>/dev/null || cache=$work/.cache/go-build ;;
+*) cache=$work/.cache/go-build ;;
+esac
+
 gobin=$(dirname "$(command -v "$go")")
 runuser -u "$user" -- env -i \
   PATH="$gobin:/usr/local/bin:/usr/bin:/bin" \
   HOME="$work" \
-  GOCACHE="$work/.cache/go-build" \
-  GOFLAGS="-mod=vendor -buildvcs=false" \
+  GOCACHE="$cache" \
+  GOFLAGS="-mod=vendor -buildvcs=false -trimpath" \
   GOTOOLCHAIN=local \
   GOPROXY=off \
   sh -c 'cd "$1" && echo "unit tests as $(id -un) (uid $(id -u)):" && go test -short -count=1 ./...' sh "$work"

@@ -167,10 +167,12 @@ IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
 if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 `
 
-// discoverTail runs cluster discovery when asked (discoverHead), in a
-// subshell of the gather's (no sh to start): its NUL-separated records
-// come as they are between a "D NONCE" line and a last "NONCE STATUS"
-// line. The nonce is the controller's, random per run and sent on stdin,
+// discoverTail runs cluster discovery when asked (discoverHead), in the
+// gather's own shell (a subshell was a process more; nothing of the
+// gather runs after it, and it sets each variable it reads): its
+// NUL-separated records come as they are between a "D NONCE" line and a
+// last "NONCE STATUS" line, which the EXIT trap prints however the
+// discovery ends (its exit, a shell error: the status a subshell had). The nonce is the controller's, random per run and sent on stdin,
 // which no process on the host but root can read (nothing of the host
 // sees it: not in argv, not in the environment, and binaries the
 // discovery runs get /dev/null for stdin), so no content read from the
@@ -179,8 +181,10 @@ if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 var discoverTail = `if [ "$dq" = discover ] && [ -n "$dn" ]; then
   printf 'D %s\n' "$dn"
   disc=` + shellQuote(discoverScript) + `
-  ( set -- "$pgd" "$pgb" "" "$pgb" "" "${pq%% *}"; eval "$disc" ) </dev/null
-  printf '\n%s %s\n' "$dn" "$?"
+  disc_end() { printf '\n%s %s\n' "$dn" "$1"; }
+  trap 'disc_end "$?"; exit 0' EXIT
+  set -- "$pgd" "$pgb" "" "$pgb" "" "${pq%% *}"
+  eval "$disc" </dev/null
 fi
 exit 0
 `

@@ -30,7 +30,7 @@ import (
 // budgetPerProbe processes.
 const (
 	budgetSessions  = 2
-	budgetProcesses = 37
+	budgetProcesses = 33
 	// A sizing session of its own: nsenter's child (which becomes the
 	// owner's shell), mktemp, tar, cp, postgres -C of the size and of the
 	// page count, rm.

@@ -36,7 +36,15 @@ const gatherScript = `export LC_ALL=C
 # /proc/sys: its integer files answer a read at an offset with nothing,
 # and the shell reads a byte at a time.
 one1() { v=; IFS= read -r v 2>/dev/null < "$1" || :; }
-while IFS= read -r l; do printf 'M %s\n' "$l"; done < /proc/meminfo
+# The default huge page size (Hugepagesize's value) is taken in the same
+# pass: the shell reads a byte at a time, a second pass was ~1500 reads.
+# hpv: as "read -r k v rest" splits a line (globs off: meminfo's text).
+hp=
+hpv() { if [ "$1" = Hugepagesize: ]; then hp=$2; fi; }
+while IFS= read -r l; do
+  printf 'M %s\n' "$l"
+  case $l in *Hugepagesize:*) set -f; hpv $l; set +f;; esac
+done < /proc/meminfo
 # hostname and osrelease are string files: unlike the integer ones they
 # answer the shell's byte-at-a-time read (uname was a process).
 v=; IFS= read -r v < /proc/sys/kernel/hostname || :
@@ -85,8 +93,6 @@ for k in "$@"; do
 done
 echo "W $w"
 if [ -r /proc/sys/vm/min_free_kbytes ]; then sysval /proc/sys/vm/min_free_kbytes; printf 'R %s\n' "$v"; fi
-hp=
-while read -r k v rest; do if [ "$k" = Hugepagesize: ]; then hp=$v; fi; done < /proc/meminfo
 for n in /sys/devices/system/node/node[0-9]*; do
   [ -d "$n" ] || continue
   one1 "$n/hugepages/hugepages-${hp}kB/nr_hugepages"
@@ -161,10 +167,12 @@ IFS= read -r dq && IFS= read -r pgd && IFS= read -r pgb && IFS= read -r dn || :
 if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 `
 
-// discoverTail runs cluster discovery when asked (discoverHead), in a
-// subshell of the gather's (no sh to start): its NUL-separated records
-// come as they are between a "D NONCE" line and a last "NONCE STATUS"
-// line. The nonce is the controller's, random per run and sent on stdin,
+// discoverTail runs cluster discovery when asked (discoverHead), in the
+// gather's own shell (a subshell was a process more; nothing of the
+// gather runs after it, and it sets each variable it reads): its
+// NUL-separated records come as they are between a "D NONCE" line and a
+// last "NONCE STATUS" line, which the EXIT trap prints however the
+// discovery ends (its exit, a shell error: the status a subshell had). The nonce is the controller's, random per run and sent on stdin,
 // which no process on the host but root can read (nothing of the host
 // sees it: not in argv, not in the environment, and binaries the
 // discovery runs get /dev/null for stdin), so no content read from the
@@ -173,8 +181,10 @@ if [ -n "$dn" ]; then IFS= read -r pq || :; fi
 var discoverTail = `if [ "$dq" = discover ] && [ -n "$dn" ]; then
   printf 'D %s\n' "$dn"
   disc=` + shellQuote(discoverScript) + `
-  ( set -- "$pgd" "$pgb" "" "$pgb" "" "${pq%% *}"; eval "$disc" ) </dev/null
-  printf '\n%s %s\n' "$dn" "$?"
+  disc_end() { printf '\n%s %s\n' "$dn" "$1"; }
+  trap 'disc_end "$?"; exit 0' EXIT
+  set -- "$pgd" "$pgb" "" "$pgb" "" "${pq%% *}"
+  eval "$disc" </dev/null
 fi
 exit 0
 `

@@ -313,3 +313,44 @@ func TestGatherLocalSysctlFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherReadsMeminfoOnce: the shell reads /proc/meminfo a byte at a
+// time, so the gather reads it once, and takes the default huge page size
+// from that pass: each NUMA node's line (N) is its pool of that size, as
+// sysfs has it.
+func TestGatherReadsMeminfoOnce(t *testing.T) {
+	script := GatherScript(testSets)
+	if n := strings.Count(script, "/proc/meminfo"); n != 1 {
+		t.Errorf("the gather reads /proc/meminfo %d times; want once", n)
+	}
+	res, err := transport.NewLocal().Run(context.Background(), transport.Command{Args: []string{"sh", "-c", script, "sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := ""
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(l, "M ")); strings.HasPrefix(l, "M ") && len(f) >= 2 && f[0] == "Hugepagesize:" {
+			hp = f[1]
+		}
+	}
+	nodes := 0
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		id, v, ok := strings.Cut(strings.TrimPrefix(l, "N "), " ")
+		if !strings.HasPrefix(l, "N ") || !ok {
+			continue
+		}
+		nodes++
+		want := ""
+		if b, err := os.ReadFile("/sys/devices/system/node/node" + id + "/hugepages/hugepages-" + hp + "kB/nr_hugepages"); err == nil {
+			want = strings.TrimSpace(string(b))
+		}
+		// Another package's test may change the pool meanwhile: the shape
+		// is compared, a number where sysfs has one.
+		if (v == "") != (want == "") {
+			t.Errorf("node %s: %q, sysfs (hugepages-%skB) %q", id, v, hp, want)
+		}
+	}
+	if _, err := os.Stat("/sys/devices/system/node/node0"); err == nil && nodes == 0 {
+		t.Errorf("no N line: %s", res.Stdout)
+	}
+}

@@ -207,3 +207,27 @@ func TestGatherHostRunsAheadLive(t *testing.T) {
 		t.Errorf("stopped cluster: %v, %d answers run ahead; want none", err, f.Ran.Len())
 	}
 }
+
+// TestGatherHostDiscoversInItsShell: the discovery runs in the gather's
+// own shell, not a subshell of it (a process more on every host): a
+// command run ahead is a child of the process transport started.
+func TestGatherHostDiscoversInItsShell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a real cluster")
+	}
+	c := testhost.Postgres(t)
+	// The probe's parent runs it ahead; it prints that parent's parent.
+	probe := []string{"sh", "-c", `read -r st < "/proc/$PPID/stat"; st=${st##*) }; set -- $st; echo "$2"`}
+	sets := []Set{{Name: "probe", PostmasterRuns: [][]string{probe}}}
+	f, err := GatherHost(context.Background(), transport.NewLocal(), Options{PGData: c.DataDir, Sets: sets, RunAhead: []string{"probe"}})
+	if err != nil || f.Postgres == nil || !f.Postgres.Running {
+		t.Fatalf("GatherHost: %v, %+v, %s", err, f.Postgres, f.PostgresError)
+	}
+	res, ok := f.Ran.Take(transport.Command{Args: probe})
+	if !ok {
+		t.Fatal("the probe was not run ahead")
+	}
+	if got, want := strings.TrimSpace(string(res.Stdout)), strconv.Itoa(os.Getpid()); got != want {
+		t.Errorf("the gather's discovery ran in a process whose parent is %s; want this test's (%s): the gather's own shell", got, want)
+	}
+}

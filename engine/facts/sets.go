@@ -28,7 +28,9 @@ type Set struct {
 	Files []string
 	// Script is a POSIX sh snippet run inside the gather round trip, with
 	// its privileges; its standard output goes to Parse. It is fixed
-	// text: never built from inventory or host data.
+	// text: never built from inventory or host data. It must not exec
+	// nor set an EXIT trap: the gather's trap marks where its output ends
+	// (setsScript).
 	Script string
 	// Parse turns what Script printed into the module's facts: a value
 	// that encodes as a JSON object. Output comes from the host: bound
@@ -107,17 +109,37 @@ func SysctlKeys(sets []Set) []string {
 // setsScript runs every set's snippet after the core gather: "X name"
 // opens a set's output and each line it prints follows as "Y line", so
 // nothing a snippet prints can pass for a core fact or another set.
+//
+// A snippet runs in a command substitution (its own subshell: its exit
+// and variables stay its own) and the gather's shell tags what it printed:
+// one process per snippet, where a pipe into a tagging loop was two. The
+// EXIT trap's "." ends the output, so that the line breaks at its end are
+// kept as the pipe kept them (the snippet's exit runs the trap too).
 func setsScript(sets []Set) string {
 	var b strings.Builder
-	b.WriteString("tagged() { while IFS= read -r l || [ -n \"$l\" ]; do printf 'Y %s\\n' \"$l\"; done; }\n")
+	b.WriteString(setsTagFn)
 	for _, s := range sets {
 		if s.Script == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "printf 'X %%s\\n' %s\n( %s\n) 2>/dev/null | tagged\n", s.Name, s.Script)
+		fmt.Fprintf(&b, "printf 'X %%s\\n' %s\nso=$(trap 'printf .' EXIT; { %s\n} 2>/dev/null)\ntagged\n", s.Name, s.Script)
 	}
 	return b.String()
 }
+
+// setsTagFn prints a snippet's output ($so, ended by the trap's ".") as
+// "Y LINE" lines: a last line without a line break is a line, nothing is
+// nothing. The shell drops NULs here as its read did from the pipe.
+const setsTagFn = `tagged() {
+  case $so in *.) so=${so%.};; esac
+  [ -n "$so" ] || return 0
+  so=${so%"
+"}
+  while IFS= read -r l; do printf 'Y %s\n' "$l"; done <<SETOUT
+$so
+SETOUT
+}
+`
 
 // parseSets hands each set its output. A set whose section is missing
 // (a host answering for other modules only, output cut short) has no

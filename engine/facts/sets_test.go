@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 // testKeys are the kernel keys the facts tests gather, as the memory
@@ -153,5 +155,72 @@ func TestModuleFactsJSON(t *testing.T) {
 	plain, _ := json.Marshal(&Facts{Hostname: "db1"})
 	if strings.Contains(string(plain), "Modules") || strings.Contains(string(plain), "modules") {
 		t.Errorf("no module facts, yet %s", plain)
+	}
+}
+
+// rawSet declares a fact set whose facts are its script's output as the
+// gather handed it over.
+func rawSet(name, script string) Set {
+	return Set{Name: name, Script: script, Parse: func(out []byte) (any, error) { return string(out), nil }}
+}
+
+// TestGatherSetsOutputAsPrinted: a snippet's output reaches its parser
+// line for line as printed, its end included (line breaks, a last line
+// without one, a dot), however the snippet ends.
+func TestGatherSetsOutputAsPrinted(t *testing.T) {
+	tests := []struct{ name, script, want string }{
+		{"lines", `echo one; echo two`, "one\ntwo\n"},
+		{"no line break at the end", `printf 'a\nb'`, "a\nb\n"},
+		{"empty lines at the end", `printf 'a\n\n\n'`, "a\n\n\n"},
+		{"one empty line", `echo`, "\n"},
+		{"nothing", `true`, ""},
+		{"a dot at the end", `printf 'x.'`, "x.\n"},
+		{"dots and a line break", `printf '..\n'`, "..\n"},
+		{"exit after a dot", `printf 'x.'; exit 0`, "x.\n"},
+		{"exit after empty lines", `printf 'a\n\n'; exit 3`, "a\n\n"},
+		{"a program last", `echo a; printf 'b\n\n' | cat`, "a\nb\n\n"},
+		{"standard error left out", `echo err >&2; echo out`, "out\n"},
+		{"a heredoc's end word", `printf 'SETOUT\nx\n'`, "SETOUT\nx\n"},
+	}
+	var sets []Set
+	for i, tc := range tests {
+		sets = append(sets, rawSet(fmt.Sprintf("s%d", i), tc.script))
+	}
+	f, err := Gather(context.Background(), transport.NewLocal(), Options{Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range tests {
+		if got := f.Modules[fmt.Sprintf("s%d", i)]; got != tc.want {
+			t.Errorf("%s: facts %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestGatherSetsProcesses: a snippet costs the host one process (its
+// subshell), not a second one to tag its output. Counted in a PID
+// namespace, with snippets of builtins only.
+func TestGatherSetsProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts processes in a PID namespace (root)")
+	}
+	ns := testhost.NewPIDNamespace(t)
+	host := nsTransport{ns: ns, local: transport.NewLocal()}
+	started := func(sets []Set) int {
+		first := ns.NextPID(t)
+		if _, err := Gather(context.Background(), host, Options{Sets: sets}); err != nil {
+			t.Fatal(err)
+		}
+		return ns.NextPID(t) - 1 - first // less NextPID's own process
+	}
+	base := started(nil)
+	for _, n := range []int{1, 3} {
+		var sets []Set
+		for i := range n {
+			sets = append(sets, linesSet(fmt.Sprintf("s%d", i), `echo one; echo two`))
+		}
+		if got := started(sets) - base; got != n {
+			t.Errorf("%d snippets started %d processes more than none; want %d (one each)", n, got, n)
+		}
 	}
 }

@@ -74,7 +74,7 @@ const switchoverSuffix = "-switchover"
 // replicationHostVar, set on a host, is the address the other members
 // reach its server at for replication, when it is not the inventory's
 // address (ssh_host) and not a unix socket on the same machine.
-const replicationHostVar = "pgtune_replication_host"
+const replicationHostVar = engine.ReplicationHostVar
 
 // Bounds of the switchover's waits. The waits on the standby being
 // promoted (catch up, replay the shutdown checkpoint, promote) take the

@@ -108,6 +108,25 @@ func Match(up Member, claimants []Member) (map[string]int, []string) {
 	return got, why
 }
 
+// Own returns the indexes of up's standby WAL senders that can be m's:
+// the one Match gave it when its application_name is m's own name for
+// itself, else every sender whose client address fits m (on one machine,
+// unnamed senders cannot be told apart: what is asked of m's sender is
+// asked of each).
+func Own(up, m Member, matched int) []int {
+	rows := up.Topo.Standbys
+	if matched >= 0 && matched < len(rows) && slices.Contains(selfNames(m), rows[matched].Name) {
+		return []int{matched}
+	}
+	var out []int
+	for i, r := range rows {
+		if sameClient(up, m, r.Addr) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // sameClient reports whether a WAL sender of up whose client is at addr
 // (an IP address, "local" for a unix socket, "?") can be m's.
 func sameClient(up, m Member, addr string) bool {

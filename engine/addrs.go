@@ -59,10 +59,33 @@ func ControllerAddrs(names ...string) []string {
 
 // hostAddrs is ControllerAddrs of an inventory host.
 func hostAddrs(h *inventory.Host) []string {
-	return ControllerAddrs(h.Conn.Address, replicationHost(h.Vars))
+	return memberAddrs(h.Conn.Address, replicationHost(h.Vars), h.Conn.Connection == "local")
+}
+
+// memberAddrs is ControllerAddrs of a host at address; a host over the
+// local connection is the controller's own machine: loopback.
+func memberAddrs(address, replication string, local bool) []string {
+	if local {
+		address = "127.0.0.1"
+	}
+	return ControllerAddrs(address, replication)
 }
 
 func replicationHost(vars map[string]any) string {
 	s, _ := vars[ReplicationHostVar].(string)
 	return s
+}
+
+// Addrs is ControllerAddrs of the target's host: its inventory address
+// (loopback over the local connection) and ReplicationHostVar. A Target
+// made without an inventory host reads ssh_host from its Vars.
+func (t *Target) Addrs() []string {
+	if t.host != nil {
+		return hostAddrs(t.host)
+	}
+	addr, _ := t.Vars["ssh_host"].(string)
+	if addr == "" {
+		addr = t.Name
+	}
+	return ControllerAddrs(addr, replicationHost(t.Vars))
 }

@@ -489,7 +489,7 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
 			m.Machine, m.Reach = reachOf(h.Facts, h.Address) // as a session's own layout (placeInClusters)
 			if m.Topo != nil {
-				m.Addrs = ControllerAddrs(h.Address, h.ReplicationHost)
+				m.Addrs = memberAddrs(h.Address, h.ReplicationHost, h.Local)
 			}
 		}
 		members = append(members, m)

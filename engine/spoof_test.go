@@ -90,3 +90,23 @@ func TestClusterPeersRefuseUnverified(t *testing.T) {
 		t.Errorf("peers opened: %q", o.peers["p"])
 	}
 }
+
+// TestMemberAddrs: what the controller knows a host by: an address
+// literal as it is, the local connection as loopback (a name there would
+// be asked of DNS), pgtune_replication_host beside it.
+func TestMemberAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		addr, repl string
+		local      bool
+		want       []string
+	}{
+		{"10.0.0.2", "", false, []string{"10.0.0.2"}},
+		{"10.0.0.2", "192.168.1.2", false, []string{"10.0.0.2", "192.168.1.2"}},
+		{"db-primary", "", true, []string{"127.0.0.1"}},
+		{"::ffff:10.0.0.2", "10.0.0.2", false, []string{"10.0.0.2"}},
+	} {
+		if got := memberAddrs(tc.addr, tc.repl, tc.local); !slices.Equal(got, tc.want) {
+			t.Errorf("memberAddrs(%q, %q, %t) = %q, want %q", tc.addr, tc.repl, tc.local, got, tc.want)
+		}
+	}
+}

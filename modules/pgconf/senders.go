@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/topology"
 )
@@ -25,12 +24,11 @@ import (
 
 // topoMember is m as topology.Match sees it, with topo as its topology.
 func topoMember(m *swMember, topo *facts.Topology) topology.Member {
-	repl, _ := m.t.Vars[replicationHostVar].(string)
 	machine := ""
 	if m.t.Facts != nil {
 		machine = m.t.Facts.Hostname
 	}
-	return topology.Member{Host: m.name(), Topo: topo, Machine: machine, Addrs: engine.ControllerAddrs(inventoryAddress(m.t), repl)}
+	return topology.Member{Host: m.name(), Topo: topo, Machine: machine, Addrs: m.t.Addrs()}
 }
 
 // streamingDirect are the direct standbys that say they stream: each must

@@ -186,6 +186,9 @@ func (s *Session) members() []topology.Member {
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			m.Machine, m.Reach = reachOf(hr.facts, hr.host.Conn.Address)
+			if m.Topo != nil {
+				m.Addrs = hostAddrs(hr.host)
+			}
 		}
 		out = append(out, m)
 	}
@@ -223,12 +226,19 @@ func (s *Session) placeInClusters() {
 			hr.notes = append(hr.notes, "apply will refuse to restart this member: its replication cluster has members outside this shard, and another shard may restart one of them at the same time ("+shardAdvice+")")
 			continue
 		}
+		if c.Split() {
+			hr.notes = append(hr.notes, "apply will not touch this member: "+splitWhy(c))
+			continue
+		}
 		if heldByNotStreaming(c, hr) {
 			hr.notes = append(hr.notes, "apply will not restart this member: "+notStreamingWhy(c))
 			continue
 		}
 		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
+		}
+		if c.Primary == hr.host.Name && len(c.Unverified) > 0 && plansRestart(hr) && !partialAccepted(hr) {
+			hr.notes = append(hr.notes, "apply will refuse to restart this primary: "+unverifiedWhy(c))
 		}
 	}
 }
@@ -247,6 +257,20 @@ func heldByNotStreaming(c *topology.Cluster, hr *hostRun) bool {
 func notStreamingWhy(c *topology.Cluster) string {
 	return fmt.Sprintf("cluster %s has a member this run has no facts of or does not include that is not streaming (%s): restarting another member now would take a second one down; bring that member back and streaming (drop a replication slot whose standby is gone for good), or set %s: true on this host to restart it anyway",
 		c.ID, strings.Join(c.NotStreaming, "; "), PartialClusterVar)
+}
+
+// splitWhy says why no member of a cluster that two hosts say they are
+// the primary of is touched.
+func splitWhy(c *topology.Cluster) string {
+	return fmt.Sprintf("%s and %s say they are the primary of cluster %s (a split brain, a promoted copy, or a host claiming the cluster's system identifier): pgtune demotes neither on the other's word and touches no member of the cluster; find out which is the primary, and run again with the other left out (--limit) or made a standby",
+		c.Primary, strings.Join(c.OtherPrimaries, ", "), c.ID)
+}
+
+// unverifiedWhy says why the primary of a cluster whose standbys do not
+// all check out against their upstreams is not restarted.
+func unverifiedWhy(c *topology.Cluster) string {
+	return fmt.Sprintf("the run's members of cluster %s are not all what they say (%s): a host may be claiming the cluster's system identifier; if a standby replicates over another network than the one it is reached at, set %s on it to that address (the one its upstream's pg_stat_replication shows), or leave it out with --limit; set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(c.Unverified, "; "), ReplicationHostVar, PartialClusterVar)
 }
 
 // plansRestart reports whether a module plans a service restart.
@@ -349,6 +373,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 					continue
 				}
 			}
+			if c != nil && hr.err == nil && hr.tr != nil && c.Split() {
+				hr.err = fmt.Errorf("%s: %w: %s", hr.host.Name, ErrNotTouched, splitWhy(c))
+				notApplied(ctx, hr)
+				continue
+			}
 			if c != nil && hr.err == nil && hr.tr != nil && heldByNotStreaming(c, hr) {
 				hr.err = fmt.Errorf("%s: %w: %s", hr.host.Name, ErrNotTouched, notStreamingWhy(c))
 				notApplied(ctx, hr)
@@ -357,6 +386,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
 				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",
 					hr.host.Name, c, PartialClusterVar)
+				notApplied(ctx, hr)
+				continue
+			}
+			if c != nil && c.Primary == hr.host.Name && len(c.Unverified) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
+				hr.err = fmt.Errorf("%s: refusing to restart the primary: %s", hr.host.Name, unverifiedWhy(c))
 				notApplied(ctx, hr)
 				continue
 			}
@@ -454,6 +488,9 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
 			m.Machine, m.Reach = reachOf(h.Facts, h.Address) // as a session's own layout (placeInClusters)
+			if m.Topo != nil {
+				m.Addrs = memberAddrs(h.Address, h.ReplicationHost, h.Local)
+			}
 		}
 		members = append(members, m)
 	}

@@ -89,7 +89,9 @@ func clusterSession(t *testing.T, m *restarter, topos map[string]*facts.Topology
 		for k, x := range vars[n] {
 			v[k] = x
 		}
-		hr := &hostRun{host: &inventory.Host{Name: n, Vars: v}, tr: transport.NewLocal(),
+		// Every host on this machine, reached at one address: the
+		// primary's WAL senders to unix-socket clients are its standbys'.
+		hr := &hostRun{host: &inventory.Host{Name: n, Vars: v, Conn: inventory.Conn{Address: "127.0.0.1"}}, tr: transport.NewLocal(),
 			facts: &facts.Facts{Topology: topo}}
 		p, _ := m.Check(context.Background(), nil, nil)
 		hr.steps = []*step{{module: m, plan: p}}
@@ -100,7 +102,7 @@ func clusterSession(t *testing.T, m *restarter, topos map[string]*facts.Topology
 }
 
 func replicated() map[string]*facts.Topology {
-	two := []facts.StandbyInfo{{Name: "s1", State: "streaming"}, {Name: "s2", State: "streaming"}}
+	two := []facts.StandbyInfo{{Name: "s1", Addr: "local", State: "streaming"}, {Name: "s2", Addr: "local", State: "streaming"}}
 	return map[string]*facts.Topology{
 		"p":    {Role: "primary", SystemID: "1", Standbys: two},
 		"s1":   {Role: "standby", SystemID: "1", Receiver: "streaming"},

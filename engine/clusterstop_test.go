@@ -347,7 +347,7 @@ func inWaves(t *testing.T, m *restarter, all map[string]*facts.Topology, setup f
 	t.Helper()
 	var hf []HostFacts
 	for name, topo := range all {
-		hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}})
+		hf = append(hf, HostFacts{Name: name, Facts: &facts.Facts{Topology: topo}, Address: "127.0.0.1"}) // as clusterSession
 	}
 	var r *Runner
 	for _, wave := range [][]string{{"s1", "q1"}, {"s2", "lone"}, {"p", "q"}} {

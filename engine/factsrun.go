@@ -16,6 +16,12 @@ type HostFacts struct {
 	// Address is the inventory's address of the host: a standby's
 	// upstream may name the member so (ClusterLayout).
 	Address string `json:"-"`
+	// ReplicationHost is its ReplicationHostVar, with Address resolved
+	// on the controller (ControllerAddrs) for the layout.
+	ReplicationHost string `json:"-"`
+	// Local: the host is reached over the local connection (the
+	// controller's own machine).
+	Local bool `json:"-"`
 }
 
 // Facts gathers facts from every host, Forks at a time.
@@ -68,7 +74,8 @@ func (s *Session) eachFacts(ctx context.Context, gather func(context.Context, *h
 // hostFacts is a host's facts as shown: sensitive vars masked here as in
 // every report.
 func hostFacts(hr *hostRun) HostFacts {
-	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable, Address: hr.host.Conn.Address}
+	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable, Address: hr.host.Conn.Address,
+		ReplicationHost: replicationHost(hr.host.Vars), Local: hr.host.Conn.Connection == "local"}
 	if hr.err != nil {
 		msg := redact(hr.err.Error(), hr.secrets)
 		out.Error = &msg

@@ -44,6 +44,16 @@ func (s *Session) peersOf(hr *hostRun) peersFunc {
 		if c == nil || !c.Replicated() {
 			return nil, func() {}, nil
 		}
+		if c.Split() {
+			return nil, func() {}, errors.New(splitWhy(c))
+		}
+		if len(c.Unverified) > 0 {
+			// The standby to promote, and those given the new primary's
+			// address (and their passwords' destination), must be what
+			// they say.
+			return nil, func() {}, fmt.Errorf("cluster %s: not every member checks out against its upstream's WAL senders: %s; if a standby replicates over another network than the one it is reached at, set %s on it to that address",
+				c.ID, strings.Join(c.Unverified, "; "), ReplicationHostVar)
+		}
 		if len(c.Outside) > 0 {
 			return nil, func() {}, fmt.Errorf("%s has members outside this run (%s)", c, strings.Join(c.Outside, ", "))
 		}

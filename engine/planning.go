@@ -154,6 +154,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		cache = newReadCache(hr.facts) // prefetch.go
 	}
 	return &Target{
+		host:      hr.host,
 		Name:      hr.host.Name,
 		Transport: hr.tr,
 		Become:    hr.host.Conn.Become,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine/expr"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -41,6 +42,8 @@ type Target struct {
 	modules map[string]Module
 	// peers opens the other members of the host's cluster (peers.go).
 	peers peersFunc
+	// host is the inventory's host (nil in tests that make a Target).
+	host *inventory.Host
 	// cache answers ReadFile in a dry run from the files read with the
 	// facts (prefetch.go).
 	cache *readCache

@@ -36,7 +36,7 @@ func TestFactsTopologyText(t *testing.T) {
 			Members: []facts.PatroniMember{{Name: "node1", Role: "leader", State: "running"}, {Name: "node2", Role: "replica", State: "streaming"}, {Name: "node3", State: "stopped"}}}}
 	broken := base()
 	broken.TopologyError = "replication topology: psql: connection refused"
-	hosts := []engine.HostFacts{{Name: "db1", Facts: primary}, {Name: "db2", Facts: standby}, {Name: "pat2", Facts: managed}, {Name: "db9", Facts: broken}}
+	hosts := []engine.HostFacts{{Name: "db1", Facts: primary, Address: "10.0.0.1"}, {Name: "db2", Facts: standby, Address: "10.0.0.2"}, {Name: "pat2", Facts: managed}, {Name: "db9", Facts: broken}}
 	var out bytes.Buffer
 	for _, h := range hosts {
 		writeFactsText(&out, h)

@@ -64,7 +64,7 @@ func (*restart) Verify(context.Context, *engine.Target, *plan.ModulePlan) error 
 var clusterHosts = []string{"p", "s1", "s2", "q", "q1", "lone"}
 
 func clusterFacts(names []string) []engine.HostFacts {
-	two := []facts.StandbyInfo{{Name: "s1", State: "streaming"}, {Name: "s2", State: "streaming"}}
+	two := []facts.StandbyInfo{{Name: "s1", Addr: "local", State: "streaming"}, {Name: "s2", Addr: "local", State: "streaming"}}
 	topo := map[string]*facts.Topology{
 		"p":    {Role: "primary", SystemID: "1", Standbys: two},
 		"s1":   {Role: "standby", SystemID: "1", Receiver: "streaming"},
@@ -75,7 +75,9 @@ func clusterFacts(names []string) []engine.HostFacts {
 	}
 	var out []engine.HostFacts
 	for _, n := range names {
-		out = append(out, engine.HostFacts{Name: n, Facts: &facts.Facts{Topology: topo[n]}})
+		// One machine, one address: the primaries' WAL senders to
+		// unix-socket clients are their standbys'.
+		out = append(out, engine.HostFacts{Name: n, Facts: &facts.Facts{Topology: topo[n]}, Address: "127.0.0.1"})
 	}
 	return out
 }

@@ -89,8 +89,9 @@ func itoa(n int) string {
 // orderStandbys links each standby to the member it streams from and
 // sorts the standbys deepest first (a cascaded standby before its
 // upstream), by name within one depth. It fills c.Upstreams for the
-// standbys that stream from another standby.
-func (c *Cluster) orderStandbys(members []Member) {
+// standbys that stream from another standby, and returns the member each
+// standby streams from, where the run holds it.
+func (c *Cluster) orderStandbys(members []Member) map[string]string {
 	byReach := map[string]string{}
 	for _, m := range members {
 		for _, r := range m.Reach {
@@ -101,7 +102,7 @@ func (c *Cluster) orderStandbys(members []Member) {
 	}
 	parent := map[string]string{}
 	for _, m := range members {
-		if m.Host == c.Primary || m.Topo == nil || m.Topo.Upstream == "" {
+		if m.Host == c.Primary || m.Topo == nil || m.Topo.Upstream == "" || contains(c.OtherPrimaries, m.Host) {
 			continue
 		}
 		if up, ok := byReach[UpstreamReach(m.Machine, m.Topo.Upstream)]; ok && up != m.Host {
@@ -137,6 +138,7 @@ func (c *Cluster) orderStandbys(members []Member) {
 		}
 		return c.Standbys[i] < c.Standbys[j]
 	})
+	return parent
 }
 
 func contains(s []string, x string) bool {

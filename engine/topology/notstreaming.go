@@ -85,11 +85,12 @@ func patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
 }
 
 // idleSlots lists the primary's physical slots no one streams through,
-// but for those a standby of the run names (primary_slot_name): such a
-// standby is in the run, and its own facts speak for it; and for those
-// Patroni keeps for a member it reports up (Patroni 4 keeps an idle slot
-// on the primary for every member, one cascading from another replica
-// included): that member's state speaks for it.
+// but for those Patroni keeps for a member it reports up (Patroni 4 keeps
+// an idle slot on the primary for every member, one cascading from
+// another replica included): that member's state speaks for it. A slot
+// is in use only when the primary says so: a standby of the run naming
+// it (primary_slot_name) is that standby's word, which any host can give,
+// and a standby whose slot is idle does not stream through it anyway.
 func idleSlots(members []Member, primary string) []string {
 	used := map[string]bool{}
 	_, list := patroniView(members)
@@ -100,9 +101,6 @@ func idleSlots(members []Member, primary string) []string {
 	}
 	var idle []string
 	for _, m := range members {
-		if m.Topo.SlotName != "" {
-			used[m.Topo.SlotName] = true
-		}
 		if m.Host == primary {
 			idle = m.Topo.IdleSlots
 		}

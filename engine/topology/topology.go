@@ -26,6 +26,11 @@ type Member struct {
 	// to the standby it streams from.
 	Machine string
 	Reach   []string
+	// Addrs are the IP addresses the controller itself resolved the
+	// host's inventory address (and pgtune_replication_host) to: unlike
+	// everything above, not the host's word. They tie a standby to its
+	// upstream's WAL sender (Match).
+	Addrs []string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -40,6 +45,16 @@ type Cluster struct {
 	// is not in the run); Standbys the run's hosts that are standbys.
 	Primary  string   `json:"primary,omitempty"`
 	Standbys []string `json:"standbys,omitempty"`
+	// OtherPrimaries are the run's other hosts that say they are this
+	// cluster's primary (a split brain, a promoted copy, or a host
+	// claiming the identifier): none of them is taken for a standby, and
+	// no member of the cluster is touched (Split).
+	OtherPrimaries []string `json:"other_primaries,omitempty"`
+	// Unverified says which of the run's standbys their upstream does not
+	// show streaming to them, one WAL sender each (Match): the cluster's
+	// members may not be who they say, and what relies on them (the
+	// primary's restart, a switchover) is refused.
+	Unverified []string `json:"unverified,omitempty"`
 	// Outside describes members the run does not include (not in the
 	// inventory, or left out by --limit).
 	Outside []string `json:"outside,omitempty"`
@@ -67,18 +82,29 @@ type Cluster struct {
 // run or outside it, or one the members show not streaming): only then
 // does order matter.
 func (c *Cluster) Replicated() bool {
-	n := len(c.Standbys) + len(c.Outside)
+	n := len(c.Standbys) + len(c.Outside) + len(c.OtherPrimaries)
 	if c.Primary != "" {
 		n++
 	}
-	return n > 1 || len(c.NotStreaming) > 0
+	return n > 1 || len(c.NotStreaming) > 0 || len(c.Unverified) > 0
+}
+
+// Split reports whether more than one of the run's hosts says it is the
+// cluster's primary: none of them is demoted to a standby on its word,
+// and no member of the cluster may be touched.
+func (c *Cluster) Split() bool { return len(c.OtherPrimaries) > 0 }
+
+// isPrimary reports whether host says it is the cluster's primary.
+func (c *Cluster) isPrimary(host string) bool {
+	return host != "" && (host == c.Primary || contains(c.OtherPrimaries, host))
 }
 
 // Members lists the cluster's hosts in the run in restart order:
 // standbys (a cascaded standby before the standby it streams from, by
-// name otherwise), then the primary.
+// name otherwise), then the other hosts saying they are primary, then the
+// primary.
 func (c *Cluster) Members() []string {
-	out := append([]string(nil), c.Standbys...)
+	out := append(append([]string(nil), c.Standbys...), c.OtherPrimaries...)
 	if c.Primary != "" {
 		out = append(out, c.Primary)
 	}
@@ -109,6 +135,12 @@ func (c *Cluster) String() string {
 	}
 	if len(cascades) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(cascades, ", "))
+	}
+	if len(c.OtherPrimaries) > 0 {
+		fmt.Fprintf(&b, "; also saying they are its primary: %s", strings.Join(c.OtherPrimaries, ", "))
+	}
+	if len(c.Unverified) > 0 {
+		fmt.Fprintf(&b, "; unverified: %s", strings.Join(c.Unverified, "; "))
 	}
 	if len(c.Outside) > 0 {
 		fmt.Fprintf(&b, "; outside this run: %s", strings.Join(c.Outside, ", "))
@@ -162,24 +194,68 @@ func Group(members []Member) *Layout {
 				c.Name = p.Scope
 			}
 		}
-		if m.Topo.IsPrimary() && c.Primary == "" {
-			c.Primary = m.Host
-		} else {
+		if m.Topo.IsPrimary() {
 			// A second server claiming primary with the same identifier
-			// is a split brain or a promoted copy: it is listed with the
-			// standbys, and the outside check below says so.
+			// (a split brain, a promoted copy, a host claiming another
+			// cluster's identifier) is never taken for a standby on the
+			// others' word: choosePrimary picks the one shown, and the
+			// cluster is split.
+			c.OtherPrimaries = append(c.OtherPrimaries, m.Host)
+		} else {
 			c.Standbys = append(c.Standbys, m.Host)
 		}
 	}
 	for _, c := range l.Clusters {
+		members := byIDTopos[c.ID]
 		sort.Strings(c.Standbys)
-		c.orderStandbys(byIDTopos[c.ID])
-		c.Outside = outside(c, byIDTopos[c.ID])
-		c.NotStreaming = notStreaming(byIDTopos[c.ID], c.Primary)
+		c.choosePrimary(members)
+		parent := c.orderStandbys(members)
+		free := c.verify(members, parent)
+		c.Outside = outside(c, members, free)
+		c.NotStreaming = notStreaming(members, c.Primary)
 		c.Clients = clients(byIDTopos[c.ID], c.Primary)
 	}
 	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
 	return l
+}
+
+// choosePrimary makes one of the hosts saying they are primary the
+// cluster's Primary, the others staying OtherPrimaries: the one whose WAL
+// senders the most of the run's standbys match (Match), then the one with
+// the most standby senders, then by name. Which one it is only names the
+// cluster: a split cluster is not touched.
+func (c *Cluster) choosePrimary(members []Member) {
+	if len(c.OtherPrimaries) == 0 {
+		return
+	}
+	var standbys []Member
+	byHost := map[string]Member{}
+	for _, m := range members {
+		byHost[m.Host] = m
+		if contains(c.Standbys, m.Host) && claims(m) {
+			standbys = append(standbys, m)
+		}
+	}
+	score := func(h string) (int, int) {
+		got, _ := Match(byHost[h], standbys)
+		return len(got), len(byHost[h].Topo.Standbys)
+	}
+	cands := append([]string(nil), c.OtherPrimaries...)
+	sort.SliceStable(cands, func(i, j int) bool {
+		mi, ri := score(cands[i])
+		mj, rj := score(cands[j])
+		if mi != mj {
+			return mi > mj
+		}
+		if ri != rj {
+			return ri > rj
+		}
+		return cands[i] < cands[j]
+	})
+	c.Primary, c.OtherPrimaries = cands[0], cands[1:]
+	if len(c.OtherPrimaries) == 0 {
+		c.OtherPrimaries = nil
+	}
 }
 
 func (c *Cluster) first() string {
@@ -190,18 +266,13 @@ func (c *Cluster) first() string {
 }
 
 // outside finds members the run does not include: Patroni's member list
-// names them; without Patroni, the primary's WAL senders count them, and a
-// run without the primary misses at least the primary.
-func outside(c *Cluster, members []Member) []string {
+// names them; without Patroni, the primary's standby WAL senders that no
+// member of the run took (free, see verify) count them, and a run without
+// the primary misses at least the primary.
+func outside(c *Cluster, members []Member, free int) []string {
 	var out []string
 	inRun, patroniList := patroniView(members)
-	primaries := 0
-	for _, m := range members {
-		if m.Topo.IsPrimary() {
-			primaries++
-		}
-	}
-	if primaries > 1 {
+	if primaries := len(c.OtherPrimaries) + 1; primaries > 1 {
 		out = append(out, fmt.Sprintf("%d servers of this cluster say they are primary", primaries))
 	}
 	if c.Patroni && len(patroniList) > 0 {
@@ -233,13 +304,8 @@ func outside(c *Cluster, members []Member) []string {
 		out = append(out, "the primary"+upstream)
 		return out
 	}
-	for _, m := range members {
-		if m.Host != c.Primary {
-			continue
-		}
-		if extra := len(m.Topo.Standbys) - len(c.Standbys); extra > 0 {
-			out = append(out, fmt.Sprintf("%d standby(s) the primary streams to", extra))
-		}
+	if free > 0 {
+		out = append(out, fmt.Sprintf("%d standby(s) the primary streams to", free))
 	}
 	return out
 }
@@ -343,7 +409,7 @@ func Sort[T any](l *Layout, items []T, name func(T) string) []T {
 		switch c := l.ClusterOf(h); {
 		case c == nil || !c.Replicated():
 			return 1
-		case c.Primary == h:
+		case c.isPrimary(h):
 			return 2
 		default:
 			return 0

@@ -11,9 +11,22 @@ import (
 func primary(id string, standbys int) *facts.Topology {
 	t := &facts.Topology{Role: "primary", SystemID: id}
 	for i := 0; i < standbys; i++ {
-		t.Standbys = append(t.Standbys, facts.StandbyInfo{Name: "s", State: "streaming"})
+		t.Standbys = append(t.Standbys, facts.StandbyInfo{Name: "s", Addr: "local", State: "streaming"})
 	}
 	return t
+}
+
+// oneMachine puts members without addresses on one machine, reached at
+// one address, as the e2e clusters are: the primary's WAL senders to
+// unix-socket clients (primary's rows, "local") are theirs to take.
+func oneMachine(ms []Member) []Member {
+	out := append([]Member(nil), ms...)
+	for i := range out {
+		if out[i].Addrs == nil {
+			out[i].Addrs = []string{"127.0.0.1"}
+		}
+	}
+	return out
 }
 
 func standby(id string) *facts.Topology {
@@ -21,7 +34,7 @@ func standby(id string) *facts.Topology {
 }
 
 func fleet() []Member {
-	return []Member{
+	return oneMachine([]Member{
 		{Host: "a-primary", Topo: primary("1", 2)},
 		{Host: "a-s2", Topo: standby("1")},
 		{Host: "lone", Topo: primary("3", 0)},
@@ -29,7 +42,7 @@ func fleet() []Member {
 		{Host: "b-primary", Topo: primary("2", 1)},
 		{Host: "b-s1", Topo: standby("2")},
 		{Host: "stopped", Topo: nil},
-	}
+	})
 }
 
 func TestGroup(t *testing.T) {
@@ -65,7 +78,8 @@ func TestGroupOutside(t *testing.T) {
 		{"a standby left out", []Member{{Host: "p", Topo: primary("1", 2)}, {Host: "s1", Topo: standby("1")}}, "cluster 1: primary p, standbys s1; outside this run: 1 standby(s) the primary streams to"},
 		{"the primary left out", []Member{{Host: "s1", Topo: standby("1")}, {Host: "s2", Topo: standby("1")}}, "cluster 1: primary not in this run, standbys s1, s2; outside this run: the primary (upstream 10.0.0.1:5432)"},
 		{"one server under two names", []Member{{Host: "p", Topo: primary("1", 0), Server: "m:/d:5432"}, {Host: "q", Topo: primary("1", 0), Server: "m:/d:5432"}}, "cluster 1: primary p"},
-		{"two primaries", []Member{{Host: "p", Topo: primary("1", 0)}, {Host: "q", Topo: primary("1", 0)}}, "cluster 1: primary p, standbys q; outside this run: 2 servers of this cluster say they are primary"},
+		// Neither is demoted to a standby on the other's word.
+		{"two primaries", []Member{{Host: "p", Topo: primary("1", 0)}, {Host: "q", Topo: primary("1", 0)}}, "cluster 1: primary p; also saying they are its primary: q; outside this run: 2 servers of this cluster say they are primary"},
 		{"Patroni names who is missing", []Member{{Host: "h1", Topo: patroni("primary", "n1")}, {Host: "h2", Topo: patroni("standby", "n2")}},
 			`cluster 9 (Patroni scope "demo"): primary h1, standbys h2; outside this run: Patroni member "n3" (replica)`},
 		{"all in", []Member{{Host: "p", Topo: primary("1", 1)}, {Host: "s1", Topo: standby("1")}}, "cluster 1: primary p, standbys s1"},
@@ -75,7 +89,7 @@ func TestGroupOutside(t *testing.T) {
 		{"a standby down alone", []Member{{Host: "db", Topo: &facts.Topology{Role: facts.RoleStopped, SystemID: "1", StoppedStandby: true}}}, "cluster 1: primary not in this run, standbys db; outside this run: the primary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := Group(tc.members)
+			l := Group(oneMachine(tc.members))
 			if strings.Contains(tc.name, "lone server down") && l.Clusters[0].Replicated() {
 				t.Error("a lone server down counts as replicated: its rollout would stop")
 			}
@@ -133,7 +147,7 @@ func TestCascadeOrder(t *testing.T) {
 		return &facts.Topology{Role: "standby", SystemID: "1", Upstream: upstream, Receiver: "streaming"}
 	}
 	member := func(host string, topo *facts.Topology, port int) Member {
-		return Member{Host: host, Topo: topo, Machine: "m", Reach: []string{Reach("m", "/run/pg"+host, port), Reach("m", "localhost", port), Reach("m", "db-"+host, port)}}
+		return Member{Host: host, Topo: topo, Machine: "m", Addrs: []string{"127.0.0.1"}, Reach: []string{Reach("m", "/run/pg"+host, port), Reach("m", "localhost", port), Reach("m", "db-"+host, port)}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -234,9 +248,11 @@ func TestGroupNotStreaming(t *testing.T) {
 		{name: "a standby unreachable: its slot idle on the primary",
 			members: []Member{{Host: "p", Topo: withSlots(primary("1", 1), "s2")}, {Host: "s1", Topo: slotted(standby("1"), "s1")}},
 			want:    []string{`replication slot "s2" on p has no standby streaming through it`}, replicated: true},
+		// Its slot idle, the standby does not stream through it: its
+		// naming the slot is its own word, not the primary's.
 		{name: "the idle slot of a standby of the run",
-			members:    []Member{{Host: "p", Topo: withSlots(primary("1", 0), "s1"), Reach: []string{"p:5432"}}, {Host: "s1", Topo: slotted(lost("waiting", "p:5432"), "s1")}},
-			replicated: true},
+			members: []Member{{Host: "p", Topo: withSlots(primary("1", 0), "s1"), Reach: []string{"p:5432"}}, {Host: "s1", Topo: slotted(lost("waiting", "p:5432"), "s1")}},
+			want:    []string{`replication slot "s1" on p has no standby streaming through it`}, replicated: true},
 		{name: "a lone primary whose only standby is down",
 			members: []Member{{Host: "p", Topo: withSlots(primary("1", 0), "s1")}},
 			want:    []string{`replication slot "s1" on p has no standby streaming through it`}, replicated: true},
@@ -271,7 +287,7 @@ func TestGroupNotStreaming(t *testing.T) {
 			replicated: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := Group(tc.members)
+			l := Group(oneMachine(tc.members))
 			if len(l.Clusters) != 1 {
 				t.Fatalf("%d clusters", len(l.Clusters))
 			}
@@ -331,7 +347,7 @@ func TestGroupWALClients(t *testing.T) {
 			`cluster 1: primary p, standbys s1`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := Group(tc.members)
+			l := Group(oneMachine(tc.members))
 			if len(l.Clusters) != 1 {
 				t.Fatalf("%d clusters", len(l.Clusters))
 			}

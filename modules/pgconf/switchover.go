@@ -74,7 +74,7 @@ const switchoverSuffix = "-switchover"
 // replicationHostVar, set on a host, is the address the other members
 // reach its server at for replication, when it is not the inventory's
 // address (ssh_host) and not a unix socket on the same machine.
-const replicationHostVar = "pgtune_replication_host"
+const replicationHostVar = engine.ReplicationHostVar
 
 // Bounds of the switchover's waits. The waits on the standby being
 // promoted (catch up, replay the shutdown checkpoint, promote) take the
@@ -121,6 +121,10 @@ type switchover struct {
 	// standby (WAL archivers, base backups: a logical decoding client
 	// refuses the switchover), for the warning once the role moved.
 	clients []string
+	// senders is the old primary's topology as read with the
+	// switchover: its WAL senders decide which standbys are its own
+	// (senders.go).
+	senders *facts.Topology
 }
 
 // logicalAdvice is what to do about a logical decoding client that holds
@@ -248,7 +252,7 @@ func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Targe
 		return nil, fmt.Errorf("%s: %s streams from this primary through its logical replication slot, which stays on this server (PostgreSQL 15 does not move a logical slot with the primary role): after a switchover it would find no slot on the new primary; %s",
 			t.Name, strings.Join(clientNames(lc), ", "), logicalAdvice)
 	}
-	sw := &switchover{old: old, clients: topology.ClientList(topo)}
+	sw := &switchover{old: old, clients: topology.ClientList(topo), senders: topo}
 	oldReach := map[string]bool{}
 	for _, r := range topology.Addresses(t.Facts.Hostname, pg.SocketDir, pg.Port, t.Facts.Hostname, inventoryAddress(t)) {
 		oldReach[r] = true
@@ -280,6 +284,12 @@ func readSwitchover(ctx context.Context, t *engine.Target, peers []*engine.Targe
 	if len(sw.direct) == 0 {
 		return nil, fmt.Errorf("%s: no standby streams from this primary", t.Name)
 	}
+	// Each standby saying it streams from this primary must have a WAL
+	// sender of its own here: one that does not may be any host.
+	if _, _, why := sw.matchSenders(sw.oldSenders()); len(why) > 0 {
+		return nil, fmt.Errorf("%s: not every standby is one this primary streams to: %s; if a standby replicates over another network than the one it is reached at, set %s on it to that address",
+			t.Name, strings.Join(why, "; "), replicationHostVar)
+	}
 	return sw, nil
 }
 
@@ -309,19 +319,25 @@ func upstreamHost(newPrimary, member *swMember, current string) (string, error) 
 	return inventoryAddress(newPrimary.t), nil
 }
 
-// candidate picks the standby to promote: streaming from the old primary,
-// caught up within the lag bound, already restarted on the new values;
-// the least lagged, then by name.
+// candidate picks the standby to promote: streaming from the old primary
+// (one of its WAL senders is the standby's: senders.go), caught up within
+// the lag bound as the old primary shows it, already restarted on the new
+// values; the least lagged, then by name.
 func (sw *switchover) candidate() (*swMember, error) {
 	var ok []*swMember
 	var why []string
+	lags := map[*swMember]int64{}
 	for _, m := range sw.direct {
 		topo := m.t.Facts.Topology
+		lag, shown := sw.primaryLag(sw.oldSenders(), m)
+		lags[m] = lag
 		switch {
 		case topo.Receiver != "streaming":
 			why = append(why, fmt.Sprintf("%s: WAL receiver %q", m.name(), topo.Receiver))
-		case topo.ReplayLagBytes > switchoverMaxLag:
-			why = append(why, fmt.Sprintf("%s: replay lags %d bytes", m.name(), topo.ReplayLagBytes))
+		case !shown:
+			why = append(why, fmt.Sprintf("%s: %s shows no WAL sender of its own to it", m.name(), sw.old.name()))
+		case lag > switchoverMaxLag:
+			why = append(why, fmt.Sprintf("%s: replay lags %d bytes", m.name(), lag))
 		case m.delayed:
 			why = append(why, fmt.Sprintf("%s: a delayed standby (recovery_min_apply_delay)", m.name()))
 		case m.pending > 0 || m.hugePages != "on":
@@ -334,7 +350,7 @@ func (sw *switchover) candidate() (*swMember, error) {
 		return nil, fmt.Errorf("no standby to switch over to (%s)", strings.Join(why, "; "))
 	}
 	sort.SliceStable(ok, func(i, j int) bool {
-		a, b := ok[i].t.Facts.Topology.ReplayLagBytes, ok[j].t.Facts.Topology.ReplayLagBytes
+		a, b := lags[ok[i]], lags[ok[j]]
 		if a != b {
 			return a < b
 		}
@@ -513,34 +529,6 @@ func awaitReplayed(ctx context.Context, m *swMember, lsn string, timeout time.Du
 	})
 }
 
-// awaitCaughtUp waits, before the primary is touched, until m has
-// replayed everything the primary had written when the wait began: a
-// standby whose replay stalls or falls behind (a long query holding it
-// back, a slow disk) is found out while the primary still serves, and
-// the switchover is refused instead of taking the primary down for it.
-func awaitCaughtUp(ctx context.Context, primary, m *swMember, timeout time.Duration) error {
-	kv, err := ownerQuery(ctx, primary.t, primary.pg, "SELECT 'lsn=' || pg_current_wal_lsn()")
-	if err != nil {
-		return fmt.Errorf("%s: read its WAL position: %w", primary.name(), err)
-	}
-	lsn := kv["lsn"]
-	if !lsnRE.MatchString(lsn) {
-		return fmt.Errorf("%s: its WAL position %q is not an LSN", primary.name(), lsn)
-	}
-	sql := "SELECT 'caught=' || (pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '" + lsn + "') >= 0) || ' at ' || pg_last_wal_replay_lsn()"
-	if err := poll(ctx, timeout, func() (bool, string) {
-		kv, err := ownerQuery(ctx, m.t, m.pg, sql)
-		if err != nil {
-			return false, err.Error()
-		}
-		st, at, _ := strings.Cut(kv["caught"], " at ")
-		return st == "true", fmt.Sprintf("it replayed up to %s of the primary's %s", at, lsn)
-	}); err != nil {
-		return fmt.Errorf("%s did not catch up with %s (switchover_timeout): %w", m.name(), primary.name(), err)
-	}
-	return nil
-}
-
 // promote promotes m, waiting at most timeout, and returns its new
 // timeline.
 func promote(ctx context.Context, m *swMember, timeout time.Duration) (int64, error) {
@@ -715,7 +703,7 @@ func applySwitchover(ctx context.Context, t *engine.Target, pg *facts.Postgres, 
 	}
 	// The primary still serves: a standby that cannot catch up is found
 	// out now, not with the primary down.
-	if err := awaitCaughtUp(ctx, sw.old, cand, sw.timeout); err != nil {
+	if err := awaitCaughtUpOnPrimary(ctx, sw, cand, sw.timeout); err != nil {
 		return refuseSwitchover(ctx, t, mark, err)
 	}
 	log := t.Log

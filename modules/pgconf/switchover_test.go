@@ -11,13 +11,30 @@ import (
 func swStandby(name, machine string, receiver string, lag int64, pending int, hugePages string) *swMember {
 	return &swMember{
 		t: &engine.Target{Name: name, Vars: map[string]any{}, Facts: &facts.Facts{Hostname: machine,
-			Topology: &facts.Topology{Role: "standby", Receiver: receiver, ReplayLagBytes: lag}}},
+			Topology: &facts.Topology{Role: "standby", Receiver: receiver, ReplayLagBytes: lag, ClusterName: name}}},
 		pg:      &facts.Postgres{SocketDir: "/run/" + name, Port: 5432},
 		pending: pending, hugePages: hugePages,
 	}
 }
 
 func delayed(m *swMember) *swMember { m.delayed = true; return m }
+
+// onPrimary is a switchover from a primary on machine m whose WAL senders
+// (to unix-socket clients) show each streaming standby of direct with
+// the lag it says it has; every member is reached at one address.
+func onPrimary(direct []*swMember) *switchover {
+	old := swStandby("p", "m", "", 0, 0, "on")
+	old.t.Facts.Topology = &facts.Topology{Role: "primary"}
+	for _, m := range append([]*swMember{old}, direct...) {
+		m.t.Vars["ssh_host"] = "127.0.0.1"
+	}
+	for _, m := range direct {
+		if topo := m.t.Facts.Topology; topo.Receiver == "streaming" {
+			old.t.Facts.Topology.Standbys = append(old.t.Facts.Topology.Standbys, facts.StandbyInfo{Name: m.name(), Addr: "local", State: "streaming", LagBytes: topo.ReplayLagBytes})
+		}
+	}
+	return &switchover{old: old, direct: direct}
+}
 
 func TestPlainSwitchoverCandidate(t *testing.T) {
 	for _, tc := range []struct {
@@ -36,7 +53,7 @@ func TestPlainSwitchoverCandidate(t *testing.T) {
 		{"none left", []*swMember{swStandby("s1", "m", "streaming", 1<<30, 0, "on")}, "", "s1: replay lags 1073741824 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := (&switchover{direct: tc.direct}).candidate()
+			got, err := onPrimary(tc.direct).candidate()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

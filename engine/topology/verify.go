@@ -1,0 +1,235 @@
+package topology
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pgtune/pgtune/engine/facts"
+)
+
+// What a member says of itself (role, system identifier, upstream, slot,
+// host name) is its own word: any host of the run can claim to be a
+// standby of any cluster whose system identifier it knows (not a secret).
+// A claimed standby is checked against its upstream, another host: it
+// counts as that upstream's standby only if one of the upstream's WAL
+// senders (pg_stat_replication) serves it, one sender each (Match). A
+// sender is tied to a member by what the controller knows on its own:
+// the sender's client address must be one the controller resolved the
+// member's inventory address (or pgtune_replication_host) to, or, for a
+// unix socket or loopback client, the member must be reached at the
+// upstream's own address and say it runs on the upstream's machine. The
+// client's application_name (the client's word) only breaks ties. A
+// member that no sender is left for makes its cluster unverified
+// (Cluster.Unverified): what depends on the cluster's members being who
+// they say is refused then.
+
+// Match assigns up's standby WAL senders (up.Topo.Standbys) to the
+// claimants (members saying they stream from up), one each: the index of
+// each claimant's sender by host, and a reason for every claimant left
+// without one. Claimants are tried in name order; a sender whose
+// application_name is the claimant's own name for itself is preferred.
+func Match(up Member, claimants []Member) (map[string]int, []string) {
+	var rows []facts.StandbyInfo
+	if up.Topo != nil {
+		rows = up.Topo.Standbys
+	}
+	cs := append([]Member(nil), claimants...)
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Host < cs[j].Host })
+	edges := make([][]int, len(cs))
+	named := make([][]int, len(cs))
+	for i, m := range cs {
+		for r, row := range rows {
+			if !sameClient(up, m, row.Addr) {
+				continue
+			}
+			edges[i] = append(edges[i], r)
+			if row.Name != "" && slices.Contains(selfNames(m), row.Name) {
+				named[i] = append(named[i], r)
+			}
+		}
+	}
+	owner := make([]int, len(rows)) // row → claimant index, -1 free
+	for r := range owner {
+		owner[r] = -1
+	}
+	var augment func(i int, adj [][]int, seen []bool) bool
+	augment = func(i int, adj [][]int, seen []bool) bool {
+		for _, r := range adj[i] {
+			if seen[r] {
+				continue
+			}
+			seen[r] = true
+			if owner[r] < 0 || augment(owner[r], edges, seen) {
+				owner[r] = i
+				return true
+			}
+		}
+		return false
+	}
+	// First by name and address, then by address alone: an augmenting
+	// path keeps every claimant matched so far matched.
+	for _, adj := range [][][]int{named, edges} {
+		for i := range cs {
+			if slices.Contains(owner, i) {
+				continue
+			}
+			augment(i, adj, make([]bool, len(rows)))
+		}
+	}
+	got := map[string]int{}
+	for r, i := range owner {
+		if i >= 0 {
+			got[cs[i].Host] = r
+		}
+	}
+	var why []string
+	for i, m := range cs {
+		if _, ok := got[m.Host]; ok {
+			continue
+		}
+		if len(edges[i]) == 0 {
+			why = append(why, fmt.Sprintf("%s says it streams from %s, but %s has no WAL sender to a client at an address the controller knows %s by (%s; %s's standby senders: %s)",
+				m.Host, up.Host, up.Host, m.Host, addrList(m.Addrs), up.Host, rowAddrs(rows)))
+			continue
+		}
+		var rivals []string
+		for _, r := range edges[i] {
+			if o := owner[r]; o >= 0 {
+				rivals = append(rivals, cs[o].Host)
+			}
+		}
+		why = append(why, fmt.Sprintf("%s says it streams from %s, but the WAL senders of %s that could be its own are taken by %s: more members claim them than %s serves",
+			m.Host, up.Host, up.Host, strings.Join(rivals, ", "), up.Host))
+	}
+	return got, why
+}
+
+// Own returns the indexes of up's standby WAL senders that can be m's:
+// the one Match gave it when its application_name is m's own name for
+// itself, else every sender whose client address fits m (on one machine,
+// unnamed senders cannot be told apart: what is asked of m's sender is
+// asked of each).
+func Own(up, m Member, matched int) []int {
+	rows := up.Topo.Standbys
+	if matched >= 0 && matched < len(rows) && slices.Contains(selfNames(m), rows[matched].Name) {
+		return []int{matched}
+	}
+	var out []int
+	for i, r := range rows {
+		if sameClient(up, m, r.Addr) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// sameClient reports whether a WAL sender of up whose client is at addr
+// (an IP address, "local" for a unix socket, "?") can be m's.
+func sameClient(up, m Member, addr string) bool {
+	ip := net.ParseIP(addr)
+	if addr == "local" || (ip != nil && ip.IsLoopback()) {
+		// On up's own machine: m is reached where up is, and says so.
+		return m.Machine == up.Machine && sharesAddr(m.Addrs, up.Addrs)
+	}
+	if ip == nil {
+		return false
+	}
+	for _, a := range m.Addrs {
+		if b := net.ParseIP(a); b != nil && b.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func sharesAddr(a, b []string) bool {
+	for _, x := range a {
+		xi := net.ParseIP(x)
+		for _, y := range b {
+			if yi := net.ParseIP(y); xi != nil && yi != nil && xi.Equal(yi) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// selfNames are the application_names a member's WAL receiver may
+// connect with: its cluster_name, its Patroni member name.
+func selfNames(m Member) []string {
+	var out []string
+	if m.Topo != nil {
+		if m.Topo.ClusterName != "" {
+			out = append(out, m.Topo.ClusterName)
+		}
+		if p := m.Topo.Patroni; p != nil && p.Name != "" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+func addrList(addrs []string) string {
+	if len(addrs) == 0 {
+		return "none resolved"
+	}
+	return strings.Join(addrs, ", ")
+}
+
+func rowAddrs(rows []facts.StandbyInfo) string {
+	if len(rows) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%q from %s", clip(r.Name), r.Addr))
+	}
+	return strings.Join(out, ", ")
+}
+
+// claims is whether m, a standby of the run, says its WAL receiver
+// streams: only then must its upstream show a sender to it.
+func claims(m Member) bool {
+	return m.Topo != nil && m.Topo.Role == "standby" && m.Topo.Receiver == "streaming"
+}
+
+// verify matches the run's streaming standbys to their upstreams' WAL
+// senders (the primary, or the run's standby a cascaded one streams
+// from): it fills c.Unverified and returns how many of the primary's
+// standby senders no member of the run took.
+func (c *Cluster) verify(members []Member, parent map[string]string) int {
+	byHost := map[string]Member{}
+	for _, m := range members {
+		byHost[m.Host] = m
+	}
+	claimants := map[string][]Member{}
+	for _, s := range c.Standbys {
+		m := byHost[s]
+		if !claims(m) {
+			continue
+		}
+		up, ok := parent[s]
+		if !ok {
+			up = c.Primary // no upstream in the run: the primary's
+		}
+		claimants[up] = append(claimants[up], m)
+	}
+	free := 0
+	if p, ok := byHost[c.Primary]; ok && c.Primary != "" {
+		got, why := Match(p, claimants[c.Primary])
+		c.Unverified = append(c.Unverified, why...)
+		free = len(p.Topo.Standbys) - len(got)
+	}
+	for _, up := range slices.Sorted(maps.Keys(claimants)) {
+		if up == c.Primary {
+			continue
+		}
+		_, why := Match(byHost[up], claimants[up])
+		c.Unverified = append(c.Unverified, why...)
+	}
+	return free
+}

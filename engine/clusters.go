@@ -185,10 +185,10 @@ func (s *Session) members() []topology.Member {
 		m := topology.Member{Host: hr.host.Name}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
-			m.Machine, m.Reach = reachOf(hr.facts, hr.host.Conn.Address)
 			if m.Topo != nil {
 				m.Addrs = hostAddrs(hr.host)
 			}
+			m.Machine, m.Reach = reachOf(hr.facts, append([]string{hr.host.Conn.Address, replicationHost(hr.host.Vars)}, m.Addrs...)...)
 		}
 		out = append(out, m)
 	}
@@ -487,10 +487,11 @@ func ClusterLayout(hosts []HostFacts) *topology.Layout {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
-			m.Machine, m.Reach = reachOf(h.Facts, h.Address) // as a session's own layout (placeInClusters)
 			if m.Topo != nil {
 				m.Addrs = memberAddrs(h.Address, h.ReplicationHost, h.Local)
 			}
+			// as a session's own layout (placeInClusters)
+			m.Machine, m.Reach = reachOf(h.Facts, append([]string{h.Address, h.ReplicationHost}, m.Addrs...)...)
 		}
 		members = append(members, m)
 	}
@@ -517,11 +518,13 @@ func serverOf(f *facts.Facts) string {
 
 // reachOf is the machine a host's server runs on and the addresses a
 // standby may name it by (its socket directory, loopback, the machine's
-// name and the inventory's address, each with its port): cascaded
-// standbys are linked to their upstream by them (topology.Reach).
-func reachOf(f *facts.Facts, address string) (string, []string) {
+// name, and names: the inventory's address, pgtune_replication_host and
+// the addresses the controller resolved them to, each with its port):
+// cascaded standbys are linked to their upstream by them (topology.Reach),
+// over a replication network too.
+func reachOf(f *facts.Facts, names ...string) (string, []string) {
 	if f == nil || f.Postgres == nil || f.Postgres.Port <= 0 {
 		return f.Hostname, nil
 	}
-	return f.Hostname, topology.Addresses(f.Hostname, f.Postgres.SocketDir, f.Postgres.Port, f.Hostname, address)
+	return f.Hostname, topology.Addresses(f.Hostname, f.Postgres.SocketDir, f.Postgres.Port, append([]string{f.Hostname}, names...)...)
 }

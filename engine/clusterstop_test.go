@@ -385,3 +385,45 @@ func TestClusterLayoutReachesByAddress(t *testing.T) {
 		t.Fatalf("clusters %v, want one with nothing held against it", l.Clusters)
 	}
 }
+
+// TestClusterLayoutReplicationNetwork: members reached over a replication
+// network (pgtune_replication_host) are known by that address too: a
+// cascaded standby whose primary_conninfo names its upstream standby's
+// replication address is checked against that standby's WAL senders,
+// not the primary's; one whose upstream is no member of the run is told
+// apart from one its upstream does not serve.
+func TestClusterLayoutReplicationNetwork(t *testing.T) {
+	pg := &facts.Postgres{Port: 5432, SocketDir: "/run/postgresql"}
+	host := func(name, addr, repl, machine string, topo *facts.Topology) HostFacts {
+		return HostFacts{Name: name, Address: addr, ReplicationHost: repl, Facts: &facts.Facts{Hostname: machine, Postgres: pg, Topology: topo}}
+	}
+	standby := func(upstream string, rows ...string) *facts.Topology {
+		t := &facts.Topology{Role: "standby", SystemID: "1", Upstream: upstream, Receiver: "streaming"}
+		for _, r := range rows {
+			t.Standbys = append(t.Standbys, facts.StandbyInfo{Name: "walreceiver", Addr: r, State: "streaming"})
+		}
+		return t
+	}
+	p := host("p", "10.0.0.1", "192.168.1.1", "pm", &facts.Topology{Role: "primary", SystemID: "1",
+		Standbys: []facts.StandbyInfo{{Name: "walreceiver", Addr: "192.168.1.2", State: "streaming"}}})
+	for _, tc := range []struct {
+		name       string
+		c1         HostFacts
+		unverified string
+	}{
+		{"a cascade over the replication network", host("c1", "10.0.0.3", "192.168.1.3", "cm", standby("192.168.1.2:5432")), ""},
+		{"an upstream no member of the run", host("c1", "10.0.0.3", "192.168.1.3", "cm", standby("192.168.9.9:5432")),
+			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and no WAL sender of the primary p is to an address the controller knows c1 by (10.0.0.3, 192.168.1.3)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := ClusterLayout([]HostFacts{p, host("s1", "10.0.0.2", "192.168.1.2", "sm", standby("192.168.1.1:5432", "192.168.1.3")), tc.c1})
+			c := l.ClusterOf("p")
+			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
+				t.Errorf("unverified %q\nwant %q (%s)", got, tc.unverified, c)
+			}
+			if tc.unverified == "" && c.Upstreams["c1"] != "s1" {
+				t.Errorf("c1 not linked to s1: %s", c)
+			}
+		})
+	}
+}

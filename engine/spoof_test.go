@@ -29,7 +29,7 @@ func TestSpoofedMemberRefusals(t *testing.T) {
 		{"a second primary", &facts.Topology{Role: "primary", SystemID: "1"}, nil, nil, map[string]string{
 			"p": "not touched: p and lone say they are the primary of cluster 1", "s1": "not touched: p and lone", "s2": "not touched: p and lone", "lone": "not touched: p and lone"}},
 		{"a standby the primary does not stream to", &facts.Topology{Role: "standby", SystemID: "1", Receiver: "streaming"}, nil,
-			[]string{"lone", "s1", "s2"}, map[string]string{"p": "p: refusing to restart the primary: the run's members of cluster 1 are not all what they say (lone says it streams from p, but p has no WAL sender to a client at an address the controller knows lone by (10.6.6.6"}},
+			[]string{"lone", "s1", "s2"}, map[string]string{"p": "p: refusing to restart the primary: the run's members of cluster 1 are not all what they say (lone says it streams but names no upstream, and no WAL sender of the primary p is to an address the controller knows lone by (10.6.6.6"}},
 		{"accepted by the var", &facts.Topology{Role: "standby", SystemID: "1", Receiver: "streaming"}, map[string]map[string]any{"p": {PartialClusterVar: true}},
 			[]string{"lone", "p", "s1", "s2"}, nil},
 	} {
@@ -83,7 +83,7 @@ func TestClusterPeersRefuseUnverified(t *testing.T) {
 		}
 	}
 	s.Apply(context.Background())
-	if err := o.errs["p"]; err == nil || !strings.Contains(err.Error(), "cluster 1: not every member checks out against its upstream's WAL senders: lone says it streams from p") {
+	if err := o.errs["p"]; err == nil || !strings.Contains(err.Error(), "cluster 1: not every member checks out against its upstream's WAL senders: lone says it streams but names no upstream, and no WAL sender of the primary p") {
 		t.Fatalf("p: ClusterPeers err = %v, want the unverified member named", err)
 	}
 	if len(o.peers["p"]) > 0 {

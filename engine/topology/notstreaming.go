@@ -26,10 +26,10 @@ const maxNotStreaming = 8
 // the primary that no standby streams through and no standby of the run
 // names as its own, a standby of the run that does not stream from an
 // upstream outside the run.
-func notStreaming(members []Member, primary string) []string {
+func notStreaming(c *Cluster, members []Member) []string {
 	var out []string
-	out = append(out, patroniNotRunning(members)...)
-	out = append(out, idleSlots(members, primary)...)
+	out = append(out, patroniNotRunning(c, members)...)
+	out = append(out, idleSlots(c, members)...)
 	out = append(out, lostUpstreams(members)...)
 	if len(out) > maxNotStreaming {
 		out = append(out[:maxNotStreaming], fmt.Sprintf("%d more", len(out)-maxNotStreaming))
@@ -48,8 +48,8 @@ var patroniUp = []string{"running", "streaming", "in archive recovery"}
 // whose state says their server is not up (stopped, crashed, starting…).
 // A member whose host is off is not among them: its key leaves the DCS
 // with its TTL, and only its replication slot may still tell of it.
-func patroniNotRunning(members []Member) []string {
-	inRun, list := patroniView(members)
+func patroniNotRunning(c *Cluster, members []Member) []string {
+	inRun, list := c.patroniView(members)
 	var out []string
 	for _, pm := range list {
 		if inRun[pm.Name] || slices.Contains(patroniUp, pm.State) {
@@ -69,31 +69,77 @@ func patroniNotRunning(members []Member) []string {
 }
 
 // patroniView is the Patroni members of the run (by member name) and the
-// longest member list one of them reported.
-func patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
+// member list to check them against. A member's Patroni name is its own
+// word: it counts only for the primary, and for a standby whose upstream
+// shows a WAL sender to it (verify) under that name (Patroni's receivers
+// connect with application_name = the member name). The list is the
+// primary's (its seat is guarded: Split); without the primary in the run,
+// the longest one a member reported, which then only adds evidence.
+func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
 	inRun := map[string]bool{}
 	var list []facts.PatroniMember
 	for _, m := range members {
-		if p := m.Topo.Patroni; p != nil {
-			inRun[p.Name] = true
-			if len(p.Members) > len(list) {
-				list = p.Members
-			}
+		p := m.Topo.Patroni
+		if p == nil {
+			continue
 		}
+		if m.Host == c.Primary {
+			inRun[p.Name] = true
+		} else if app, ok := c.verified[m.Host]; ok && p.Name != "" && app == appName(p.Name) {
+			inRun[p.Name] = true
+		}
+		if c.Primary == "" && len(p.Members) > len(list) {
+			list = p.Members
+		}
+	}
+	if p := primaryPatroni(c, members); p != nil {
+		list = p.Members
 	}
 	return inRun, list
 }
 
+// primaryPatroni is the Patroni facts of the cluster's primary, if it is
+// in the run and reports any.
+func primaryPatroni(c *Cluster, members []Member) *facts.Patroni {
+	if c.Primary == "" {
+		return nil
+	}
+	for _, m := range members {
+		if m.Host == c.Primary && m.Topo != nil {
+			return m.Topo.Patroni
+		}
+	}
+	return nil
+}
+
+// appName is name as pg_stat_replication shows it as application_name:
+// cut to 63 bytes (NAMEDATALEN-1).
+func appName(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	i := 63
+	for i > 0 && !utf8.RuneStart(name[i]) {
+		i--
+	}
+	return name[:i]
+}
+
 // idleSlots lists the primary's physical slots no one streams through,
-// but for those Patroni keeps for a member it reports up (Patroni 4 keeps
+// but for those Patroni keeps for a member the primary's Patroni reports
+// up (Patroni 4 keeps
 // an idle slot on the primary for every member, one cascading from
 // another replica included): that member's state speaks for it. A slot
 // is in use only when the primary says so: a standby of the run naming
 // it (primary_slot_name) is that standby's word, which any host can give,
 // and a standby whose slot is idle does not stream through it anyway.
-func idleSlots(members []Member, primary string) []string {
+func idleSlots(c *Cluster, members []Member) []string {
+	primary := c.Primary
 	used := map[string]bool{}
-	_, list := patroniView(members)
+	var list []facts.PatroniMember
+	if p := primaryPatroni(c, members); p != nil {
+		list = p.Members // the primary's word only: a slot is the primary's
+	}
 	for _, pm := range list {
 		if slices.Contains(patroniUp, pm.State) {
 			used[PatroniSlotName(pm.Name)] = true

@@ -132,3 +132,67 @@ func TestMatchPrefersOwnName(t *testing.T) {
 		t.Errorf("Match = %v %q, want c left without a sender", got, why)
 	}
 }
+
+// TestPatroniClaimCountsNoSender: a host of the run reporting Patroni
+// facts (any name, any member list) neither turns off the count of the
+// primary's WAL senders no member took nor stands in, by name, for a
+// Patroni member that is down; the primary's own Patroni facts and its
+// WAL senders decide.
+func TestPatroniClaimCountsNoSender(t *testing.T) {
+	at := func(host string, topo *facts.Topology, addr string) Member {
+		return Member{Host: host, Topo: topo, Machine: host, Addrs: []string{addr}}
+	}
+	streaming := func(upstream string, p *facts.Patroni) *facts.Topology {
+		return &facts.Topology{Role: "standby", SystemID: "1", Receiver: "streaming", Upstream: upstream, Patroni: p}
+	}
+	pat := func(name string, members ...facts.PatroniMember) *facts.Patroni {
+		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
+	}
+	list := func(s2 string) []facts.PatroniMember {
+		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: "s1", Role: "replica", State: "streaming"}, {Name: "s2", Role: "replica", State: s2}}
+	}
+	plain := at("p", &facts.Topology{Role: "primary", SystemID: "1", IdleSlots: []string{"s2"},
+		Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2"}, {Name: "x", Addr: "10.0.0.9"}}}, "10.0.0.1")
+	evil := at("evil", &facts.Topology{Role: "standby", SystemID: "1",
+		Patroni: pat("s2", facts.PatroniMember{Name: "s2", State: "running"})}, "10.6.6.6")
+	// An honest Patroni cluster: s2 outside the run, streaming or down.
+	patP := func(s2 string, rows ...facts.StandbyInfo) Member {
+		t := &facts.Topology{Role: "primary", SystemID: "1", Standbys: rows, Patroni: pat("n1", list(s2)...)}
+		if s2 == "stopped" {
+			t.IdleSlots = []string{"s2"}
+		}
+		return at("p", t, "10.0.0.1")
+	}
+	s1 := at("s1", streaming("10.0.0.1:5432", pat("s1", list("streaming")...)), "10.0.0.2")
+	row1, row2 := facts.StandbyInfo{Name: "s1", Addr: "10.0.0.2"}, facts.StandbyInfo{Name: "s2", Addr: "10.0.0.3"}
+	for _, tc := range []struct {
+		name         string
+		members      []Member
+		outside      []string
+		notStreaming []string
+	}{
+		{"a Patroni claim beside a primary without Patroni", []Member{plain, at("s1", streaming("10.0.0.1:5432", nil), "10.0.0.2"), evil},
+			[]string{"1 standby(s) the primary streams to"},
+			[]string{`replication slot "s2" on p has no standby streaming through it`}},
+		{"honest Patroni: a replica outside the run streams", []Member{patP("streaming", row1, row2), s1},
+			[]string{`Patroni member "s2" (replica)`, "1 standby(s) the primary streams to"}, nil},
+		{"honest Patroni: a replica outside the run is down", []Member{patP("stopped", row1), s1},
+			[]string{`Patroni member "s2" (replica)`},
+			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+		{"a host naming itself after the replica that is down", []Member{patP("stopped", row1), s1, evil},
+			[]string{`Patroni member "s2" (replica)`},
+			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+		// s1's sender is named s1: its claim to be s2 is not believed.
+		{"a streaming standby naming itself after another member", []Member{patP("stopped", row1),
+			at("s1", streaming("10.0.0.1:5432", pat("s2", list("running")...)), "10.0.0.2")},
+			[]string{`Patroni member "s1" (replica)`, `Patroni member "s2" (replica)`},
+			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStreaming) {
+				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStreaming, c)
+			}
+		})
+	}
+}

@@ -76,6 +76,9 @@ type Cluster struct {
 	// depth is each standby's distance from the primary (1: streams from
 	// it), for Sort.
 	depth map[string]int
+	// verified is, for each standby its upstream's WAL sender shows
+	// (verify), that sender's application_name.
+	verified map[string]string
 }
 
 // Replicated reports whether the cluster has more than one member (in the
@@ -189,7 +192,7 @@ func Group(members []Member) *Layout {
 		byIDTopos[c.ID] = append(byIDTopos[c.ID], m)
 		l.of[m.Host] = c
 		if p := m.Topo.Patroni; p != nil {
-			c.Patroni = true
+			c.Patroni = true // the primary's own facts decide, below
 			if c.Name == "" {
 				c.Name = p.Scope
 			}
@@ -209,10 +212,17 @@ func Group(members []Member) *Layout {
 		members := byIDTopos[c.ID]
 		sort.Strings(c.Standbys)
 		c.choosePrimary(members)
+		if p := primaryPatroni(c, members); p != nil {
+			c.Patroni, c.Name = true, p.Scope
+		} else if c.Primary != "" {
+			// A standby's word that Patroni manages the cluster is no
+			// reason to trust its member list (outside, notStreaming).
+			c.Patroni, c.Name = false, ""
+		}
 		parent := c.orderStandbys(members)
 		free := c.verify(members, parent)
 		c.Outside = outside(c, members, free)
-		c.NotStreaming = notStreaming(members, c.Primary)
+		c.NotStreaming = notStreaming(c, members)
 		c.Clients = clients(byIDTopos[c.ID], c.Primary)
 	}
 	sort.Slice(l.Clusters, func(i, j int) bool { return l.Clusters[i].first() < l.Clusters[j].first() })
@@ -265,27 +275,16 @@ func (c *Cluster) first() string {
 	return c.ID
 }
 
-// outside finds members the run does not include: Patroni's member list
-// names them; without Patroni, the primary's standby WAL senders that no
-// member of the run took (free, see verify) count them, and a run without
-// the primary misses at least the primary.
+// outside finds members the run does not include: the primary's standby
+// WAL senders that no member of the run took (free, see verify) count
+// them, and the primary's Patroni member list names those not in the run
+// (patroniView); a run without the primary misses at least the primary.
+// The member list only adds to the count: a host of the run can claim any
+// Patroni name, and the senders are the primary's.
 func outside(c *Cluster, members []Member, free int) []string {
 	var out []string
-	inRun, patroniList := patroniView(members)
 	if primaries := len(c.OtherPrimaries) + 1; primaries > 1 {
 		out = append(out, fmt.Sprintf("%d servers of this cluster say they are primary", primaries))
-	}
-	if c.Patroni && len(patroniList) > 0 {
-		for _, pm := range patroniList {
-			if !inRun[pm.Name] {
-				d := fmt.Sprintf("Patroni member %q", pm.Name)
-				if pm.Role != "" {
-					d += " (" + pm.Role + ")"
-				}
-				out = append(out, d)
-			}
-		}
-		return out
 	}
 	if c.Primary == "" {
 		if loneStopped(members) {
@@ -303,6 +302,18 @@ func outside(c *Cluster, members []Member, free int) []string {
 		}
 		out = append(out, "the primary"+upstream)
 		return out
+	}
+	if c.Patroni {
+		inRun, list := c.patroniView(members)
+		for _, pm := range list {
+			if !inRun[pm.Name] {
+				d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
+				if pm.Role != "" {
+					d += " (" + clip(pm.Role) + ")"
+				}
+				out = append(out, d)
+			}
+		}
 	}
 	if free > 0 {
 		out = append(out, fmt.Sprintf("%d standby(s) the primary streams to", free))

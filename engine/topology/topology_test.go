@@ -68,6 +68,11 @@ func TestGroupOutside(t *testing.T) {
 	patroni := func(role, name string) *facts.Topology {
 		t := &facts.Topology{Role: role, SystemID: "9", Patroni: &facts.Patroni{Scope: "demo", Name: name,
 			Members: []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: "n2", Role: "replica", State: "streaming"}, {Name: "n3", Role: "replica", State: "running"}}}}
+		if role == "primary" { // n2 streams from it, as Patroni names it
+			t.Standbys = []facts.StandbyInfo{{Name: "n2", Addr: "local", State: "streaming"}}
+		} else {
+			t.Receiver = "streaming"
+		}
 		return t
 	}
 	for _, tc := range []struct {
@@ -233,6 +238,13 @@ func TestGroupNotStreaming(t *testing.T) {
 		}
 		return &facts.Topology{Role: role, SystemID: "1", Patroni: p}
 	}
+	sends := func(topo *facts.Topology, names ...string) *facts.Topology {
+		for _, n := range names {
+			topo.Standbys = append(topo.Standbys, facts.StandbyInfo{Name: n, Addr: "local", State: "streaming"})
+		}
+		return topo
+	}
+	streams := func(topo *facts.Topology) *facts.Topology { topo.Receiver = "streaming"; return topo }
 	many := make([]string, 12)
 	for i := range many {
 		many[i] = "slot_" + string(rune('a'+i))
@@ -269,7 +281,13 @@ func TestGroupNotStreaming(t *testing.T) {
 			members: []Member{{Host: "h1", Topo: withSlots(pat("primary", "n1", "running", "streaming", "streaming", "stopped"), "n3", "n4")}, {Host: "h2", Topo: pat("standby", "n2")}},
 			want:    []string{`Patroni member "n4" ("replica") is "stopped"`, `replication slot "n4" on h1 has no standby streaming through it`}, replicated: true},
 		{name: "Patroni: the run's own members answer for themselves",
+			members:    []Member{{Host: "h1", Topo: sends(pat("primary", "n1", "running", "starting"), "n2")}, {Host: "h2", Topo: streams(pat("standby", "n2"))}},
+			replicated: true},
+		// Its Patroni name is its own word: only a WAL sender of its
+		// upstream under that name vouches for it.
+		{name: "Patroni: a member of the run its upstream shows no sender to",
 			members:    []Member{{Host: "h1", Topo: pat("primary", "n1", "running", "starting")}, {Host: "h2", Topo: pat("standby", "n2")}},
+			want:       []string{`Patroni member "n2" ("replica") is "starting"`},
 			replicated: true},
 		{name: "the primary is down: the standbys lost their upstream",
 			members: []Member{{Host: "s1", Topo: lost("", "10.0.0.1:5432")}, {Host: "s2", Topo: lost("waiting", "10.0.0.1:5432")}},

@@ -199,14 +199,24 @@ func claims(m Member) bool {
 
 // verify matches the run's streaming standbys to their upstreams' WAL
 // senders (the primary, or the run's standby a cascaded one streams
-// from): it fills c.Unverified and returns how many of the primary's
-// standby senders no member of the run took.
+// from): it fills c.Unverified and c.verified and returns how many of the
+// primary's standby senders no member of the run took. A standby whose
+// upstream is no member of the run (a virtual address, a name the
+// inventory does not give) is tried against the primary's senders too,
+// and when none is its own, says so.
 func (c *Cluster) verify(members []Member, parent map[string]string) int {
 	byHost := map[string]Member{}
 	for _, m := range members {
 		byHost[m.Host] = m
 	}
+	c.verified = map[string]string{}
+	record := func(up Member, got map[string]int) {
+		for h, r := range got {
+			c.verified[h] = up.Topo.Standbys[r].Name
+		}
+	}
 	claimants := map[string][]Member{}
+	unlinked := map[string]bool{}
 	for _, s := range c.Standbys {
 		m := byHost[s]
 		if !claims(m) {
@@ -214,21 +224,38 @@ func (c *Cluster) verify(members []Member, parent map[string]string) int {
 		}
 		up, ok := parent[s]
 		if !ok {
-			up = c.Primary // no upstream in the run: the primary's
+			up = c.Primary // no upstream in the run: the primary's, if any
+			unlinked[s] = true
 		}
 		claimants[up] = append(claimants[up], m)
 	}
 	free := 0
 	if p, ok := byHost[c.Primary]; ok && c.Primary != "" {
 		got, why := Match(p, claimants[c.Primary])
-		c.Unverified = append(c.Unverified, why...)
+		record(p, got)
+		for _, w := range why {
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(unlinked)), func(h string) bool { return strings.HasPrefix(w, h+" says ") }) {
+				c.Unverified = append(c.Unverified, w) // an unlinked one's reason is below
+			}
+		}
+		for _, m := range claimants[c.Primary] {
+			if _, ok := got[m.Host]; !ok && unlinked[m.Host] {
+				from := fmt.Sprintf("from upstream %q, which matches no member of the run", clip(m.Topo.Upstream))
+				if m.Topo.Upstream == "" {
+					from = "but names no upstream"
+				}
+				c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and no WAL sender of the primary %s is to an address the controller knows %s by (%s)",
+					m.Host, from, c.Primary, m.Host, addrList(m.Addrs)))
+			}
+		}
 		free = len(p.Topo.Standbys) - len(got)
 	}
 	for _, up := range slices.Sorted(maps.Keys(claimants)) {
 		if up == c.Primary {
 			continue
 		}
-		_, why := Match(byHost[up], claimants[up])
+		got, why := Match(byHost[up], claimants[up])
+		record(byHost[up], got)
 		c.Unverified = append(c.Unverified, why...)
 	}
 	return free

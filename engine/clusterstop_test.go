@@ -358,7 +358,7 @@ func inWaves(t *testing.T, m *restarter, all map[string]*facts.Topology, setup f
 		s := clusterSession(t, m, topos, nil)
 		if r == nil {
 			r = s.runner
-			r.Layout = ClusterLayout(hf)
+			r.Layout, _ = ClusterLayout(context.Background(), hf, 1)
 			setup(r, hf)
 		}
 		s.runner = r // one Runner for the whole rollout
@@ -380,7 +380,7 @@ func TestClusterLayoutReachesByAddress(t *testing.T) {
 		{Name: "s1", Address: "10.0.0.2", Facts: &facts.Facts{Hostname: "sm", Postgres: pg,
 			Topology: &facts.Topology{Role: "standby", SystemID: "1", Upstream: "10.0.0.1:5432", Receiver: "waiting"}}},
 	}
-	l := ClusterLayout(hosts)
+	l, _ := ClusterLayout(context.Background(), hosts, 1)
 	if len(l.Clusters) != 1 || len(l.Clusters[0].NotStreaming) != 0 {
 		t.Fatalf("clusters %v, want one with nothing held against it", l.Clusters)
 	}

@@ -212,9 +212,13 @@ func ipAddrs(src addrSource) []string {
 
 // Addrs is the controller's addresses of the target's host (as
 // resolveAddrs): the name its connection dials (loopback over the local
-// connection) and ReplicationHostVar. A Target made without an inventory
-// host reads ssh_host from its Vars.
+// connection) and ReplicationHostVar; those the session's layout used
+// when it resolved them. A Target made without an inventory host reads
+// ssh_host from its Vars.
 func (t *Target) Addrs() []string {
+	if t.addrsResolved {
+		return t.addrs
+	}
 	var src addrSource
 	if t.host != nil {
 		src = sourceOf(t.host)

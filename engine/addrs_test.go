@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -259,7 +260,7 @@ func TestSourceOfEvaluatesSSHConfig(t *testing.T) {
 func TestSessionResolvesSharedClustersWithNotes(t *testing.T) {
 	dns := &fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}}}
 	stubLookup(t, dns.lookup)
-	s := &Session{runner: &Runner{Forks: 4}}
+	s := &Session{runner: &Runner{Forks: 4, Log: slog.New(slog.DiscardHandler)}}
 	for _, h := range pairFacts(3) {
 		s.hosts = append(s.hosts, &hostRun{host: &inventory.Host{Name: h.Name, Vars: map[string]any{ReplicationHostVar: h.ReplicationHost},
 			Conn: inventory.Conn{Address: h.Address}}, facts: h.Facts})
@@ -277,6 +278,13 @@ func TestSessionResolvesSharedClustersWithNotes(t *testing.T) {
 	}
 	if c := s.layout().ClusterOf("p"); c == nil || len(c.Unverified) != 1 {
 		t.Errorf("cluster of p: %v, want s unverified (its name did not resolve)", c)
+	}
+
+	// A switchover matches senders by the addresses the layout used, not
+	// by a second lookup that may answer otherwise.
+	stubLookup(t, func(_ context.Context, name string) ([]string, error) { return []string{"10.9.9.9"}, nil })
+	if got := s.target(s.hosts[0], nil).Addrs(); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Errorf("p's target addresses %q, want the layout's [10.0.0.1]", got)
 	}
 }
 

@@ -168,6 +168,10 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		modules:   s.runner.Modules,
 		peers:     s.peersOf(hr), // peers.go
 		cache:     cache,
+		// The addresses the layout matched the host by, not asked of DNS
+		// again (which may answer otherwise, or not at all).
+		addrs:         hr.addrs,
+		addrsResolved: hr.addrsResolved,
 	}
 }
 

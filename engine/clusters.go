@@ -178,7 +178,8 @@ const (
 // streams again.
 const streamPoll = 500 * time.Millisecond
 
-// members is the session's hosts with their replication facts.
+// members is the session's hosts with their replication facts, and the
+// addresses resolveMembers found (only IP literals before it ran).
 func (s *Session) members() []topology.Member {
 	out := make([]topology.Member, 0, len(s.hosts))
 	for _, hr := range s.hosts {
@@ -186,13 +187,40 @@ func (s *Session) members() []topology.Member {
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			if m.Topo != nil {
-				m.Addrs = hostAddrs(hr.host)
+				if hr.addrsResolved {
+					m.Addrs = hr.addrs
+				} else {
+					m.Addrs = ipAddrs(sourceOf(hr.host))
+				}
 			}
 			m.Machine, m.Reach = reachOf(hr.facts, append([]string{hr.host.Conn.Address, replicationHost(hr.host.Vars)}, m.Addrs...)...)
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// resolveMembers resolves, on the controller and under ctx, the
+// addresses of the session's hosts that share a cluster with another
+// (needAddrs), --forks at a time, once a session; a name that does not
+// resolve is a note on its host.
+func (s *Session) resolveMembers(ctx context.Context) {
+	if s.runner.Layout != nil {
+		return // the Runner's layout was resolved when it was made
+	}
+	ms := s.members()
+	need := needAddrs(ms)
+	srcs := make([]addrSource, len(s.hosts))
+	for i, hr := range s.hosts {
+		if need[i] {
+			srcs[i] = sourceOf(hr.host)
+		}
+	}
+	addrs, notes := resolveAddrs(ctx, srcs, need, s.runner.Forks)
+	for i, hr := range s.hosts {
+		hr.addrs, hr.addrsResolved = addrs[i], true
+		hr.notes = append(hr.notes, notes[i]...)
+	}
 }
 
 func hostName(hr *hostRun) string { return hr.host.Name }
@@ -481,29 +509,41 @@ func (s *Session) awaitStreaming(ctx context.Context, hr *hostRun) error {
 // clusters: set it as Runner.Layout before a rollout that works on a few
 // hosts at a time, and use its order for the batches (topology.Sort and
 // topology.Waves, e.g. in rollout.Order).
-func ClusterLayout(hosts []HostFacts) *topology.Layout {
+//
+// The addresses of the members sharing a cluster are resolved on the
+// controller under ctx, at most limit at once; notes says which names did
+// not resolve (host, name, error), for the operator.
+func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topology.Layout, notes []string) {
 	members := make([]topology.Member, 0, len(hosts))
+	srcs := make([]addrSource, 0, len(hosts))
 	for _, h := range hosts {
 		m := topology.Member{Host: h.Name}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
-			if m.Topo != nil {
-				m.Addrs = memberAddrs(h.Address, h.ReplicationHost, h.Local)
-			}
-			// as a session's own layout (placeInClusters)
-			m.Machine, m.Reach = reachOf(h.Facts, append([]string{h.Address, h.ReplicationHost}, m.Addrs...)...)
 		}
 		members = append(members, m)
+		srcs = append(srcs, sourceOfFacts(h))
 	}
-	return topology.Group(members)
+	addrs, hostNotes := resolveAddrs(ctx, srcs, needAddrs(members), limit)
+	for i, h := range hosts {
+		members[i].Addrs = addrs[i]
+		notes = append(notes, hostNotes[i]...)
+		if h.Facts != nil {
+			// as a session's own layout (members): the replication
+			// address and the resolved ones link cascades too
+			members[i].Machine, members[i].Reach = reachOf(h.Facts, append([]string{h.Address, h.ReplicationHost}, addrs[i]...)...)
+		}
+	}
+	return topology.Group(members), notes
 }
 
 // Clusters is ClusterLayout's clusters, never nil (for pgtune facts).
-func Clusters(hosts []HostFacts) []*topology.Cluster {
-	if cs := ClusterLayout(hosts).Clusters; cs != nil {
-		return cs
+func Clusters(ctx context.Context, hosts []HostFacts, limit int) ([]*topology.Cluster, []string) {
+	l, notes := ClusterLayout(ctx, hosts, limit)
+	if l.Clusters != nil {
+		return l.Clusters, notes
 	}
-	return []*topology.Cluster{}
+	return []*topology.Cluster{}, notes
 }
 
 // serverOf names the server a host's facts describe (machine, data

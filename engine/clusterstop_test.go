@@ -358,7 +358,7 @@ func inWaves(t *testing.T, m *restarter, all map[string]*facts.Topology, setup f
 		s := clusterSession(t, m, topos, nil)
 		if r == nil {
 			r = s.runner
-			r.Layout = ClusterLayout(hf)
+			r.Layout, _ = ClusterLayout(context.Background(), hf, 1)
 			setup(r, hf)
 		}
 		s.runner = r // one Runner for the whole rollout
@@ -380,7 +380,7 @@ func TestClusterLayoutReachesByAddress(t *testing.T) {
 		{Name: "s1", Address: "10.0.0.2", Facts: &facts.Facts{Hostname: "sm", Postgres: pg,
 			Topology: &facts.Topology{Role: "standby", SystemID: "1", Upstream: "10.0.0.1:5432", Receiver: "waiting"}}},
 	}
-	l := ClusterLayout(hosts)
+	l, _ := ClusterLayout(context.Background(), hosts, 1)
 	if len(l.Clusters) != 1 || len(l.Clusters[0].NotStreaming) != 0 {
 		t.Fatalf("clusters %v, want one with nothing held against it", l.Clusters)
 	}
@@ -416,7 +416,7 @@ func TestClusterLayoutReplicationNetwork(t *testing.T) {
 			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and no WAL sender of the primary p is to an address the controller knows c1 by (10.0.0.3, 192.168.1.3)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := ClusterLayout([]HostFacts{p, host("s1", "10.0.0.2", "192.168.1.2", "sm", standby("192.168.1.1:5432", "192.168.1.3")), tc.c1})
+			l, _ := ClusterLayout(context.Background(), []HostFacts{p, host("s1", "10.0.0.2", "192.168.1.2", "sm", standby("192.168.1.1:5432", "192.168.1.3")), tc.c1}, 4)
 			c := l.ClusterOf("p")
 			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
 				t.Errorf("unverified %q\nwant %q (%s)", got, tc.unverified, c)

@@ -19,6 +19,11 @@ type HostFacts struct {
 	// ReplicationHost is its ReplicationHostVar, with Address resolved
 	// on the controller (ControllerAddrs) for the layout.
 	ReplicationHost string `json:"-"`
+	// Route is the name its connection dials (the ssh_config's HostName)
+	// and Relayed says it is reached through a jump host or proxy command
+	// (sourceOf).
+	Route   string `json:"-"`
+	Relayed bool   `json:"-"`
 	// Local: the host is reached over the local connection (the
 	// controller's own machine).
 	Local bool `json:"-"`
@@ -76,6 +81,8 @@ func (s *Session) eachFacts(ctx context.Context, gather func(context.Context, *h
 func hostFacts(hr *hostRun) HostFacts {
 	out := HostFacts{Name: hr.host.Name, Facts: redactFacts(hr.facts, hr.secrets), Unreachable: hr.unreachable, Address: hr.host.Conn.Address,
 		ReplicationHost: replicationHost(hr.host.Vars), Local: hr.host.Conn.Connection == "local"}
+	src := sourceOf(hr.host)
+	out.Route, out.Relayed = src.route, src.relayed
 	if hr.err != nil {
 		msg := redact(hr.err.Error(), hr.secrets)
 		out.Error = &msg

@@ -34,8 +34,9 @@ func (r *Runner) Plan(ctx context.Context, inv *inventory.Inventory, book *playb
 		s.hosts = append(s.hosts, &hostRun{host: h, steps: steps, secrets: hostSecrets(h), named: named[h.Name]})
 	}
 	s.each(ctx, s.planHost)
-	s.placeInClusters()  // clusters.go
-	s.checkClusters(ctx) // peers.go
+	s.resolveMembers(ctx) // clusters.go
+	s.placeInClusters()   // clusters.go
+	s.checkClusters(ctx)  // peers.go
 	return s, nil
 }
 
@@ -167,6 +168,10 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		modules:   s.runner.Modules,
 		peers:     s.peersOf(hr), // peers.go
 		cache:     cache,
+		// The addresses the layout matched the host by, not asked of DNS
+		// again (which may answer otherwise, or not at all).
+		addrs:         hr.addrs,
+		addrsResolved: hr.addrsResolved,
 	}
 }
 

@@ -95,6 +95,10 @@ type hostRun struct {
 	steps       []*step
 	err         error
 	unreachable bool
+	// addrs are the controller's addresses of the host (resolveMembers),
+	// when addrsResolved.
+	addrs         []string
+	addrsResolved bool
 	// named: a play names the host (not only through "all"); skipped: it
 	// does not and has no PostgreSQL cluster, so it is left untouched.
 	named, skipped bool

@@ -105,8 +105,10 @@ func TestMemberAddrs(t *testing.T) {
 		{"db-primary", "", true, []string{"127.0.0.1"}},
 		{"::ffff:10.0.0.2", "10.0.0.2", false, []string{"10.0.0.2"}},
 	} {
-		if got := memberAddrs(tc.addr, tc.repl, tc.local); !slices.Equal(got, tc.want) {
-			t.Errorf("memberAddrs(%q, %q, %t) = %q, want %q", tc.addr, tc.repl, tc.local, got, tc.want)
+		src := sourceOfFacts(HostFacts{Name: "h", Address: tc.addr, ReplicationHost: tc.repl, Local: tc.local})
+		got, _ := resolveAddrs(context.Background(), []addrSource{src}, []bool{true}, 1)
+		if !slices.Equal(got[0], tc.want) {
+			t.Errorf("addresses of (%q, %q, %t) = %q, want %q", tc.addr, tc.repl, tc.local, got[0], tc.want)
 		}
 	}
 }

@@ -44,6 +44,10 @@ type Target struct {
 	peers peersFunc
 	// host is the inventory's host (nil in tests that make a Target).
 	host *inventory.Host
+	// addrs are the host's addresses as the session resolved them, when
+	// addrsResolved (Addrs).
+	addrs         []string
+	addrsResolved bool
 	// cache answers ReadFile in a dry run from the files read with the
 	// facts (prefetch.go).
 	cache *readCache

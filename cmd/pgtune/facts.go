@@ -34,16 +34,23 @@ func (a *App) runFacts(o *options) int {
 	}
 	hosts := r.FactsEach(ctx, l.hosts, streamed)
 	lv.finish(&report.Report{})
+	clusters, notes := engine.Clusters(ctx, hosts, r.Forks)
+	for _, n := range notes {
+		if ctx.Err() != nil {
+			break // Ctrl-C cut the lookups: each would say so
+		}
+		fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(n))
+	}
 	if o.format == "json" {
 		// encoding/json escapes C0 controls; termsafe.JSON the C1 and
 		// bidi controls it leaves raw.
-		doc, err := json.MarshalIndent(map[string]any{"hosts": hosts, "clusters": engine.Clusters(hosts)}, "", "  ")
+		doc, err := json.MarshalIndent(map[string]any{"hosts": hosts, "clusters": clusters}, "", "  ")
 		if err != nil {
 			return a.fail(err)
 		}
 		_, _ = a.Stdout.Write(append(termsafe.JSON(doc), '\n'))
 	} else {
-		writeClusters(a.Stdout, engine.Clusters(hosts)) // facts_topology.go
+		writeClusters(a.Stdout, clusters) // facts_topology.go
 	}
 	if a.readInterrupted(ctx) {
 		return exitInterrupted

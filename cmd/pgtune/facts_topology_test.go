@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,7 +42,8 @@ func TestFactsTopologyText(t *testing.T) {
 	for _, h := range hosts {
 		writeFactsText(&out, h)
 	}
-	writeClusters(&out, engine.Clusters(hosts))
+	clusters, _ := engine.Clusters(context.Background(), hosts, 1)
+	writeClusters(&out, clusters)
 	checkGolden(t, "facts_topology.golden", out.String())
 }
 

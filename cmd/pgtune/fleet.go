@@ -612,7 +612,13 @@ func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.
 	if gather.Err() != nil || isClosed(stop) {
 		return rollout.Order{}, false
 	}
-	l := engine.ClusterLayout(facts)
+	l, notes := engine.ClusterLayout(gather, facts, r.Forks)
+	if gather.Err() != nil || isClosed(stop) {
+		return rollout.Order{}, false
+	}
+	for _, n := range notes {
+		fmt.Fprintf(a.Stderr, "pgtune: warning: %s\n", safeText(n))
+	}
 	r.Layout = l
 	r.StopDownMembers(facts)
 	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}, true

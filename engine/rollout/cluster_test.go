@@ -116,7 +116,7 @@ func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial in
 			known = append(known, n)
 		}
 	}
-	layout := engine.ClusterLayout(clusterFacts(known))
+	layout, _ := engine.ClusterLayout(context.Background(), clusterFacts(known), 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &engine.Runner{Modules: mods, Forks: 4, RunID: runID, Log: log, Layout: layout,
 		Dial: func(context.Context, *inventory.Host) (transport.Transport, error) {

@@ -90,3 +90,17 @@ func (e *endpoint) keysText() string {
 	}
 	return keys
 }
+
+// RouteHost is the name a connection to cfg dials, as DescribeRoute
+// resolves it (the ssh_config's HostName for an alias, no Match exec run),
+// and relayed says whether it is reached through a jump host or a proxy
+// command: then the name may only resolve on the far side, not here.
+func RouteHost(cfg SSHConfig) (host string, relayed bool, err error) {
+	r, err := resolveWith(cfg, currentIdentity(), os.Getenv("SSH_AUTH_SOCK") != "", func(string) (bool, error) {
+		return false, nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return r.target.host, len(r.jumps) > 0 || r.target.proxyCommand != "", nil
+}

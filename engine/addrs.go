@@ -79,21 +79,17 @@ func sourceOfFacts(h HostFacts) addrSource {
 // its upstream). A host alone in its "cluster" is never matched, so its
 // names are not looked up at all.
 func needAddrs(ms []topology.Member) []bool {
+	// Counted by host, not by the server a host says it is: two names of
+	// one server are told apart from a claim by their addresses (Group).
 	servers := map[string]map[string]bool{}
-	key := func(i int) string {
-		if ms[i].Server != "" {
-			return ms[i].Server
-		}
-		return "host " + ms[i].Host
-	}
-	for i, m := range ms {
+	for _, m := range ms {
 		if m.Topo == nil || m.Topo.SystemID == "" {
 			continue
 		}
 		if servers[m.Topo.SystemID] == nil {
 			servers[m.Topo.SystemID] = map[string]bool{}
 		}
-		servers[m.Topo.SystemID][key(i)] = true
+		servers[m.Topo.SystemID][m.Host] = true
 	}
 	need := make([]bool, len(ms))
 	for i, m := range ms {

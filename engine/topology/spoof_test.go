@@ -196,3 +196,28 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 		})
 	}
 }
+
+// TestSpoofedServerDropsNoPrimary: Server (host name, data directory,
+// port) is the host's word. A host listed before the primary that claimed
+// the primary's identifier and server made Group drop the real primary as
+// "another name" for it: no cluster, so no hold for its outside standby.
+// Two names are one server only when the controller resolved them to a
+// shared address.
+func TestSpoofedServerDropsNoPrimary(t *testing.T) {
+	p := Member{Host: "db1", Server: "pm:/var/lib/pg:5432", Machine: "pm", Addrs: []string{"10.0.0.1"}, Topo: primary("42", 1)}
+	p.Topo.Standbys[0].Addr = "10.0.0.2"
+	evil := Member{Host: "app1", Server: p.Server, Machine: "pm", Addrs: []string{"10.6.6.6"},
+		Topo: &facts.Topology{Role: "standby", SystemID: "42"}}
+	c := Group([]Member{evil, p}).ClusterOf("db1")
+	if c == nil || c.Primary != "db1" || len(c.Outside) == 0 {
+		t.Fatalf("the real primary's cluster after app1's claim: %v", c)
+	}
+	// An honest second name of the primary (same address) is still one
+	// server.
+	alias := p
+	alias.Host = "db1-alias"
+	c = Group([]Member{p, alias}).ClusterOf("db1")
+	if c == nil || c.Split() || strings.Contains(c.String(), "db1-alias") {
+		t.Errorf("a second name of one server: %v", c)
+	}
+}

@@ -169,7 +169,7 @@ func Group(members []Member) *Layout {
 	l := &Layout{of: map[string]*Cluster{}}
 	byID := map[string]*Cluster{}
 	byIDTopos := map[string][]Member{}
-	seen := map[string]bool{}
+	seen := map[string][]Member{}
 	for _, m := range members {
 		if m.Topo == nil || m.Topo.SystemID == "" {
 			continue
@@ -177,11 +177,20 @@ func Group(members []Member) *Layout {
 		if m.Server != "" {
 			// Another name for a server already grouped: it is left out
 			// of the cluster (and of its order) rather than counted as a
-			// second primary.
-			if seen[m.Topo.SystemID+"|"+m.Server] {
+			// second primary. Server (host name, data directory, port)
+			// is the host's word: only an address the controller itself
+			// resolved both names to makes them one server; a host
+			// claiming another's server otherwise dropped the real one
+			// from its cluster.
+			key := m.Topo.SystemID + "|" + m.Server
+			alias := false
+			for _, o := range seen[key] {
+				alias = alias || sharesAddr(o.Addrs, m.Addrs)
+			}
+			if alias {
 				continue
 			}
-			seen[m.Topo.SystemID+"|"+m.Server] = true
+			seen[key] = append(seen[key], m)
 		}
 		c := byID[m.Topo.SystemID]
 		if c == nil {

@@ -85,7 +85,7 @@ func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.Patron
 		}
 		if m.Host == c.Primary {
 			inRun[p.Name] = true
-		} else if app, ok := c.verified[m.Host]; ok && p.Name != "" && app == appName(p.Name) {
+		} else if app, ok := c.verified[m.Host]; ok && p.Name != "" && slices.Contains(appNames(p.Name), app) {
 			inRun[p.Name] = true
 		}
 		if c.Primary == "" && len(p.Members) > len(list) {
@@ -112,17 +112,25 @@ func primaryPatroni(c *Cluster, members []Member) *facts.Patroni {
 	return nil
 }
 
-// appName is name as pg_stat_replication shows it as application_name:
-// cut to 63 bytes (NAMEDATALEN-1).
-func appName(name string) string {
-	if len(name) <= 63 {
-		return name
+// appNames are the forms name takes as pg_stat_replication's
+// application_name (as facts read it): PostgreSQL keeps printable ASCII
+// only, each other byte a '?' before version 16 and \xNN from 16 on, then
+// cuts it to 63 bytes (NAMEDATALEN-1). A Patroni member "nöde2" streams as
+// "n??de2" or "n\xc3\xb6de2"; compared with the raw name, it never matched
+// and its cluster was refused as missing a member.
+func appNames(name string) []string {
+	var q, x strings.Builder
+	for _, c := range []byte(name) {
+		if c < 0x20 || c > 0x7e {
+			q.WriteByte('?')
+			fmt.Fprintf(&x, `\x%02x`, c)
+			continue
+		}
+		q.WriteByte(c)
+		x.WriteByte(c)
 	}
-	i := 63
-	for i > 0 && !utf8.RuneStart(name[i]) {
-		i--
-	}
-	return name[:i]
+	cut := func(s string) string { return s[:min(len(s), 63)] }
+	return []string{cut(q.String()), cut(x.String())}
 }
 
 // idleSlots lists the primary's physical slots no one streams through,

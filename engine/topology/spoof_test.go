@@ -221,3 +221,29 @@ func TestSpoofedServerDropsNoPrimary(t *testing.T) {
 		t.Errorf("a second name of one server: %v", c)
 	}
 }
+
+// TestPatroniNameAsPostgresShowsIt: PostgreSQL shows a Patroni member's
+// name as application_name in printable ASCII ('?' per other byte before
+// 16, \xNN from 16), cut to 63 bytes. Compared with the raw name, an
+// honest member "nöde2" of the run was listed outside it, and its
+// primary refused.
+func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
+	long := strings.Repeat("n", 62) + "é"
+	for _, tc := range []struct{ name, row string }{
+		{"nöde2", "n??de2"},
+		{"nöde2", `n\xc3\xb6de2`},
+		{long, strings.Repeat("n", 62) + "?"},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: tc.name, Role: "replica", State: "streaming"}}
+			p := Member{Host: "p", Machine: "p", Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+				Standbys: []facts.StandbyInfo{{Name: tc.row, Addr: "10.0.0.2"}}, Patroni: &facts.Patroni{Scope: "demo", Name: "n1", Members: list}}}
+			s := Member{Host: "s", Machine: "s", Addrs: []string{"10.0.0.2"}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+				Receiver: "streaming", Upstream: "10.0.0.1:5432", Patroni: &facts.Patroni{Scope: "demo", Name: tc.name, Members: list}}}
+			c := Group([]Member{p, s}).ClusterOf("p")
+			if len(c.Outside) != 0 || len(c.NotStreaming) != 0 || len(c.Unverified) != 0 {
+				t.Errorf("a member of the run held: %s", c)
+			}
+		})
+	}
+}

@@ -310,3 +310,37 @@ func BenchmarkResolveAddrs(b *testing.B) {
 		})
 	}
 }
+
+// TestSessionTakesTheRunnersLayoutAddrs: in a rollout by batches the
+// Runner's layout was resolved once; a session's switchover must match
+// senders by those answers, not ask DNS again outside the run's context
+// (resolveMembers returned early and Target.Addrs looked up anew). An
+// interrupted lookup leaves no "context canceled" note on the hosts.
+func TestSessionTakesTheRunnersLayoutAddrs(t *testing.T) {
+	dns := &fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}, "pg-s": {"10.0.0.2"}}}
+	stubLookup(t, dns.lookup)
+	l, _ := ClusterLayout(context.Background(), pairFacts(0), 4)
+	s := &Session{runner: &Runner{Forks: 4, Log: slog.New(slog.DiscardHandler), Layout: l}}
+	for _, h := range pairFacts(0) {
+		s.hosts = append(s.hosts, &hostRun{host: &inventory.Host{Name: h.Name, Conn: inventory.Conn{Address: h.Address}}, facts: h.Facts})
+	}
+	s.resolveMembers(context.Background())
+	asked := 0
+	stubLookup(t, func(context.Context, string) ([]string, error) { asked++; return []string{"10.9.9.9"}, nil })
+	if got := s.target(s.hosts[1], nil).Addrs(); !slices.Equal(got, []string{"10.0.0.2"}) || asked != 0 {
+		t.Errorf("s's target addresses %q (DNS asked %d times), want the layout's [10.0.0.2]", got, asked)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s = &Session{runner: &Runner{Forks: 4, Log: slog.New(slog.DiscardHandler)}}
+	for _, h := range pairFacts(0) {
+		s.hosts = append(s.hosts, &hostRun{host: &inventory.Host{Name: h.Name, Conn: inventory.Conn{Address: h.Address}}, facts: h.Facts})
+	}
+	s.resolveMembers(ctx)
+	for _, hr := range s.hosts {
+		if len(hr.notes) > 0 {
+			t.Errorf("%s: notes after an interrupt: %q", hr.host.Name, hr.notes)
+		}
+	}
+}

@@ -205,8 +205,16 @@ func (s *Session) members() []topology.Member {
 // (needAddrs), --forks at a time, once a session; a name that does not
 // resolve is a note on its host.
 func (s *Session) resolveMembers(ctx context.Context) {
-	if s.runner.Layout != nil {
-		return // the Runner's layout was resolved when it was made
+	if l := s.runner.Layout; l != nil {
+		// Resolved when the layout was made: a switchover checks
+		// against the same answers (Target.Addrs), with no lookup
+		// outside the run's context.
+		for _, hr := range s.hosts {
+			if a, ok := l.Addrs(hr.host.Name); ok {
+				hr.addrs, hr.addrsResolved = a, true
+			}
+		}
+		return
 	}
 	ms := s.members()
 	need := needAddrs(ms)
@@ -219,7 +227,9 @@ func (s *Session) resolveMembers(ctx context.Context) {
 	addrs, notes := resolveAddrs(ctx, srcs, need, s.runner.Forks)
 	for i, hr := range s.hosts {
 		hr.addrs, hr.addrsResolved = addrs[i], true
-		hr.notes = append(hr.notes, notes[i]...)
+		if ctx.Err() == nil { // interrupted: "context canceled" is no finding
+			hr.notes = append(hr.notes, notes[i]...)
+		}
 	}
 }
 

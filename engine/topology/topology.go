@@ -161,12 +161,25 @@ func (c *Cluster) String() string {
 type Layout struct {
 	Clusters []*Cluster
 	of       map[string]*Cluster
+	addrs    map[string][]string // Member.Addrs, by host
+}
+
+// Addrs is the addresses the controller resolved host to when the layout
+// was made (Member.Addrs), for later checks against the same answers.
+func (l *Layout) Addrs(host string) ([]string, bool) {
+	a, ok := l.addrs[host]
+	return a, ok
 }
 
 // Group groups members by system identifier. Members without topology
 // belong to no cluster.
 func Group(members []Member) *Layout {
-	l := &Layout{of: map[string]*Cluster{}}
+	l := &Layout{of: map[string]*Cluster{}, addrs: map[string][]string{}}
+	for _, m := range members {
+		if m.Addrs != nil {
+			l.addrs[m.Host] = m.Addrs
+		}
+	}
 	byID := map[string]*Cluster{}
 	byIDTopos := map[string][]Member{}
 	seen := map[string][]Member{}

@@ -98,7 +98,8 @@ func runScripts(t *testing.T, params testscript.Params, profile hostProfile, ssh
 }
 
 // scriptParams are runScripts' parameters. The scripts' work directories
-// go under t.TempDir, which the test removes: testscript's own root
+// go in a directory the test removes (and the next testhost call, when
+// the binary is killed first): testscript's own root
 // ($GOTMPDIR/go-test-script*) is removed only by the last of its scripts
 // to finish, so a run that skips some of them (-run naming one script,
 // -failfast) left it behind in /tmp, one per run.
@@ -106,7 +107,7 @@ func scriptParams(t testing.TB, params testscript.Params, profile hostProfile, s
 	return testscript.Params{
 		Dir:         params.Dir,
 		Files:       params.Files,
-		WorkdirRoot: t.TempDir(),
+		WorkdirRoot: testhost.TempDir(t, "scripts"),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("SYSCTL_DIR", filepath.Join(env.WorkDir, "sysctl.d"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(env.WorkDir, ".state")) // apply keeps its run state here (fleet.go)

@@ -315,13 +315,10 @@ func samePath(a, b string) bool {
 	return ra == rb
 }
 
-// reapDir removes a recorded directory: only one testhost makes, directly
-// in /tmp or the temporary directory, named pgtune-*.
+// reapDir removes a recorded directory: only one testhost makes (tmpDir).
 func reapDir(r record, logf func(string, ...any)) error {
 	p := filepath.Clean(r.Path)
-	parent := filepath.Dir(p)
-	if !filepath.IsAbs(p) || !strings.HasPrefix(filepath.Base(p), "pgtune-") ||
-		(parent != "/tmp" && parent != filepath.Clean(os.TempDir())) {
+	if !tmpDir(p) {
 		logf("testhost: reap: not removing %q: not a directory testhost makes", r.Path)
 		return nil
 	}
@@ -330,6 +327,42 @@ func reapDir(r record, logf func(string, ...any)) error {
 	}
 	logf("testhost: reap: removing %s left by a killed test", p)
 	return os.RemoveAll(p)
+}
+
+// tmpDir says whether p is named as testhost names its directories,
+// pgtune-*, directly in a temporary directory: /tmp, /var/tmp, /dev/shm,
+// this binary's $TMPDIR, or the pgtune-test-tmp-* one of these that
+// testenv makes when the machine's is unsafe (another binary's $TMPDIR).
+func tmpDir(p string) bool {
+	if !filepath.IsAbs(p) || !strings.HasPrefix(filepath.Base(p), "pgtune-") {
+		return false
+	}
+	root := func(d string) bool {
+		return d == "/tmp" || d == "/var/tmp" || d == "/dev/shm"
+	}
+	parent := filepath.Dir(p)
+	return root(parent) || parent == filepath.Clean(os.TempDir()) ||
+		(strings.HasPrefix(filepath.Base(parent), "pgtune-test-tmp-") && root(filepath.Dir(parent)))
+}
+
+// TempDir is a directory like t.TempDir's, named pgtune-NAME-*, that a
+// killed test binary does not leave behind either: removed in Cleanup,
+// and recorded, so that the next Reap removes it when the binary was
+// killed first.
+func TempDir(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgtune-"+name+"-")
+	if err != nil {
+		t.Fatalf("testhost: %v", err)
+	}
+	forget := register(t, record{Kind: "dir", Path: dir})
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("testhost: %v", err)
+		}
+		forget()
+	})
+	return dir
 }
 
 // exited waits up to d for the process of pidfd to end.

@@ -184,7 +184,8 @@ func reapOwner(dir string, logf func(string, ...any)) error {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return err
+			logf("testhost: reap: %v (ignored)", err)
+			continue
 		}
 		var r record
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -194,7 +195,6 @@ func reapOwner(dir string, logf func(string, ...any)) error {
 		}
 		recs[f] = r
 	}
-	var errs []error
 	for _, kind := range []string{"process", "postgres", "dir"} {
 		for f, r := range recs {
 			if r.Kind != kind {
@@ -209,15 +209,14 @@ func reapOwner(dir string, logf func(string, ...any)) error {
 			case "dir":
 				err = reapDir(r, logf)
 			}
+			// What resists even SIGKILL (a process stuck in the
+			// kernel) is reported and given up on: tried at every
+			// reap, it would stall and fail every test after it.
 			if err != nil {
-				errs = append(errs, err)
-				continue
+				logf("testhost: reap: %v (given up)", err)
 			}
 			_ = os.Remove(f)
 		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
 	}
 	// Leftover temporary files of a record being written when it died.
 	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))

@@ -94,9 +94,20 @@ func TestAcceptanceProfiles(t *testing.T) {
 // profile written to $FAKE_HOST, and sshd (nil: none) behind $WORK/ssh.yml.
 // kernel says the kernel lock is held.
 func runScripts(t *testing.T, params testscript.Params, profile hostProfile, sshd *testhost.SSHServer, kernel bool) {
-	testscript.Run(t, testscript.Params{
-		Dir:   params.Dir,
-		Files: params.Files,
+	testscript.Run(t, scriptParams(t, params, profile, sshd, kernel))
+}
+
+// scriptParams are runScripts' parameters. The scripts' work directories
+// go in a directory the test removes (and the next testhost call, when
+// the binary is killed first): testscript's own root
+// ($GOTMPDIR/go-test-script*) is removed only by the last of its scripts
+// to finish, so a run that skips some of them (-run naming one script,
+// -failfast) left it behind in /tmp, one per run.
+func scriptParams(t testing.TB, params testscript.Params, profile hostProfile, sshd *testhost.SSHServer, kernel bool) testscript.Params {
+	return testscript.Params{
+		Dir:         params.Dir,
+		Files:       params.Files,
+		WorkdirRoot: testhost.TempDir(t, "scripts"),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("SYSCTL_DIR", filepath.Join(env.WorkDir, "sysctl.d"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(env.WorkDir, ".state")) // apply keeps its run state here (fleet.go)
@@ -150,5 +161,5 @@ func runScripts(t *testing.T, params testscript.Params, profile hostProfile, ssh
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
-	})
+	}
 }

@@ -164,13 +164,15 @@ func StartAs(t testing.TB, as, cwd string, args ...string) int {
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 		Setpgid:    true,
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startDying(cmd); err != nil {
 		t.Fatalf("testhost: start %s as %s: %v", bin, as, err)
 	}
 	pid := cmd.Process.Pid
+	forget := registerProcess(t, cmd)
 	t.Cleanup(func() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = cmd.Wait()
+		forget()
 	})
 	return pid
 }

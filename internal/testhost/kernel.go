@@ -86,6 +86,12 @@ func LockKernel(t testing.TB) *KernelState {
 		f.Close()
 		t.Fatalf("kernel lock %s: %v", LockFile, err)
 	}
+	// What a killed test left running may hold huge pages and memory
+	// this test's snapshot would count.
+	if err := reapFor(t); err != nil {
+		f.Close()
+		t.Fatalf("kernel lock: %v", err)
+	}
 	// A holder that died without its cleanup (a test binary killed by
 	// -timeout) left its snapshot behind: put the machine back first.
 	if err := restoreLeftover(t); err != nil {
@@ -154,6 +160,10 @@ func WatchKernel(t testing.TB) *KernelState {
 			t.Fatalf("kernel lock %s: %v", LockFile, err)
 		}
 		if !leftover() {
+			if err := reapFor(t); err != nil {
+				f.Close()
+				t.Fatalf("kernel lock: %v", err)
+			}
 			break
 		}
 		// A holder died changing the kernel: putting the machine back

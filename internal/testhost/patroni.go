@@ -28,6 +28,7 @@ type PatroniCluster struct {
 	TLS    *PatroniTLSFiles
 	client *http.Client
 	procs  []*exec.Cmd // etcd, then each member's patroni
+	forget []func()    // their registry records, and the members' clusters'
 }
 
 // PatroniMember is one Patroni process and the PostgreSQL it manages.
@@ -70,14 +71,20 @@ func PatroniWith(t testing.TB, n int, opt PatroniOptions) *PatroniCluster {
 		}
 	}
 	ensurePostgresUser(t)
+	Reap(t)
 	root, err := os.MkdirTemp("/tmp", "pgtune-patroni-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc := &PatroniCluster{Root: root, Scope: "pgtune-test", client: httpClient}
+	forgetDir := register(t, record{Kind: "dir", Path: root})
 	t.Cleanup(func() {
 		pc.stop(t)
 		_ = os.RemoveAll(root)
+		for _, f := range pc.forget {
+			f()
+		}
+		forgetDir()
 	})
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -137,10 +144,11 @@ func (pc *PatroniCluster) start(t testing.TB, cmd *exec.Cmd, log string, asOwner
 		cmd.Env = append(os.Environ(), "HOME="+filepath.Dir(log), "USER=postgres", "LOGNAME=postgres")
 		chown(t, "postgres", log)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startDying(cmd); err != nil {
 		t.Fatalf("testhost: start %s: %v", cmd.Path, err)
 	}
 	pc.procs = append(pc.procs, cmd)
+	pc.forget = append(pc.forget, registerProcess(t, cmd))
 }
 
 func (pc *PatroniCluster) startMember(t testing.TB, name string) *PatroniMember {
@@ -170,6 +178,8 @@ func (pc *PatroniCluster) startMember(t testing.TB, name string) *PatroniMember 
 		chown(t, "postgres", d)
 	}
 	WriteOwned(t, "postgres", m.ConfigFile, pc.memberConfig(m), 0o600)
+	// Patroni killed, its postmaster runs on: the next Reap stops it.
+	pc.forget = append(pc.forget, register(t, record{Kind: "postgres", DataDir: m.PG.DataDir, BinDir: m.PG.BinDir}))
 	m.cmd = exec.Command("/usr/bin/patroni", m.ConfigFile)
 	pc.start(t, m.cmd, m.LogFile, true)
 	return m

@@ -90,6 +90,7 @@ func basebackup(t testing.TB, primary *Cluster, name string) *Cluster {
 // something else fills (pg_basebackup); cleanup as in Postgres.
 func emptyCluster(t testing.TB, binDir string) *Cluster {
 	t.Helper()
+	Reap(t)
 	root, err := os.MkdirTemp("/tmp", "pgtune-pg-")
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +103,15 @@ func emptyCluster(t testing.TB, binDir string) *Cluster {
 		LogFile:   filepath.Join(root, "server.log"),
 		Owner:     "postgres",
 	}
+	// Recorded before anything starts: a test killed from here on
+	// leaves them to the next Reap.
+	forgetDir := register(t, record{Kind: "dir", Path: root})
+	forgetPG := register(t, record{Kind: "postgres", DataDir: c.DataDir, BinDir: c.BinDir})
 	t.Cleanup(func() {
 		c.stopForCleanup(t)
 		_ = os.RemoveAll(root)
+		forgetPG()
+		forgetDir()
 	})
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ type SSHServer struct {
 	Dir            string // temporary directory holding everything
 
 	cmd    *exec.Cmd
+	forget func() // its registry record (reap.go)
 	logMu  sync.Mutex
 	log    bytes.Buffer
 	exited chan struct{}
@@ -78,13 +79,18 @@ func SSHD(t testing.TB, extra ...string) *SSHServer {
 		t.Fatalf("testhost: %v", err)
 	}
 
+	Reap(t)
 	// Not t.TempDir(): sshd reads authorized_keys as the logging-in user,
 	// so a non-root login needs every directory on the path traversable.
 	dir, err := os.MkdirTemp("", "pgtune-sshd-")
 	if err != nil {
 		t.Fatalf("testhost: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	forgetDir := register(t, record{Kind: "dir", Path: dir})
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		forgetDir()
+	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatalf("testhost: %v", err)
 	}
@@ -144,10 +150,11 @@ func SSHD(t testing.TB, extra ...string) *SSHServer {
 		cmd := exec.Command(sshd, "-D", "-e", "-f", conf)
 		cmd.Stdout, cmd.Stderr = sshdLog{s}, sshdLog{s}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
+		if err := startDying(cmd); err != nil {
 			t.Fatalf("testhost: start sshd: %v", err)
 		}
 		s.cmd = cmd
+		s.forget = registerProcess(t, cmd)
 		s.exited = make(chan struct{})
 		go func() { cmd.Wait(); close(s.exited) }()
 		if s.waitListening(t, pidFile) {
@@ -234,6 +241,9 @@ func (s *SSHServer) stop() {
 	case <-time.After(5 * time.Second):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-s.exited
+	}
+	if s.forget != nil {
+		s.forget()
 	}
 }
 

@@ -106,9 +106,11 @@ func TestSymlinkedPGVersion(t *testing.T) {
 	tg := linkTarget(t, c, 64)
 	secret := rootSecret(t)
 	replaceWithLink(t, filepath.Join(c.DataDir, "PG_VERSION"), secret)
-	scratchBefore := len(scratchDirs(t))
+	ctx, scratch := newOwnScratch(t)
 
-	p, err := New().Check(context.Background(), tg, params(64*hp, nil))
+	var p *plan.ModulePlan
+	var err error
+	othersScratch(t, func() { p, err = New().Check(ctx, tg, params(64*hp, nil)) })
 	if err == nil {
 		t.Fatal("check went through with PG_VERSION linked to a root-only file")
 	}
@@ -118,9 +120,7 @@ func TestSymlinkedPGVersion(t *testing.T) {
 	}
 	assertNoSecret(t, "check error", err.Error())
 	assertNoSecret(t, "plan", planText(p)...)
-	if n := len(scratchDirs(t)); n > scratchBefore {
-		t.Errorf("scratch directory left behind: %v", scratchDirs(t))
-	}
+	scratch.check(t)
 	secretUnchanged(t, secret)
 }
 

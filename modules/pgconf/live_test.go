@@ -104,14 +104,6 @@ func takeSnapshot(t *testing.T, c *testhost.Cluster) snapshot {
 	return s
 }
 
-func scratchDirs(t *testing.T) []string {
-	m, err := filepath.Glob("/tmp/pgtune-scratch.*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func hugePageSize(t *testing.T) int64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
@@ -160,11 +152,8 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	initdbSB := liveSharedBuffers(t, c)
 
 	before := takeSnapshot(t, c)
-	scratchBefore := map[string]bool{}
-	for _, d := range scratchDirs(t) {
-		scratchBefore[d] = true
-	}
-	p, err := New().Check(context.Background(), tg, params(pool, nil))
+	ctx, scratch := newOwnScratch(t)
+	p, err := New().Check(ctx, tg, params(pool, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,21 +170,7 @@ func TestCheckRunningClusterChangesNothing(t *testing.T) {
 	if len(after.files) != len(before.files) {
 		t.Errorf("files appeared during check: %d → %d", len(before.files), len(after.files))
 	}
-	// Other test processes on this machine make and remove their own
-	// scratch directories meanwhile: wait (on /tmp's events) until every
-	// directory that appeared during this check is gone. Ours must be
-	// gone already; a leak ends on the hang guard.
-	newScratch := func() []string {
-		var out []string
-		for _, d := range scratchDirs(t) {
-			if !scratchBefore[d] {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	testhost.AwaitFiles(t, "the scratch directories made during the check to go (one left behind?)", []string{"/tmp"}, nil,
-		func() bool { return len(newScratch()) == 0 })
+	scratch.check(t)
 
 	dropin := filepath.Join(c.DataDir, "conf.d", "002-hugepages.conf")
 	want := []string{"file " + c.ConfigFile(), "file " + dropin, "restart restart postgresql"}

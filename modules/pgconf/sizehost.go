@@ -16,7 +16,8 @@ import (
 // cluster owner (runAsOwner: one runuser for everything below, nothing of
 // the host's runs as root).
 //
-// It makes a scratch data directory (mode 0700, as the server demands):
+// It makes a scratch data directory in $12 (/tmp: see scratchParent),
+// mode 0700 as the server demands:
 // PG_VERSION and global/pg_control copied from the data directory, the
 // planned configuration files and global/ from the tar archive on stdin. `postgres -C`
 // answers runtime-computed settings there while the live server holds its
@@ -45,10 +46,10 @@ import (
 // initdb, the server and the binary agree or the binary refuses the
 // directory), else from -C.
 const sizeScript = `export LC_ALL=C
-data=$1 pg=$2 conf=$3 hps=$4 pool=$5 psql=$6 sock=$7 port=$8 sql=$9 hpmb=${10} blk=${11}
-shift 11
+data=$1 pg=$2 conf=$3 hps=$4 pool=$5 psql=$6 sock=$7 port=$8 sql=$9 hpmb=${10} blk=${11} tmp=${12}
+shift 12
 cd /
-s=$(mktemp -d /tmp/pgtune-scratch.XXXXXX) || exit 1
+s=$(mktemp -d "$tmp/pgtune-scratch.XXXXXX") || exit 1
 trap 'rm -rf -- "$s"' EXIT
 trap 'exit 1' HUP INT TERM
 # mktemp -d makes the directory 0700 and the archive brings global/: the
@@ -167,7 +168,7 @@ func sizeOnHost(ctx context.Context, t *engine.Target, pg *facts.Postgres, archi
 		}
 	}
 	args := []string{pg.DataDir, path.Join(pg.BinDir, "postgres"), path.Join("f", pg.ConfigFile), hps, pool, psql, sock, port, facts.LiveSettingsSQL,
-		strconv.FormatInt(hugePageMiB(a.hugePage), 10), blockArg(a.block)}
+		strconv.FormatInt(hugePageMiB(a.hugePage), 10), blockArg(a.block), scratchParent(ctx)}
 	for _, q := range a.queries {
 		args = append(args, q.Name, sbArg(q.SharedBuffers))
 	}
@@ -176,6 +177,19 @@ func sizeOnHost(ctx context.Context, t *engine.Target, pg *facts.Postgres, archi
 		return nil, fmt.Errorf("postgres -C on a scratch copy of the planned configuration: %w", err)
 	}
 	return parseSizeAnswer(res.Stdout, a, pg.Port)
+}
+
+// scratchParentKey carries, in a context, the directory the scratch data
+// directory is made in instead of /tmp: tests point it at a directory of
+// their own, so that what they find there (a leak) is theirs only, not a
+// scratch directory of another pgtune running on the machine meanwhile.
+type scratchParentKey struct{}
+
+func scratchParent(ctx context.Context) string {
+	if dir, ok := ctx.Value(scratchParentKey{}).(string); ok && dir != "" {
+		return dir
+	}
+	return "/tmp"
 }
 
 func blockArg(block int64) string {

@@ -344,3 +344,32 @@ func TestSessionTakesTheRunnersLayoutAddrs(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterLayoutTiesPatroniNames: the primary's Patroni lists a
+// member at its connect_address host; a name there ties the member to a
+// host of the run when it is one the controller knows that host by (the
+// inventory's address, the ssh_config HostName, pgtune_replication_host),
+// never the host's own word (its machine name).
+func TestClusterLayoutTiesPatroniNames(t *testing.T) {
+	stubLookup(t, (&fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}, "pg-s": {"10.0.0.2"}, "pg-s.route": {"10.0.0.2"}}}).lookup)
+	for _, tc := range []struct {
+		listed  string
+		outside bool
+	}{
+		{"pg-s", false}, {"PG-S.route", false}, {"pg-s-repl", false}, {"10.0.0.2", false},
+		{"sm", true}, {"pg-x", true}, {"", true},
+	} {
+		t.Run(tc.listed, func(t *testing.T) {
+			hosts := pairFacts(0)
+			members := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "pg-p"}, {Name: "s", Role: "replica", State: "streaming", Host: tc.listed}}
+			hosts[0].Facts.Topology.Patroni = &facts.Patroni{Scope: "demo", Name: "p", Members: members}
+			hosts[1].Facts.Topology.Patroni = &facts.Patroni{Scope: "demo", Name: "s", Members: members}
+			hosts[1].Route, hosts[1].ReplicationHost = "pg-s.route", "pg-s-repl"
+			l, _ := ClusterLayout(context.Background(), hosts, 4)
+			c := l.ClusterOf("p")
+			if got := len(c.Outside) > 0; got != tc.outside {
+				t.Errorf("outside %q, want outside %t (%s)", c.Outside, tc.outside, c)
+			}
+		})
+	}
+}

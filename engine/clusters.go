@@ -183,7 +183,7 @@ const streamPoll = 500 * time.Millisecond
 func (s *Session) members() []topology.Member {
 	out := make([]topology.Member, 0, len(s.hosts))
 	for _, hr := range s.hosts {
-		m := topology.Member{Host: hr.host.Name}
+		m := topology.Member{Host: hr.host.Name, Names: sourceOf(hr.host).names(hr.host.Conn.Address)}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			if m.Topo != nil {
@@ -527,12 +527,13 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 	members := make([]topology.Member, 0, len(hosts))
 	srcs := make([]addrSource, 0, len(hosts))
 	for _, h := range hosts {
-		m := topology.Member{Host: h.Name}
+		src := sourceOfFacts(h)
+		m := topology.Member{Host: h.Name, Names: src.names(h.Address)}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
 		}
 		members = append(members, m)
-		srcs = append(srcs, sourceOfFacts(h))
+		srcs = append(srcs, src)
 	}
 	addrs, hostNotes := resolveAddrs(ctx, srcs, needAddrs(members), limit)
 	for i, h := range hosts {

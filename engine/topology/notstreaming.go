@@ -2,7 +2,9 @@ package topology
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -68,34 +70,101 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 	return out
 }
 
-// patroniView is the Patroni members of the run (by member name) and the
-// member list to check them against. A member's Patroni name is its own
-// word: it counts only for the primary, and for a standby whose upstream
-// shows a WAL sender to it (verify) under that name (Patroni's receivers
-// connect with application_name = the member name). The list is the
-// primary's (its seat is guarded: Split); without the primary in the run,
-// the longest one a member reported, which then only adds evidence.
+// patroniView is the Patroni members of the run (by member name, see
+// tiePatroni) and the member list to check them against: the primary's
+// (its seat is guarded: Split); without the primary in the run, the
+// longest one a member reported, which then only adds evidence.
 func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
-	inRun := map[string]bool{}
 	var list []facts.PatroniMember
 	for _, m := range members {
-		p := m.Topo.Patroni
-		if p == nil {
-			continue
-		}
-		if m.Host == c.Primary {
-			inRun[p.Name] = true
-		} else if app, ok := c.verified[m.Host]; ok && p.Name != "" && slices.Contains(appNames(p.Name), app) {
-			inRun[p.Name] = true
-		}
-		if c.Primary == "" && len(p.Members) > len(list) {
+		if p := m.Topo.Patroni; p != nil && c.Primary == "" && len(p.Members) > len(list) {
 			list = p.Members
 		}
 	}
 	if p := primaryPatroni(c, members); p != nil {
 		list = p.Members
 	}
-	return inRun, list
+	return c.patroniIn, list
+}
+
+// tiePatroni fills c.patroniIn: which Patroni member names stand for a
+// member of the run. A member's Patroni name is its own word: it counts
+// for the primary, and for a standby only when the controller ties it to
+// that member twice over: its upstream shows a WAL sender to it (verify)
+// under that name (Patroni's receivers connect with application_name =
+// the member name), and the primary's Patroni lists the member at a host
+// the controller knows the standby by (patroniAt). The name alone is the
+// client's word: a streaming standby that is no Patroni member at all
+// could take a down member's name and hide it. A standby whose name the
+// primary lists elsewhere is unverified.
+func (c *Cluster) tiePatroni(members []Member) {
+	c.patroniIn = map[string]bool{}
+	var primary Member
+	for _, m := range members {
+		if m.Host == c.Primary && m.Topo != nil {
+			primary = m
+		}
+	}
+	pp := primaryPatroni(c, members)
+	if pp != nil && pp.Name != "" {
+		c.patroniIn[pp.Name] = true
+	}
+	for _, m := range members {
+		p := m.Topo.Patroni
+		if p == nil || p.Name == "" || m.Host == c.Primary {
+			continue
+		}
+		app, ok := c.verified[m.Host]
+		if !ok || !slices.Contains(appNames(p.Name), app) || pp == nil {
+			continue
+		}
+		i := slices.IndexFunc(pp.Members, func(pm facts.PatroniMember) bool { return pm.Name == p.Name })
+		if i < 0 {
+			continue // not on the primary's list: it stands for no one
+		}
+		if pm := pp.Members[i]; patroniAt(primary, m, pm.Host) {
+			c.patroniIn[p.Name] = true
+		} else {
+			at := "no host"
+			if pm.Host != "" {
+				at = strconv.Quote(clip(pm.Host))
+			}
+			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s)",
+				m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names)))
+		}
+	}
+}
+
+// patroniAt reports whether host, where the primary's Patroni lists a
+// member (its GET /cluster "host": postgresql.connect_address), is m's as
+// the controller knows it: an IP address m's names resolved to (loopback:
+// m on the primary's own machine, as for a WAL sender: sameClient), or one
+// of m's names.
+func patroniAt(primary, m Member, host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1"
+	}
+	if net.ParseIP(host) != nil {
+		return sameClient(primary, m, host)
+	}
+	host = strings.TrimSuffix(host, ".")
+	return slices.ContainsFunc(m.Names, func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), host) })
+}
+
+func nameList(names []string) string {
+	var out []string
+	for _, n := range names {
+		if n != "" && net.ParseIP(n) == nil && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return "no names"
+	}
+	return "names " + strings.Join(out, ", ")
 }
 
 // primaryPatroni is the Patroni facts of the cluster's primary, if it is

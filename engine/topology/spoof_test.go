@@ -149,7 +149,7 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
 	}
 	list := func(s2 string) []facts.PatroniMember {
-		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: "s1", Role: "replica", State: "streaming"}, {Name: "s2", Role: "replica", State: s2}}
+		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: "s1", Role: "replica", State: "streaming", Host: "10.0.0.2"}, {Name: "s2", Role: "replica", State: s2, Host: "10.0.0.3"}}
 	}
 	plain := at("p", &facts.Topology{Role: "primary", SystemID: "1", IdleSlots: []string{"s2"},
 		Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2"}, {Name: "x", Addr: "10.0.0.9"}}}, "10.0.0.1")
@@ -235,7 +235,7 @@ func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
 		{long, strings.Repeat("n", 62) + "?"},
 	} {
 		t.Run(tc.row, func(t *testing.T) {
-			list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: tc.name, Role: "replica", State: "streaming"}}
+			list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: tc.name, Role: "replica", State: "streaming", Host: "10.0.0.2"}}
 			p := Member{Host: "p", Machine: "p", Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
 				Standbys: []facts.StandbyInfo{{Name: tc.row, Addr: "10.0.0.2"}}, Patroni: &facts.Patroni{Scope: "demo", Name: "n1", Members: list}}}
 			s := Member{Host: "s", Machine: "s", Addrs: []string{"10.0.0.2"}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
@@ -243,6 +243,67 @@ func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
 			c := Group([]Member{p, s}).ClusterOf("p")
 			if len(c.Outside) != 0 || len(c.NotStreaming) != 0 || len(c.Unverified) != 0 {
 				t.Errorf("a member of the run held: %s", c)
+			}
+		})
+	}
+}
+
+// TestPatroniNameTiedToHost: a standby's Patroni name stands for a member
+// of the run only where the primary's Patroni lists that member (its
+// GET /cluster host) at an address or name the controller knows the
+// standby by. A real streaming standby that is no Patroni member, its
+// application_name set to a down member's, hid that member (no slots to
+// tell of it) and its primary was restarted.
+func TestPatroniNameTiedToHost(t *testing.T) {
+	pat := func(name string, members ...facts.PatroniMember) *facts.Patroni {
+		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
+	}
+	list := func(s2host string) []facts.PatroniMember {
+		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"},
+			{Name: "s2", Role: "replica", State: "stopped", Host: s2host}}
+	}
+	primaryAt := func(s2host, sender, machine string) Member {
+		return Member{Host: "p", Machine: machine, Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+			Standbys: []facts.StandbyInfo{{Name: "s2", Addr: sender}}, Patroni: pat("n1", list(s2host)...)}}
+	}
+	claimant := func(host, machine string, addrs, names []string) Member {
+		return Member{Host: host, Machine: machine, Addrs: addrs, Names: names, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+			Receiver: "streaming", Upstream: "10.0.0.1:5432", Patroni: pat("s2")}}
+	}
+	down := []string{`Patroni member "s2" ("replica") is "stopped"`}
+	for _, tc := range []struct {
+		name       string
+		members    []Member
+		outside    []string
+		notStream  []string
+		unverified string
+	}{
+		{"a real standby under a down member's name", []Member{primaryAt("10.0.0.3", "10.0.0.9", "p"),
+			claimant("evil", "evil", []string{"10.0.0.9"}, []string{"evil.example"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example)`},
+		{"the member listed with no host", []Member{primaryAt("", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"10.0.0.3"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host, which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names)`},
+		{"the member listed at its address", []Member{primaryAt("10.0.0.3", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, nil, ""},
+		{"the member listed by the name the inventory gives", []Member{primaryAt("DB2.example.", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2.example"})}, nil, nil, ""},
+		{"the member listed at localhost, on the primary's machine", []Member{primaryAt("localhost", "local", "m"),
+			claimant("s2", "m", []string{"10.0.0.1"}, []string{"db1"})}, nil, nil, ""},
+		{"the member listed at loopback, on another machine", []Member{primaryAt("127.0.0.1", "10.0.0.3", "m"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStream) {
+				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStream, c)
+			}
+			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
+				t.Errorf("unverified\n got %q\nwant %q", got, tc.unverified)
 			}
 		})
 	}

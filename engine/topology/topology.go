@@ -31,6 +31,11 @@ type Member struct {
 	// everything above, not the host's word. They tie a standby to its
 	// upstream's WAL sender (Match).
 	Addrs []string
+	// Names are the names the inventory gives the host (its address, the
+	// ssh_config HostName its connection dials, pgtune_replication_host):
+	// the controller's, like Addrs. They tie a standby's Patroni name to
+	// the host the primary's Patroni lists for that member (tiePatroni).
+	Names []string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -79,6 +84,9 @@ type Cluster struct {
 	// verified is, for each standby its upstream's WAL sender shows
 	// (verify), that sender's application_name.
 	verified map[string]string
+	// patroniIn are the Patroni member names that stand for a member of
+	// the run (tiePatroni).
+	patroniIn map[string]bool
 }
 
 // Replicated reports whether the cluster has more than one member (in the
@@ -243,6 +251,7 @@ func Group(members []Member) *Layout {
 		}
 		parent := c.orderStandbys(members)
 		free := c.verify(members, parent)
+		c.tiePatroni(members)
 		c.Outside = outside(c, members, free)
 		c.NotStreaming = notStreaming(c, members)
 		c.Clients = clients(byIDTopos[c.ID], c.Primary)

@@ -275,6 +275,9 @@ func (s *Session) placeInClusters() {
 		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
 		}
+		if c.Primary == hr.host.Name && len(c.Waiting) > 0 && plansRestart(hr) && !partialAccepted(hr) {
+			hr.notes = append(hr.notes, "apply will refuse to restart this primary: "+waitingWhy(c))
+		}
 		if c.Primary == hr.host.Name && len(c.Unverified) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, "apply will refuse to restart this primary: "+unverifiedWhy(c))
 		}
@@ -284,17 +287,41 @@ func (s *Session) placeInClusters() {
 // heldByNotStreaming reports whether hr, a member of c, may not be
 // restarted because c's members show another member not streaming that
 // the run has no facts of or does not include (topology.Cluster's
-// NotStreaming): restarted, hr would be the second member down.
+// NotStreaming), or a host of the run saying it is a Patroni member does
+// not stream and the primary's Patroni does not report that member up
+// (Waiting, HoldsEveryMember): restarted, hr would be the second member
+// down.
 // PartialClusterVar on hr accepts it, as it accepts a cluster the run
 // holds only part of.
 func heldByNotStreaming(c *topology.Cluster, hr *hostRun) bool {
-	return c != nil && len(c.NotStreaming) > 0 && plansRestart(hr) && !partialAccepted(hr)
+	return c != nil && c.HoldsEveryMember() && plansRestart(hr) && !partialAccepted(hr)
 }
 
 // notStreamingWhy says what holds c's members and the ways out.
 func notStreamingWhy(c *topology.Cluster) string {
-	return fmt.Sprintf("cluster %s has a member this run has no facts of or does not include that is not streaming (%s): restarting another member now would take a second one down; bring that member back and streaming (drop a replication slot whose standby is gone for good), or set %s: true on this host to restart it anyway",
-		c.ID, strings.Join(c.NotStreaming, "; "), PartialClusterVar)
+	var what []string
+	if len(c.NotStreaming) > 0 {
+		what = append(what, fmt.Sprintf("a member this run has no facts of or does not include that is not streaming (%s)", strings.Join(c.NotStreaming, "; ")))
+	}
+	if len(c.Waiting) > 0 {
+		what = append(what, fmt.Sprintf("a member of this run that is not streaming (%s)", strings.Join(c.Waiting, "; ")))
+	}
+	way := "bring that member back and streaming (drop a replication slot whose standby is gone for good)"
+	switch {
+	case len(c.Waiting) > 0 && len(c.NotStreaming) > 0:
+		way = "bring those members back and streaming (drop a replication slot whose standby is gone for good) and run again"
+	case len(c.Waiting) > 0:
+		way = "let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again"
+	}
+	return fmt.Sprintf("cluster %s has %s: restarting another member now would take a second one down; %s, or set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(what, ", and "), way, PartialClusterVar)
+}
+
+// waitingWhy says why the primary of a cluster with a member of the run
+// that is not streaming (topology.Cluster's Waiting) is not restarted.
+func waitingWhy(c *topology.Cluster) string {
+	return fmt.Sprintf("cluster %s has a member of this run that is not streaming (%s), so its upstream shows no WAL sender to it and nothing vouches that it is that member: let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again, or set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(c.Waiting, "; "), PartialClusterVar)
 }
 
 // splitWhy says why no member of a cluster that two hosts say they are
@@ -424,6 +451,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
 				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",
 					hr.host.Name, c, PartialClusterVar)
+				notApplied(ctx, hr)
+				continue
+			}
+			if c != nil && c.Primary == hr.host.Name && len(c.Waiting) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
+				hr.err = fmt.Errorf("%s: refusing to restart the primary: %s", hr.host.Name, waitingWhy(c))
 				notApplied(ctx, hr)
 				continue
 			}

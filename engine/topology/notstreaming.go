@@ -54,7 +54,7 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 	inRun, list := c.patroniView(members)
 	var out []string
 	for _, pm := range list {
-		if inRun[pm.Name] || slices.Contains(patroniUp, pm.State) {
+		if inRun[pm.Name] || c.waiting[pm.Name] != "" || slices.Contains(patroniUp, pm.State) {
 			continue
 		}
 		d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
@@ -66,6 +66,54 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 			continue
 		}
 		out = append(out, d+fmt.Sprintf(" is %q", clip(pm.State)))
+	}
+	return out
+}
+
+// waiting lists the run's hosts (other than the primary) that say they
+// are a member on the primary's Patroni list and do not stream (claims):
+// their upstream shows no WAL sender to vouch for the name, so the member
+// counts as not in the run, but it was reported as outside the run (or as
+// a member the run has no facts of), which sent the operator looking for
+// a host the run does include. It fills c.waiting and c.waitingDown. A
+// host's claim only moves a member from one list to another that holds
+// the same (Cluster.Waiting): it never lets a restart through.
+func waiting(c *Cluster, members []Member) []string {
+	c.waiting = map[string]string{}
+	inRun, _ := c.patroniView(members)
+	pp := primaryPatroni(c, members)
+	if pp == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range members {
+		p := m.Topo.Patroni
+		if p == nil || p.Name == "" || m.Host == c.Primary || c.isPrimary(m.Host) || inRun[p.Name] || claims(m) || c.waiting[p.Name] != "" {
+			continue
+		}
+		i := slices.IndexFunc(pp.Members, func(pm facts.PatroniMember) bool { return pm.Name == p.Name })
+		if i < 0 {
+			continue
+		}
+		c.waiting[p.Name] = m.Host
+		recv := "no WAL receiver"
+		switch {
+		case m.Topo.IsStopped():
+			recv = "PostgreSQL not running"
+		case m.Topo.Role != "standby":
+			recv = fmt.Sprintf("role %q", clip(m.Topo.Role))
+		case m.Topo.Receiver != "":
+			recv = fmt.Sprintf("WAL receiver %q", clip(m.Topo.Receiver))
+		}
+		state := "no state"
+		if st := pp.Members[i].State; st != "" {
+			state = strconv.Quote(clip(st))
+		}
+		if !slices.Contains(patroniUp, pp.Members[i].State) {
+			c.waitingDown = true // patroniNotRunning would have listed it
+		}
+		out = append(out, fmt.Sprintf("%s, which says it is Patroni member %q, is not streaming (%s; the primary's Patroni reports it %s)",
+			m.Host, clip(p.Name), recv, state))
 	}
 	return out
 }

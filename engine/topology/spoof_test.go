@@ -179,9 +179,11 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 		{"honest Patroni: a replica outside the run is down", []Member{patP("stopped", row1), s1},
 			[]string{`Patroni member "s2" (replica)`},
 			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+		// Not streaming, its claim moves s2 from one hold to another
+		// (Waiting, checked below): it lets nothing through.
 		{"a host naming itself after the replica that is down", []Member{patP("stopped", row1), s1, evil},
-			[]string{`Patroni member "s2" (replica)`},
-			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+			nil,
+			[]string{`replication slot "s2" on p has no standby streaming through it`}},
 		// s1's sender is named s1: its claim to be s2 is not believed.
 		{"a streaming standby naming itself after another member", []Member{patP("stopped", row1),
 			at("s1", streaming("10.0.0.1:5432", pat("s2", list("running")...)), "10.0.0.2")},
@@ -192,6 +194,9 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 			c := Group(tc.members).ClusterOf("p")
 			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStreaming) {
 				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStreaming, c)
+			}
+			if want := strings.Contains(tc.name, "naming itself after the replica that is down"); want != (len(c.Waiting) > 0) || (want && !c.HoldsEveryMember()) {
+				t.Errorf("waiting %q, holds every member %t (%s)", c.Waiting, c.HoldsEveryMember(), c)
 			}
 		})
 	}
@@ -304,6 +309,46 @@ func TestPatroniNameTiedToHost(t *testing.T) {
 			}
 			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
 				t.Errorf("unverified\n got %q\nwant %q", got, tc.unverified)
+			}
+		})
+	}
+}
+
+// TestPatroniMemberOfTheRunNotStreaming: a Patroni replica of the run
+// that does not stream when its facts are read has no WAL sender to vouch
+// for its name. It was reported as a member outside the run (or one the
+// run has no facts of), and the operator went looking for a host the run
+// includes. It is named as a member of the run that is not streaming,
+// and still holds the cluster.
+func TestPatroniMemberOfTheRunNotStreaming(t *testing.T) {
+	pat := func(name, n2state string) *facts.Patroni {
+		return &facts.Patroni{Scope: "demo", Name: name, Members: []facts.PatroniMember{
+			{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: "n2", Role: "replica", State: n2state, Host: "10.0.0.2"}}}
+	}
+	for _, tc := range []struct {
+		name, n2state string
+		n2            *facts.Topology
+		want          string
+	}{
+		{"reconnecting", "streaming", &facts.Topology{Role: "standby", SystemID: "1", Receiver: "waiting", Upstream: "10.0.0.1:5432"},
+			`h2, which says it is Patroni member "n2", is not streaming (WAL receiver "waiting"; the primary's Patroni reports it "streaming")`},
+		{"no receiver, Patroni starting it", "starting", &facts.Topology{Role: "standby", SystemID: "1"},
+			`h2, which says it is Patroni member "n2", is not streaming (no WAL receiver; the primary's Patroni reports it "starting")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.n2.Patroni = pat("n2", tc.n2state)
+			c := Group([]Member{
+				{Host: "h1", Machine: "m1", Addrs: []string{"10.0.0.1"}, Reach: []string{"10.0.0.1:5432"}, Topo: &facts.Topology{Role: "primary", SystemID: "1", Patroni: pat("n1", tc.n2state)}},
+				{Host: "h2", Machine: "m2", Addrs: []string{"10.0.0.2"}, Topo: tc.n2},
+			}).ClusterOf("h1")
+			if len(c.Outside) != 0 || len(c.NotStreaming) != 0 || !reflect.DeepEqual(c.Waiting, []string{tc.want}) || !c.Replicated() {
+				t.Errorf("outside %q, not streaming %q, waiting %q\nwant waiting %q (%s)", c.Outside, c.NotStreaming, c.Waiting, tc.want, c)
+			}
+			if c.HoldsEveryMember() != (tc.n2state != "streaming") {
+				t.Errorf("holds every member %t, with n2 %q", c.HoldsEveryMember(), tc.n2state)
+			}
+			if !strings.Contains(c.String(), "; members of this run not streaming: "+tc.want) {
+				t.Errorf("String() = %q", c)
 			}
 		})
 	}

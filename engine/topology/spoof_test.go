@@ -353,3 +353,36 @@ func TestPatroniMemberOfTheRunNotStreaming(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlinkedStandbyNamesWhoTookItsSender: a standby whose upstream is
+// no member of the run is tried against the primary's senders; when the
+// one its address fits is another host's, the reason names that host,
+// not "no WAL sender at its address" (there is one).
+func TestUnlinkedStandbyNamesWhoTookItsSender(t *testing.T) {
+	p := Member{Host: "p", Machine: "p", Addrs: []string{"10.0.0.1"}, Reach: []string{"10.0.0.1:5432"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+		Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2"}}}}
+	sb := func(host, upstream string) Member {
+		return Member{Host: host, Machine: "m2", Addrs: []string{"10.0.0.2"}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+			Receiver: "streaming", Upstream: upstream, ClusterName: host}}
+	}
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		want    string
+	}{
+		{"its sender taken by a linked standby", []Member{p, sb("s1", "10.0.0.1:5432"), sb("c1", "192.168.9.9:5432")},
+			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and the WAL senders of the primary p at an address the controller knows c1 by (10.0.0.2) are claimed by s1: more members claim them than p serves`},
+		{"its sender taken by another unlinked standby", []Member{p, sb("s1", ""), sb("c1", "192.168.9.9:5432")},
+			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and the WAL senders of the primary p at an address the controller knows c1 by (10.0.0.2) are claimed by s1: more members claim them than p serves`},
+		{"no sender at its address", []Member{p, sb("c1", "192.168.9.9:5432"), {Host: "c2", Machine: "m3", Addrs: []string{"10.0.0.3"},
+			Topo: &facts.Topology{Role: "standby", SystemID: "1", Receiver: "streaming", Upstream: "192.168.9.9:5432"}}},
+			`c2 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and no WAL sender of the primary p is to an address the controller knows c2 by (10.0.0.3)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if got := strings.Join(c.Unverified, "; "); got != tc.want {
+				t.Errorf("unverified\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

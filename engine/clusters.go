@@ -183,7 +183,8 @@ const streamPoll = 500 * time.Millisecond
 func (s *Session) members() []topology.Member {
 	out := make([]topology.Member, 0, len(s.hosts))
 	for _, hr := range s.hosts {
-		m := topology.Member{Host: hr.host.Name, Names: sourceOf(hr.host).names(hr.host.Conn.Address)}
+		src := sourceOf(hr.host)
+		m := topology.Member{Host: hr.host.Name, Names: src.names(hr.host.Conn.Address)}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			if m.Topo != nil {
@@ -193,7 +194,7 @@ func (s *Session) members() []topology.Member {
 					m.Addrs = ipAddrs(sourceOf(hr.host))
 				}
 			}
-			m.Machine, m.Reach = reachOf(hr.facts, append([]string{hr.host.Conn.Address, replicationHost(hr.host.Vars)}, m.Addrs...)...)
+			m.Machine, m.Reach = reachOf(hr.facts, append(append([]string(nil), m.Names...), m.Addrs...)...)
 		}
 		out = append(out, m)
 	}
@@ -574,7 +575,7 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 		if h.Facts != nil {
 			// as a session's own layout (members): the replication
 			// address and the resolved ones link cascades too
-			members[i].Machine, members[i].Reach = reachOf(h.Facts, append([]string{h.Address, h.ReplicationHost}, addrs[i]...)...)
+			members[i].Machine, members[i].Reach = reachOf(h.Facts, append(append([]string(nil), members[i].Names...), addrs[i]...)...)
 		}
 	}
 	return topology.Group(members), notes
@@ -601,8 +602,9 @@ func serverOf(f *facts.Facts) string {
 
 // reachOf is the machine a host's server runs on and the addresses a
 // standby may name it by (its socket directory, loopback, the machine's
-// name, and names: the inventory's address, pgtune_replication_host and
-// the addresses the controller resolved them to, each with its port):
+// name, and names: the inventory's address, the ssh_config HostName its
+// connection dials, pgtune_replication_host and the addresses the
+// controller resolved them to, each with its port):
 // cascaded standbys are linked to their upstream by them (topology.Reach),
 // over a replication network too.
 func reachOf(f *facts.Facts, names ...string) (string, []string) {

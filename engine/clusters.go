@@ -357,9 +357,12 @@ func plansRestart(hr *hostRun) bool {
 // shardSplits reports whether a shard would restart hr, a member of
 // replicated cluster c that has members outside the run: shards are cut
 // by host name alone, so another shard may hold another member of c and
-// restart it at the same moment. Refused unless PartialClusterVar.
+// restart it at the same moment. Refused unless PartialClusterVar. A
+// Patroni member that only a host of the run not streaming says it is
+// (Waiting) counts too: that is the host's word, and the member may be
+// in another shard.
 func (s *Session) shardSplits(c *topology.Cluster, hr *hostRun) bool {
-	return s.runner.Shard && c != nil && c.Replicated() && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr)
+	return s.runner.Shard && c != nil && c.Replicated() && (len(c.Outside) > 0 || len(c.Waiting) > 0) && plansRestart(hr) && !partialAccepted(hr)
 }
 
 // shardAdvice is what to do about a cluster split across shards.

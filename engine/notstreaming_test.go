@@ -226,3 +226,34 @@ func TestPatroniMemberOfTheRunNotStreamingHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestShardHoldsOnAWaitingClaim: in a shard, a host not streaming that
+// says it is a Patroni member another shard may hold (its word only)
+// refuses the cluster's restarts as a member outside the shard did before
+// it was named as a member of the run (Waiting).
+func TestShardHoldsOnAWaitingClaim(t *testing.T) {
+	topos := replicated()
+	delete(topos, "q")
+	delete(topos, "q1")
+	delete(topos, "lone")
+	topos["p"].Standbys = topos["p"].Standbys[:1]
+	topos["s2"].Receiver = "waiting"
+	list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+		{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s3", Role: "replica", State: "streaming", Host: "10.0.0.3"}}
+	for h, name := range map[string]string{"p": "p", "s1": "s1", "s2": "s3"} {
+		topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: name, Members: list}
+	}
+	m := &restarter{}
+	s := clusterSession(t, m, topos, nil)
+	s.runner.Shard = true
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		if e := errOf(hr); !strings.Contains(e, "refusing to restart a member of a replication cluster with members outside this shard") ||
+			!strings.Contains(e, `members of this run not streaming: s2, which says it is Patroni member "s3"`) {
+			t.Errorf("%s: %q", hr.host.Name, e)
+		}
+	}
+	if len(m.order) > 0 {
+		t.Errorf("restarted %v", m.order)
+	}
+}

@@ -177,8 +177,8 @@ func (c *Cluster) tiePatroni(members []Member) {
 			if pm.Host != "" {
 				at = strconv.Quote(clip(pm.Host))
 			}
-			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s)",
-				m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names)))
+			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s): if %s is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names",
+				m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names), m.Host))
 		}
 	}
 }

@@ -286,11 +286,11 @@ func TestPatroniNameTiedToHost(t *testing.T) {
 		{"a real standby under a down member's name", []Member{primaryAt("10.0.0.3", "10.0.0.9", "p"),
 			claimant("evil", "evil", []string{"10.0.0.9"}, []string{"evil.example"})},
 			[]string{`Patroni member "s2" (replica)`}, down,
-			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example)`},
+			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example): if evil is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
 		{"the member listed with no host", []Member{primaryAt("", "10.0.0.3", "p"),
 			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"10.0.0.3"})},
 			[]string{`Patroni member "s2" (replica)`}, down,
-			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host, which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names)`},
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host, which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
 		{"the member listed at its address", []Member{primaryAt("10.0.0.3", "10.0.0.3", "p"),
 			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, nil, ""},
 		{"the member listed by the name the inventory gives", []Member{primaryAt("DB2.example.", "10.0.0.3", "p"),
@@ -300,7 +300,7 @@ func TestPatroniNameTiedToHost(t *testing.T) {
 		{"the member listed at loopback, on another machine", []Member{primaryAt("127.0.0.1", "10.0.0.3", "m"),
 			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})},
 			[]string{`Patroni member "s2" (replica)`}, down,
-			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)`},
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Group(tc.members).ClusterOf("p")

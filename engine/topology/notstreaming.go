@@ -73,11 +73,11 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 // waiting lists the run's hosts (other than the primary) that say they
 // are a member on the primary's Patroni list and do not stream (claims):
 // their upstream shows no WAL sender to vouch for the name, so the member
-// counts as not in the run, but it was reported as outside the run (or as
-// a member the run has no facts of), which sent the operator looking for
-// a host the run does include. It fills c.waiting and c.waitingDown. A
-// host's claim only moves a member from one list to another that holds
-// the same (Cluster.Waiting): it never lets a restart through.
+// cannot count as in the run; reported as outside it (or as a member the
+// run has no facts of), it sent the operator looking for a host the run
+// does include. It fills c.waiting and c.waitingDown. A host's claim only
+// moves a member from one list to another that holds the same
+// (Cluster.Waiting): it never lets a restart through.
 func waiting(c *Cluster, members []Member) []string {
 	c.waiting = map[string]string{}
 	inRun, _ := c.patroniView(members)

@@ -62,6 +62,19 @@ func sourceOf(h *inventory.Host) addrSource {
 	return src
 }
 
+// names are the names the controller knows a host by: the inventory's
+// address (as written), the name its connection dials and
+// ReplicationHostVar (topology.Member's Names).
+func (s addrSource) names(address string) []string {
+	var out []string
+	for _, n := range []string{address, s.route, s.replication} {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // sourceOfFacts is sourceOf for a host's gathered facts.
 func sourceOfFacts(h HostFacts) addrSource {
 	src := addrSource{host: h.Name, route: h.Address, replication: h.ReplicationHost, relayed: h.Relayed}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/inventory"
+	"github.com/pgtune/pgtune/engine/topology"
 )
 
 // stubLookup puts fn in lookupHost's place for the test: no test asks
@@ -343,4 +344,72 @@ func TestSessionTakesTheRunnersLayoutAddrs(t *testing.T) {
 			t.Errorf("%s: notes after an interrupt: %q", hr.host.Name, hr.notes)
 		}
 	}
+}
+
+// TestClusterLayoutTiesPatroniNames: the primary's Patroni lists a
+// member at its connect_address host; a name there ties the member to a
+// host of the run when it is one the controller knows that host by (the
+// inventory's address, the ssh_config HostName, pgtune_replication_host),
+// never the host's own word (its machine name).
+func TestClusterLayoutTiesPatroniNames(t *testing.T) {
+	stubLookup(t, (&fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}, "pg-s": {"10.0.0.2"}, "pg-s.route": {"10.0.0.2"}}}).lookup)
+	for _, tc := range []struct {
+		listed  string
+		outside bool
+	}{
+		{"pg-s", false}, {"PG-S.route", false}, {"pg-s-repl", false}, {"10.0.0.2", false},
+		{"sm", true}, {"pg-x", true}, {"", true},
+	} {
+		t.Run(tc.listed, func(t *testing.T) {
+			hosts := pairFacts(0)
+			members := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "pg-p"}, {Name: "s", Role: "replica", State: "streaming", Host: tc.listed}}
+			hosts[0].Facts.Topology.Patroni = &facts.Patroni{Scope: "demo", Name: "p", Members: members}
+			hosts[1].Facts.Topology.Patroni = &facts.Patroni{Scope: "demo", Name: "s", Members: members}
+			hosts[1].Route, hosts[1].ReplicationHost = "pg-s.route", "pg-s-repl"
+			l, _ := ClusterLayout(context.Background(), hosts, 4)
+			c := l.ClusterOf("p")
+			if got := len(c.Outside) > 0; got != tc.outside {
+				t.Errorf("outside %q, want outside %t (%s)", c.Outside, tc.outside, c)
+			}
+		})
+	}
+}
+
+// TestCascadeLinkedBySSHHostName: a cascaded standby naming its upstream
+// (primary_conninfo's host) by the name that upstream's connection dials
+// (its ssh_config HostName, the inventory giving an alias) is linked to
+// it, as by its inventory address or pgtune_replication_host: a session's
+// own layout and a rollout's (ClusterLayout) alike.
+func TestCascadeLinkedBySSHHostName(t *testing.T) {
+	stubLookup(t, (&fakeDNS{table: map[string][]string{"s1.internal": {"10.0.0.2"}}}).lookup)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfg := filepath.Join(home, "ssh_config")
+	if err := os.WriteFile(cfg, []byte("Host s1-alias\n  HostName s1.internal\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg := &facts.Postgres{Port: 5432, SocketDir: "/run/postgresql"}
+	hosts := []HostFacts{
+		{Name: "p", Address: "10.0.0.1", Facts: &facts.Facts{Hostname: "pm", Postgres: pg, Topology: &facts.Topology{Role: "primary", SystemID: "1",
+			Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2", State: "streaming"}}}}},
+		{Name: "s1", Address: "s1-alias", Route: "s1.internal", Facts: &facts.Facts{Hostname: "sm", Postgres: pg, Topology: &facts.Topology{Role: "standby", SystemID: "1",
+			Upstream: "10.0.0.1:5432", Receiver: "streaming", Standbys: []facts.StandbyInfo{{Name: "c1", Addr: "10.0.0.3", State: "streaming"}}}}},
+		{Name: "c1", Address: "10.0.0.3", Facts: &facts.Facts{Hostname: "cm", Postgres: pg, Topology: &facts.Topology{Role: "standby", SystemID: "1",
+			Upstream: "s1.internal:5432", Receiver: "streaming"}}},
+	}
+	check := func(how string, c *topology.Cluster) {
+		t.Helper()
+		if c == nil || c.Upstreams["c1"] != "s1" || len(c.Unverified) > 0 {
+			t.Errorf("%s: c1 not linked to s1: %v", how, c)
+		}
+	}
+	l, _ := ClusterLayout(context.Background(), hosts, 4)
+	check("ClusterLayout", l.ClusterOf("p"))
+
+	s := &Session{runner: &Runner{Forks: 4, Log: slog.New(slog.DiscardHandler)}}
+	for _, h := range hosts {
+		s.hosts = append(s.hosts, &hostRun{host: &inventory.Host{Name: h.Name, Conn: inventory.Conn{Address: h.Address, ConfigFile: cfg}}, facts: h.Facts})
+	}
+	s.resolveMembers(context.Background())
+	check("session", s.layout().ClusterOf("p"))
 }

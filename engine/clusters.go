@@ -183,7 +183,8 @@ const streamPoll = 500 * time.Millisecond
 func (s *Session) members() []topology.Member {
 	out := make([]topology.Member, 0, len(s.hosts))
 	for _, hr := range s.hosts {
-		m := topology.Member{Host: hr.host.Name}
+		src := sourceOf(hr.host)
+		m := topology.Member{Host: hr.host.Name, Names: src.names(hr.host.Conn.Address)}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			if m.Topo != nil {
@@ -193,7 +194,7 @@ func (s *Session) members() []topology.Member {
 					m.Addrs = ipAddrs(sourceOf(hr.host))
 				}
 			}
-			m.Machine, m.Reach = reachOf(hr.facts, append([]string{hr.host.Conn.Address, replicationHost(hr.host.Vars)}, m.Addrs...)...)
+			m.Machine, m.Reach = reachOf(hr.facts, append(append([]string(nil), m.Names...), m.Addrs...)...)
 		}
 		out = append(out, m)
 	}
@@ -275,6 +276,9 @@ func (s *Session) placeInClusters() {
 		if c.Primary == hr.host.Name && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, fmt.Sprintf("apply will refuse to restart this primary: its cluster has members outside this run (set %s: true on this host to restart it anyway)", PartialClusterVar))
 		}
+		if c.Primary == hr.host.Name && len(c.Waiting) > 0 && plansRestart(hr) && !partialAccepted(hr) {
+			hr.notes = append(hr.notes, "apply will refuse to restart this primary: "+waitingWhy(c))
+		}
 		if c.Primary == hr.host.Name && len(c.Unverified) > 0 && plansRestart(hr) && !partialAccepted(hr) {
 			hr.notes = append(hr.notes, "apply will refuse to restart this primary: "+unverifiedWhy(c))
 		}
@@ -284,17 +288,41 @@ func (s *Session) placeInClusters() {
 // heldByNotStreaming reports whether hr, a member of c, may not be
 // restarted because c's members show another member not streaming that
 // the run has no facts of or does not include (topology.Cluster's
-// NotStreaming): restarted, hr would be the second member down.
+// NotStreaming), or a host of the run saying it is a Patroni member does
+// not stream and the primary's Patroni does not report that member up
+// (Waiting, HoldsEveryMember): restarted, hr would be the second member
+// down.
 // PartialClusterVar on hr accepts it, as it accepts a cluster the run
 // holds only part of.
 func heldByNotStreaming(c *topology.Cluster, hr *hostRun) bool {
-	return c != nil && len(c.NotStreaming) > 0 && plansRestart(hr) && !partialAccepted(hr)
+	return c != nil && c.HoldsEveryMember() && plansRestart(hr) && !partialAccepted(hr)
 }
 
 // notStreamingWhy says what holds c's members and the ways out.
 func notStreamingWhy(c *topology.Cluster) string {
-	return fmt.Sprintf("cluster %s has a member this run has no facts of or does not include that is not streaming (%s): restarting another member now would take a second one down; bring that member back and streaming (drop a replication slot whose standby is gone for good), or set %s: true on this host to restart it anyway",
-		c.ID, strings.Join(c.NotStreaming, "; "), PartialClusterVar)
+	var what []string
+	if len(c.NotStreaming) > 0 {
+		what = append(what, fmt.Sprintf("a member this run has no facts of or does not include that is not streaming (%s)", strings.Join(c.NotStreaming, "; ")))
+	}
+	if len(c.Waiting) > 0 {
+		what = append(what, fmt.Sprintf("a member of this run that is not streaming (%s)", strings.Join(c.Waiting, "; ")))
+	}
+	way := "bring that member back and streaming (drop a replication slot whose standby is gone for good)"
+	switch {
+	case len(c.Waiting) > 0 && len(c.NotStreaming) > 0:
+		way = "bring those members back and streaming (drop a replication slot whose standby is gone for good) and run again"
+	case len(c.Waiting) > 0:
+		way = "let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again"
+	}
+	return fmt.Sprintf("cluster %s has %s: restarting another member now would take a second one down; %s, or set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(what, ", and "), way, PartialClusterVar)
+}
+
+// waitingWhy says why the primary of a cluster with a member of the run
+// that is not streaming (topology.Cluster's Waiting) is not restarted.
+func waitingWhy(c *topology.Cluster) string {
+	return fmt.Sprintf("cluster %s has a member of this run that is not streaming (%s), so its upstream shows no WAL sender to it and nothing vouches that it is that member: let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again, or set %s: true on this host to restart it anyway",
+		c.ID, strings.Join(c.Waiting, "; "), PartialClusterVar)
 }
 
 // splitWhy says why no member of a cluster that two hosts say they are
@@ -329,9 +357,12 @@ func plansRestart(hr *hostRun) bool {
 // shardSplits reports whether a shard would restart hr, a member of
 // replicated cluster c that has members outside the run: shards are cut
 // by host name alone, so another shard may hold another member of c and
-// restart it at the same moment. Refused unless PartialClusterVar.
+// restart it at the same moment. Refused unless PartialClusterVar. A
+// Patroni member that only a host of the run not streaming says it is
+// (Waiting) counts too: that is the host's word, and the member may be
+// in another shard.
 func (s *Session) shardSplits(c *topology.Cluster, hr *hostRun) bool {
-	return s.runner.Shard && c != nil && c.Replicated() && len(c.Outside) > 0 && plansRestart(hr) && !partialAccepted(hr)
+	return s.runner.Shard && c != nil && c.Replicated() && (len(c.Outside) > 0 || len(c.Waiting) > 0) && plansRestart(hr) && !partialAccepted(hr)
 }
 
 // shardAdvice is what to do about a cluster split across shards.
@@ -424,6 +455,11 @@ func (s *Session) applyInClusterOrder(ctx context.Context) bool {
 			if c != nil && c.Primary == hr.host.Name && c.Replicated() && len(c.Outside) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
 				hr.err = fmt.Errorf("%s: refusing to restart the primary of %s: the run does not include every member; set %s: true on this host to restart it anyway",
 					hr.host.Name, c, PartialClusterVar)
+				notApplied(ctx, hr)
+				continue
+			}
+			if c != nil && c.Primary == hr.host.Name && len(c.Waiting) > 0 && hr.err == nil && plansRestart(hr) && !partialAccepted(hr) {
+				hr.err = fmt.Errorf("%s: refusing to restart the primary: %s", hr.host.Name, waitingWhy(c))
 				notApplied(ctx, hr)
 				continue
 			}
@@ -527,12 +563,13 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 	members := make([]topology.Member, 0, len(hosts))
 	srcs := make([]addrSource, 0, len(hosts))
 	for _, h := range hosts {
-		m := topology.Member{Host: h.Name}
+		src := sourceOfFacts(h)
+		m := topology.Member{Host: h.Name, Names: src.names(h.Address)}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
 		}
 		members = append(members, m)
-		srcs = append(srcs, sourceOfFacts(h))
+		srcs = append(srcs, src)
 	}
 	addrs, hostNotes := resolveAddrs(ctx, srcs, needAddrs(members), limit)
 	for i, h := range hosts {
@@ -541,7 +578,7 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 		if h.Facts != nil {
 			// as a session's own layout (members): the replication
 			// address and the resolved ones link cascades too
-			members[i].Machine, members[i].Reach = reachOf(h.Facts, append([]string{h.Address, h.ReplicationHost}, addrs[i]...)...)
+			members[i].Machine, members[i].Reach = reachOf(h.Facts, append(append([]string(nil), members[i].Names...), addrs[i]...)...)
 		}
 	}
 	return topology.Group(members), notes
@@ -568,8 +605,9 @@ func serverOf(f *facts.Facts) string {
 
 // reachOf is the machine a host's server runs on and the addresses a
 // standby may name it by (its socket directory, loopback, the machine's
-// name, and names: the inventory's address, pgtune_replication_host and
-// the addresses the controller resolved them to, each with its port):
+// name, and names: the inventory's address, the ssh_config HostName its
+// connection dials, pgtune_replication_host and the addresses the
+// controller resolved them to, each with its port):
 // cascaded standbys are linked to their upstream by them (topology.Reach),
 // over a replication network too.
 func reachOf(f *facts.Facts, names ...string) (string, []string) {

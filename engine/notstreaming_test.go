@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -175,5 +176,84 @@ func TestNotStreamingMemberHoldsWaves(t *testing.T) {
 	})
 	if slices.Contains(m.order, "s1") || slices.Contains(m.order, "p") || len(m.order) != 3 {
 		t.Errorf("applied %v, want the other clusters only", m.order)
+	}
+}
+
+// TestPatroniMemberOfTheRunNotStreamingHolds: a Patroni replica of the
+// run whose WAL receiver is not streaming when its facts are read (it
+// reconnects) was reported as a member outside the run. It holds what it
+// held, as a member of the run that is not streaming, named, with what to
+// do: the primary, and every member when the primary's Patroni does not
+// report it up either.
+func TestPatroniMemberOfTheRunNotStreamingHolds(t *testing.T) {
+	const who = `cluster 1 has a member of this run that is not streaming (s2, which says it is Patroni member "s2", is not streaming (WAL receiver "waiting"; the primary's Patroni reports it %q)`
+	const primaryHeld = `p: refusing to restart the primary: ` + who + `), so its upstream shows no WAL sender to it and nothing vouches that it is that member: let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again, or set pgtune_restart_partial_cluster: true on this host to restart it anyway`
+	const held = `%s: not touched: ` + who + `): restarting another member now would take a second one down; let it stream again (patronictl list shows it streaming; a replica reconnecting or catching up gets there by itself) and run again, or set pgtune_restart_partial_cluster: true on this host to restart it anyway`
+	for _, tc := range []struct {
+		state   string
+		errs    map[string]string
+		applied []string
+	}{
+		{"streaming", map[string]string{"p": fmt.Sprintf(primaryHeld, "streaming")}, []string{"s1", "s2"}},
+		{"starting", map[string]string{"p": fmt.Sprintf(held, "p", "starting"), "s1": fmt.Sprintf(held, "s1", "starting"), "s2": fmt.Sprintf(held, "s2", "starting")}, nil},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			topos := replicated()
+			delete(topos, "q")
+			delete(topos, "q1")
+			delete(topos, "lone")
+			topos["p"].Standbys = topos["p"].Standbys[:1] // s2 reconnects
+			topos["s2"].Receiver = "waiting"
+			list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+				{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s2", Role: "replica", State: tc.state, Host: "127.0.0.1"}}
+			for _, h := range []string{"p", "s1", "s2"} {
+				topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: h, Members: list}
+			}
+			m := &restarter{}
+			s := clusterSession(t, m, topos, nil)
+			s.Apply(context.Background())
+			for _, hr := range s.hosts {
+				if e := errOf(hr); e != tc.errs[hr.host.Name] {
+					t.Errorf("%s: %q\nwant %q", hr.host.Name, e, tc.errs[hr.host.Name])
+				}
+				if notes := strings.Join(hr.notes, "\n"); strings.Contains(notes, "outside this run") {
+					t.Errorf("%s: notes say outside the run: %q", hr.host.Name, notes)
+				}
+			}
+			if !slices.Equal(m.order, tc.applied) {
+				t.Errorf("restarted %v, want %v", m.order, tc.applied)
+			}
+		})
+	}
+}
+
+// TestShardHoldsOnAWaitingClaim: in a shard, a host not streaming that
+// says it is a Patroni member another shard may hold (its word only)
+// refuses the cluster's restarts as a member outside the shard did before
+// it was named as a member of the run (Waiting).
+func TestShardHoldsOnAWaitingClaim(t *testing.T) {
+	topos := replicated()
+	delete(topos, "q")
+	delete(topos, "q1")
+	delete(topos, "lone")
+	topos["p"].Standbys = topos["p"].Standbys[:1]
+	topos["s2"].Receiver = "waiting"
+	list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+		{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s3", Role: "replica", State: "streaming", Host: "10.0.0.3"}}
+	for h, name := range map[string]string{"p": "p", "s1": "s1", "s2": "s3"} {
+		topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: name, Members: list}
+	}
+	m := &restarter{}
+	s := clusterSession(t, m, topos, nil)
+	s.runner.Shard = true
+	s.Apply(context.Background())
+	for _, hr := range s.hosts {
+		if e := errOf(hr); !strings.Contains(e, "refusing to restart a member of a replication cluster with members outside this shard") ||
+			!strings.Contains(e, `members of this run not streaming: s2, which says it is Patroni member "s3"`) {
+			t.Errorf("%s: %q", hr.host.Name, e)
+		}
+	}
+	if len(m.order) > 0 {
+		t.Errorf("restarted %v", m.order)
 	}
 }

@@ -61,6 +61,9 @@ func (s *Session) peersOf(hr *hostRun) peersFunc {
 			// A member the run cannot reach would not be repointed.
 			return nil, func() {}, fmt.Errorf("%s: a member this run has no facts of or does not include is not streaming, and a switchover would not repoint it: bring it back and streaming, drop a replication slot whose standby is gone for good, or choose primary: restart or skip", c)
 		}
+		if len(c.Waiting) > 0 {
+			return nil, func() {}, fmt.Errorf("%s: a member of this run is not streaming (%s): let it stream again first, or choose primary: restart or skip", c, strings.Join(c.Waiting, "; "))
+		}
 		var peers []*Target
 		var closers []func()
 		closeAll := func() {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
 	"github.com/pgtune/pgtune/engine/transport"
@@ -51,6 +52,7 @@ func TestClusterPeers(t *testing.T) {
 		{"every member in the run", "", "", "s1,s2", ""},
 		{"a member outside the run", "s2", "", "", "has members outside this run"},
 		{"a member the run cannot reach, not streaming", "", "s3", "", "a member this run has no facts of or does not include is not streaming, and a switchover would not repoint it"},
+		{"a Patroni member of the run, not streaming", "", "", "", `a member of this run is not streaming (s2, which says it is Patroni member "s2", is not streaming (WAL receiver "waiting"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topos := replicated()
@@ -59,6 +61,15 @@ func TestClusterPeers(t *testing.T) {
 			}
 			if tc.idle != "" {
 				topos["p"].IdleSlots = []string{tc.idle}
+			}
+			if strings.HasPrefix(tc.name, "a Patroni member") {
+				topos["p"].Standbys = topos["p"].Standbys[:1]
+				topos["s2"].Receiver = "waiting"
+				list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+					{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s2", Role: "replica", State: "streaming", Host: "127.0.0.1"}}
+				for _, h := range []string{"p", "s1", "s2"} {
+					topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: h, Members: list}
+				}
 			}
 			o := &peerOpener{peers: map[string][]string{}, runIDs: map[string][]string{}, errs: map[string]error{}}
 			s := clusterSession(t, &o.restarter, topos, map[string]map[string]any{"p": {PartialClusterVar: true}})

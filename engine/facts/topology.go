@@ -170,6 +170,12 @@ type PatroniMember struct {
 	State string `json:"state"`
 	// Lag is the replica's lag in bytes as Patroni reports it (-1 unknown).
 	Lag int64 `json:"lag"`
+	// Host and Port are where the member's PostgreSQL is reached
+	// (postgresql.connect_address, as the member registered it in the
+	// DCS): on the primary's list they tie a standby's Patroni name to
+	// an address the controller knows it by (topology's patroniView).
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port,omitempty"`
 }
 
 // IsPrimary reports whether the server is its cluster's primary.
@@ -883,6 +889,8 @@ func (p *Patroni) readMembers(b []byte) error {
 			Role  string          `json:"role"`
 			State string          `json:"state"`
 			Lag   json.RawMessage `json:"lag"`
+			Host  string          `json:"host"`
+			Port  json.RawMessage `json:"port"`
 		} `json:"members"`
 		Pause bool `json:"pause"`
 	}
@@ -895,7 +903,11 @@ func (p *Patroni) readMembers(b []byte) error {
 		if n, err := ParseInt("patroni member lag", string(m.Lag), 0, MaxBytes); err == nil {
 			lag = n
 		}
-		p.Members = append(p.Members, PatroniMember{Name: m.Name, Role: m.Role, State: m.State, Lag: lag})
+		port := 0
+		if n, err := ParseInt("patroni member port", string(m.Port), 1, 65535); err == nil {
+			port = int(n)
+		}
+		p.Members = append(p.Members, PatroniMember{Name: m.Name, Role: m.Role, State: m.State, Lag: lag, Host: m.Host, Port: port})
 	}
 	p.Paused = p.Paused || c.Pause
 	return nil

@@ -2,7 +2,9 @@ package topology
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -52,7 +54,7 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 	inRun, list := c.patroniView(members)
 	var out []string
 	for _, pm := range list {
-		if inRun[pm.Name] || slices.Contains(patroniUp, pm.State) {
+		if inRun[pm.Name] || c.waiting[pm.Name] != "" || slices.Contains(patroniUp, pm.State) {
 			continue
 		}
 		d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
@@ -68,34 +70,149 @@ func patroniNotRunning(c *Cluster, members []Member) []string {
 	return out
 }
 
-// patroniView is the Patroni members of the run (by member name) and the
-// member list to check them against. A member's Patroni name is its own
-// word: it counts only for the primary, and for a standby whose upstream
-// shows a WAL sender to it (verify) under that name (Patroni's receivers
-// connect with application_name = the member name). The list is the
-// primary's (its seat is guarded: Split); without the primary in the run,
-// the longest one a member reported, which then only adds evidence.
-func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
-	inRun := map[string]bool{}
-	var list []facts.PatroniMember
+// waiting lists the run's hosts (other than the primary) that say they
+// are a member on the primary's Patroni list and do not stream (claims):
+// their upstream shows no WAL sender to vouch for the name, so the member
+// cannot count as in the run; reported as outside it (or as a member the
+// run has no facts of), it sent the operator looking for a host the run
+// does include. It fills c.waiting and c.waitingDown. A host's claim only
+// moves a member from one list to another that holds the same
+// (Cluster.Waiting): it never lets a restart through.
+func waiting(c *Cluster, members []Member) []string {
+	c.waiting = map[string]string{}
+	inRun, _ := c.patroniView(members)
+	pp := primaryPatroni(c, members)
+	if pp == nil {
+		return nil
+	}
+	var out []string
 	for _, m := range members {
 		p := m.Topo.Patroni
-		if p == nil {
+		if p == nil || p.Name == "" || m.Host == c.Primary || c.isPrimary(m.Host) || inRun[p.Name] || claims(m) || c.waiting[p.Name] != "" {
 			continue
 		}
-		if m.Host == c.Primary {
-			inRun[p.Name] = true
-		} else if app, ok := c.verified[m.Host]; ok && p.Name != "" && slices.Contains(appNames(p.Name), app) {
-			inRun[p.Name] = true
+		i := slices.IndexFunc(pp.Members, func(pm facts.PatroniMember) bool { return pm.Name == p.Name })
+		if i < 0 {
+			continue
 		}
-		if c.Primary == "" && len(p.Members) > len(list) {
+		c.waiting[p.Name] = m.Host
+		recv := "no WAL receiver"
+		switch {
+		case m.Topo.IsStopped():
+			recv = "PostgreSQL not running"
+		case m.Topo.Role != "standby":
+			recv = fmt.Sprintf("role %q", clip(m.Topo.Role))
+		case m.Topo.Receiver != "":
+			recv = fmt.Sprintf("WAL receiver %q", clip(m.Topo.Receiver))
+		}
+		state := "no state"
+		if st := pp.Members[i].State; st != "" {
+			state = strconv.Quote(clip(st))
+		}
+		if !slices.Contains(patroniUp, pp.Members[i].State) {
+			c.waitingDown = true // patroniNotRunning would have listed it
+		}
+		out = append(out, fmt.Sprintf("%s, which says it is Patroni member %q, is not streaming (%s; the primary's Patroni reports it %s)",
+			m.Host, clip(p.Name), recv, state))
+	}
+	return out
+}
+
+// patroniView is the Patroni members of the run (by member name, see
+// tiePatroni) and the member list to check them against: the primary's
+// (its seat is guarded: Split); without the primary in the run, the
+// longest one a member reported, which then only adds evidence.
+func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.PatroniMember) {
+	var list []facts.PatroniMember
+	for _, m := range members {
+		if p := m.Topo.Patroni; p != nil && c.Primary == "" && len(p.Members) > len(list) {
 			list = p.Members
 		}
 	}
 	if p := primaryPatroni(c, members); p != nil {
 		list = p.Members
 	}
-	return inRun, list
+	return c.patroniIn, list
+}
+
+// tiePatroni fills c.patroniIn: which Patroni member names stand for a
+// member of the run. A member's Patroni name is its own word: it counts
+// for the primary, and for a standby only when the controller ties it to
+// that member twice over: its upstream shows a WAL sender to it (verify)
+// under that name (Patroni's receivers connect with application_name =
+// the member name), and the primary's Patroni lists the member at a host
+// the controller knows the standby by (patroniAt). The name alone is the
+// client's word: a streaming standby that is no Patroni member at all
+// could take a down member's name and hide it. A standby whose name the
+// primary lists elsewhere is unverified.
+func (c *Cluster) tiePatroni(members []Member) {
+	c.patroniIn = map[string]bool{}
+	var primary Member
+	for _, m := range members {
+		if m.Host == c.Primary && m.Topo != nil {
+			primary = m
+		}
+	}
+	pp := primaryPatroni(c, members)
+	if pp != nil && pp.Name != "" {
+		c.patroniIn[pp.Name] = true
+	}
+	for _, m := range members {
+		p := m.Topo.Patroni
+		if p == nil || p.Name == "" || m.Host == c.Primary {
+			continue
+		}
+		app, ok := c.verified[m.Host]
+		if !ok || !slices.Contains(appNames(p.Name), app) || pp == nil {
+			continue
+		}
+		i := slices.IndexFunc(pp.Members, func(pm facts.PatroniMember) bool { return pm.Name == p.Name })
+		if i < 0 {
+			continue // not on the primary's list: it stands for no one
+		}
+		if pm := pp.Members[i]; patroniAt(primary, m, pm.Host) {
+			c.patroniIn[p.Name] = true
+		} else {
+			at := "no host"
+			if pm.Host != "" {
+				at = strconv.Quote(clip(pm.Host))
+			}
+			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s): if %s is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names",
+				m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names), m.Host))
+		}
+	}
+}
+
+// patroniAt reports whether host, where the primary's Patroni lists a
+// member (its GET /cluster "host": postgresql.connect_address), is m's as
+// the controller knows it: an IP address m's names resolved to (loopback:
+// m on the primary's own machine, as for a WAL sender: sameClient), or one
+// of m's names.
+func patroniAt(primary, m Member, host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1"
+	}
+	if net.ParseIP(host) != nil {
+		return sameClient(primary, m, host)
+	}
+	host = strings.TrimSuffix(host, ".")
+	return slices.ContainsFunc(m.Names, func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), host) })
+}
+
+func nameList(names []string) string {
+	var out []string
+	for _, n := range names {
+		if n != "" && net.ParseIP(n) == nil && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return "no names"
+	}
+	return "names " + strings.Join(out, ", ")
 }
 
 // primaryPatroni is the Patroni facts of the cluster's primary, if it is

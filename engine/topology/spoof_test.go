@@ -149,7 +149,7 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
 	}
 	list := func(s2 string) []facts.PatroniMember {
-		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: "s1", Role: "replica", State: "streaming"}, {Name: "s2", Role: "replica", State: s2}}
+		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: "s1", Role: "replica", State: "streaming", Host: "10.0.0.2"}, {Name: "s2", Role: "replica", State: s2, Host: "10.0.0.3"}}
 	}
 	plain := at("p", &facts.Topology{Role: "primary", SystemID: "1", IdleSlots: []string{"s2"},
 		Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2"}, {Name: "x", Addr: "10.0.0.9"}}}, "10.0.0.1")
@@ -179,9 +179,11 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 		{"honest Patroni: a replica outside the run is down", []Member{patP("stopped", row1), s1},
 			[]string{`Patroni member "s2" (replica)`},
 			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+		// Not streaming, its claim moves s2 from one hold to another
+		// (Waiting, checked below): it lets nothing through.
 		{"a host naming itself after the replica that is down", []Member{patP("stopped", row1), s1, evil},
-			[]string{`Patroni member "s2" (replica)`},
-			[]string{`Patroni member "s2" ("replica") is "stopped"`, `replication slot "s2" on p has no standby streaming through it`}},
+			nil,
+			[]string{`replication slot "s2" on p has no standby streaming through it`}},
 		// s1's sender is named s1: its claim to be s2 is not believed.
 		{"a streaming standby naming itself after another member", []Member{patP("stopped", row1),
 			at("s1", streaming("10.0.0.1:5432", pat("s2", list("running")...)), "10.0.0.2")},
@@ -192,6 +194,9 @@ func TestPatroniClaimCountsNoSender(t *testing.T) {
 			c := Group(tc.members).ClusterOf("p")
 			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStreaming) {
 				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStreaming, c)
+			}
+			if want := strings.Contains(tc.name, "naming itself after the replica that is down"); want != (len(c.Waiting) > 0) || (want && !c.HoldsEveryMember()) {
+				t.Errorf("waiting %q, holds every member %t (%s)", c.Waiting, c.HoldsEveryMember(), c)
 			}
 		})
 	}
@@ -235,7 +240,7 @@ func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
 		{long, strings.Repeat("n", 62) + "?"},
 	} {
 		t.Run(tc.row, func(t *testing.T) {
-			list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running"}, {Name: tc.name, Role: "replica", State: "streaming"}}
+			list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: tc.name, Role: "replica", State: "streaming", Host: "10.0.0.2"}}
 			p := Member{Host: "p", Machine: "p", Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
 				Standbys: []facts.StandbyInfo{{Name: tc.row, Addr: "10.0.0.2"}}, Patroni: &facts.Patroni{Scope: "demo", Name: "n1", Members: list}}}
 			s := Member{Host: "s", Machine: "s", Addrs: []string{"10.0.0.2"}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
@@ -243,6 +248,140 @@ func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
 			c := Group([]Member{p, s}).ClusterOf("p")
 			if len(c.Outside) != 0 || len(c.NotStreaming) != 0 || len(c.Unverified) != 0 {
 				t.Errorf("a member of the run held: %s", c)
+			}
+		})
+	}
+}
+
+// TestPatroniNameTiedToHost: a standby's Patroni name stands for a member
+// of the run only where the primary's Patroni lists that member (its
+// GET /cluster host) at an address or name the controller knows the
+// standby by. A real streaming standby that is no Patroni member, its
+// application_name set to a down member's, hid that member (no slots to
+// tell of it) and its primary was restarted.
+func TestPatroniNameTiedToHost(t *testing.T) {
+	pat := func(name string, members ...facts.PatroniMember) *facts.Patroni {
+		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
+	}
+	list := func(s2host string) []facts.PatroniMember {
+		return []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"},
+			{Name: "s2", Role: "replica", State: "stopped", Host: s2host}}
+	}
+	primaryAt := func(s2host, sender, machine string) Member {
+		return Member{Host: "p", Machine: machine, Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+			Standbys: []facts.StandbyInfo{{Name: "s2", Addr: sender}}, Patroni: pat("n1", list(s2host)...)}}
+	}
+	claimant := func(host, machine string, addrs, names []string) Member {
+		return Member{Host: host, Machine: machine, Addrs: addrs, Names: names, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+			Receiver: "streaming", Upstream: "10.0.0.1:5432", Patroni: pat("s2")}}
+	}
+	down := []string{`Patroni member "s2" ("replica") is "stopped"`}
+	for _, tc := range []struct {
+		name       string
+		members    []Member
+		outside    []string
+		notStream  []string
+		unverified string
+	}{
+		{"a real standby under a down member's name", []Member{primaryAt("10.0.0.3", "10.0.0.9", "p"),
+			claimant("evil", "evil", []string{"10.0.0.9"}, []string{"evil.example"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example): if evil is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+		{"the member listed with no host", []Member{primaryAt("", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"10.0.0.3"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host, which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+		{"the member listed at its address", []Member{primaryAt("10.0.0.3", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, nil, ""},
+		{"the member listed by the name the inventory gives", []Member{primaryAt("DB2.example.", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2.example"})}, nil, nil, ""},
+		{"the member listed at localhost, on the primary's machine", []Member{primaryAt("localhost", "local", "m"),
+			claimant("s2", "m", []string{"10.0.0.1"}, []string{"db1"})}, nil, nil, ""},
+		{"the member listed at loopback, on another machine", []Member{primaryAt("127.0.0.1", "10.0.0.3", "m"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})},
+			[]string{`Patroni member "s2" (replica)`}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStream) {
+				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStream, c)
+			}
+			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
+				t.Errorf("unverified\n got %q\nwant %q", got, tc.unverified)
+			}
+		})
+	}
+}
+
+// TestPatroniMemberOfTheRunNotStreaming: a Patroni replica of the run
+// that does not stream when its facts are read has no WAL sender to vouch
+// for its name. It was reported as a member outside the run (or one the
+// run has no facts of), and the operator went looking for a host the run
+// includes. It is named as a member of the run that is not streaming,
+// and still holds the cluster.
+func TestPatroniMemberOfTheRunNotStreaming(t *testing.T) {
+	pat := func(name, n2state string) *facts.Patroni {
+		return &facts.Patroni{Scope: "demo", Name: name, Members: []facts.PatroniMember{
+			{Name: "n1", Role: "leader", State: "running", Host: "10.0.0.1"}, {Name: "n2", Role: "replica", State: n2state, Host: "10.0.0.2"}}}
+	}
+	for _, tc := range []struct {
+		name, n2state string
+		n2            *facts.Topology
+		want          string
+	}{
+		{"reconnecting", "streaming", &facts.Topology{Role: "standby", SystemID: "1", Receiver: "waiting", Upstream: "10.0.0.1:5432"},
+			`h2, which says it is Patroni member "n2", is not streaming (WAL receiver "waiting"; the primary's Patroni reports it "streaming")`},
+		{"no receiver, Patroni starting it", "starting", &facts.Topology{Role: "standby", SystemID: "1"},
+			`h2, which says it is Patroni member "n2", is not streaming (no WAL receiver; the primary's Patroni reports it "starting")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.n2.Patroni = pat("n2", tc.n2state)
+			c := Group([]Member{
+				{Host: "h1", Machine: "m1", Addrs: []string{"10.0.0.1"}, Reach: []string{"10.0.0.1:5432"}, Topo: &facts.Topology{Role: "primary", SystemID: "1", Patroni: pat("n1", tc.n2state)}},
+				{Host: "h2", Machine: "m2", Addrs: []string{"10.0.0.2"}, Topo: tc.n2},
+			}).ClusterOf("h1")
+			if len(c.Outside) != 0 || len(c.NotStreaming) != 0 || !reflect.DeepEqual(c.Waiting, []string{tc.want}) || !c.Replicated() {
+				t.Errorf("outside %q, not streaming %q, waiting %q\nwant waiting %q (%s)", c.Outside, c.NotStreaming, c.Waiting, tc.want, c)
+			}
+			if c.HoldsEveryMember() != (tc.n2state != "streaming") {
+				t.Errorf("holds every member %t, with n2 %q", c.HoldsEveryMember(), tc.n2state)
+			}
+			if !strings.Contains(c.String(), "; members of this run not streaming: "+tc.want) {
+				t.Errorf("String() = %q", c)
+			}
+		})
+	}
+}
+
+// TestUnlinkedStandbyNamesWhoTookItsSender: a standby whose upstream is
+// no member of the run is tried against the primary's senders; when the
+// one its address fits is another host's, the reason names that host,
+// not "no WAL sender at its address" (there is one).
+func TestUnlinkedStandbyNamesWhoTookItsSender(t *testing.T) {
+	p := Member{Host: "p", Machine: "p", Addrs: []string{"10.0.0.1"}, Reach: []string{"10.0.0.1:5432"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+		Standbys: []facts.StandbyInfo{{Name: "s1", Addr: "10.0.0.2"}}}}
+	sb := func(host, upstream string) Member {
+		return Member{Host: host, Machine: "m2", Addrs: []string{"10.0.0.2"}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+			Receiver: "streaming", Upstream: upstream, ClusterName: host}}
+	}
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		want    string
+	}{
+		{"its sender taken by a linked standby", []Member{p, sb("s1", "10.0.0.1:5432"), sb("c1", "192.168.9.9:5432")},
+			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and the WAL senders of the primary p at an address the controller knows c1 by (10.0.0.2) are claimed by s1: more members claim them than p serves`},
+		{"its sender taken by another unlinked standby", []Member{p, sb("s1", ""), sb("c1", "192.168.9.9:5432")},
+			`c1 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and the WAL senders of the primary p at an address the controller knows c1 by (10.0.0.2) are claimed by s1: more members claim them than p serves`},
+		{"no sender at its address", []Member{p, sb("c1", "192.168.9.9:5432"), {Host: "c2", Machine: "m3", Addrs: []string{"10.0.0.3"},
+			Topo: &facts.Topology{Role: "standby", SystemID: "1", Receiver: "streaming", Upstream: "192.168.9.9:5432"}}},
+			`c2 says it streams from upstream "192.168.9.9:5432", which matches no member of the run, and no WAL sender of the primary p is to an address the controller knows c2 by (10.0.0.3)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if got := strings.Join(c.Unverified, "; "); got != tc.want {
+				t.Errorf("unverified\n got %q\nwant %q", got, tc.want)
 			}
 		})
 	}

@@ -31,6 +31,11 @@ type Member struct {
 	// everything above, not the host's word. They tie a standby to its
 	// upstream's WAL sender (Match).
 	Addrs []string
+	// Names are the names the inventory gives the host (its address, the
+	// ssh_config HostName its connection dials, pgtune_replication_host):
+	// the controller's, like Addrs. They tie a standby's Patroni name to
+	// the host the primary's Patroni lists for that member (tiePatroni).
+	Names []string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -65,6 +70,14 @@ type Cluster struct {
 	// lost its upstream. No member of such a cluster may go down: it
 	// would be the second one down (see notStreaming).
 	NotStreaming []string `json:"not_streaming,omitempty"`
+	// Waiting describes the run's hosts that say they are a Patroni
+	// member the primary lists but do not stream now, so no WAL sender
+	// ties them to that member (a replica reconnecting, restarting,
+	// catching up from the archive): they are no members outside the
+	// run. They hold what they held as such: the primary's restart, and
+	// every member's when the primary's Patroni does not report the
+	// member up either (HoldsEveryMember).
+	Waiting []string `json:"waiting,omitempty"`
 	// Clients describes the WAL clients streaming from the primary that
 	// are no standby (a WAL archiver, a base backup, a logical decoding
 	// client: facts.Topology's Clients). They are no members: they hold
@@ -79,6 +92,24 @@ type Cluster struct {
 	// verified is, for each standby its upstream's WAL sender shows
 	// (verify), that sender's application_name.
 	verified map[string]string
+	// patroniIn are the Patroni member names that stand for a member of
+	// the run (tiePatroni); waiting, by member name, the host of the run
+	// saying it is that member but not streaming (Waiting).
+	patroniIn map[string]bool
+	waiting   map[string]string
+	// waitingDown: a member in Waiting the primary's Patroni does not
+	// report up.
+	waitingDown bool
+}
+
+// HoldsEveryMember reports whether the cluster's members show a member
+// that is not streaming and that may be down: restarting any other
+// member would take a second one down. A member the run has no facts of
+// or does not include (NotStreaming), or a host of the run saying it is
+// a Patroni member that does not stream while the primary's Patroni does
+// not report that member up (Waiting).
+func (c *Cluster) HoldsEveryMember() bool {
+	return len(c.NotStreaming) > 0 || c.waitingDown
 }
 
 // Replicated reports whether the cluster has more than one member (in the
@@ -89,7 +120,7 @@ func (c *Cluster) Replicated() bool {
 	if c.Primary != "" {
 		n++
 	}
-	return n > 1 || len(c.NotStreaming) > 0 || len(c.Unverified) > 0
+	return n > 1 || len(c.NotStreaming) > 0 || len(c.Unverified) > 0 || len(c.Waiting) > 0
 }
 
 // Split reports whether more than one of the run's hosts says it is the
@@ -150,6 +181,9 @@ func (c *Cluster) String() string {
 	}
 	if len(c.NotStreaming) > 0 {
 		fmt.Fprintf(&b, "; not streaming: %s", strings.Join(c.NotStreaming, ", "))
+	}
+	if len(c.Waiting) > 0 {
+		fmt.Fprintf(&b, "; members of this run not streaming: %s", strings.Join(c.Waiting, ", "))
 	}
 	if len(c.Clients) > 0 {
 		fmt.Fprintf(&b, "; WAL clients of the primary (no members): %s", strings.Join(c.Clients, ", "))
@@ -243,6 +277,8 @@ func Group(members []Member) *Layout {
 		}
 		parent := c.orderStandbys(members)
 		free := c.verify(members, parent)
+		c.tiePatroni(members)
+		c.Waiting = waiting(c, members)
 		c.Outside = outside(c, members, free)
 		c.NotStreaming = notStreaming(c, members)
 		c.Clients = clients(byIDTopos[c.ID], c.Primary)
@@ -328,7 +364,7 @@ func outside(c *Cluster, members []Member, free int) []string {
 	if c.Patroni {
 		inRun, list := c.patroniView(members)
 		for _, pm := range list {
-			if !inRun[pm.Name] {
+			if !inRun[pm.Name] && c.waiting[pm.Name] == "" {
 				d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
 				if pm.Role != "" {
 					d += " (" + clip(pm.Role) + ")"

@@ -33,6 +33,39 @@ import (
 // without one. Claimants are tried in name order; a sender whose
 // application_name is the claimant's own name for itself is preferred.
 func Match(up Member, claimants []Member) (map[string]int, []string) {
+	got, miss := match(up, claimants)
+	var why []string
+	for _, u := range miss {
+		why = append(why, u.reason(up))
+	}
+	return got, why
+}
+
+// unmatched is a claimant Match left without a sender: rivals are the
+// claimants holding the senders its address fits (none: no sender of
+// the upstream is at an address the controller knows it by).
+type unmatched struct {
+	m      Member
+	rivals []string
+}
+
+// reason says why u has no sender of up.
+func (u unmatched) reason(up Member) string {
+	m := u.m
+	if len(u.rivals) == 0 {
+		var rows []facts.StandbyInfo
+		if up.Topo != nil {
+			rows = up.Topo.Standbys
+		}
+		return fmt.Sprintf("%s says it streams from %s, but %s has no WAL sender to a client at an address the controller knows %s by (%s; %s's standby senders: %s)",
+			m.Host, up.Host, up.Host, m.Host, addrList(m.Addrs), up.Host, rowAddrs(rows))
+	}
+	return fmt.Sprintf("%s says it streams from %s, but the WAL senders of %s that could be its own are taken by %s: more members claim them than %s serves",
+		m.Host, up.Host, up.Host, strings.Join(u.rivals, ", "), up.Host)
+}
+
+// match is Match, with the claimants left without a sender as unmatched.
+func match(up Member, claimants []Member) (map[string]int, []unmatched) {
 	var rows []facts.StandbyInfo
 	if up.Topo != nil {
 		rows = up.Topo.Standbys
@@ -86,26 +119,20 @@ func Match(up Member, claimants []Member) (map[string]int, []string) {
 			got[cs[i].Host] = r
 		}
 	}
-	var why []string
+	var miss []unmatched
 	for i, m := range cs {
 		if _, ok := got[m.Host]; ok {
 			continue
 		}
-		if len(edges[i]) == 0 {
-			why = append(why, fmt.Sprintf("%s says it streams from %s, but %s has no WAL sender to a client at an address the controller knows %s by (%s; %s's standby senders: %s)",
-				m.Host, up.Host, up.Host, m.Host, addrList(m.Addrs), up.Host, rowAddrs(rows)))
-			continue
-		}
-		var rivals []string
+		u := unmatched{m: m}
 		for _, r := range edges[i] {
-			if o := owner[r]; o >= 0 {
-				rivals = append(rivals, cs[o].Host)
+			if o := owner[r]; o >= 0 && !slices.Contains(u.rivals, cs[o].Host) {
+				u.rivals = append(u.rivals, cs[o].Host)
 			}
 		}
-		why = append(why, fmt.Sprintf("%s says it streams from %s, but the WAL senders of %s that could be its own are taken by %s: more members claim them than %s serves",
-			m.Host, up.Host, up.Host, strings.Join(rivals, ", "), up.Host))
+		miss = append(miss, u)
 	}
-	return got, why
+	return got, miss
 }
 
 // Own returns the indexes of up's standby WAL senders that can be m's:
@@ -231,22 +258,28 @@ func (c *Cluster) verify(members []Member, parent map[string]string) int {
 	}
 	free := 0
 	if p, ok := byHost[c.Primary]; ok && c.Primary != "" {
-		got, why := Match(p, claimants[c.Primary])
+		got, miss := match(p, claimants[c.Primary])
 		record(p, got)
-		for _, w := range why {
-			if !slices.ContainsFunc(slices.Collect(maps.Keys(unlinked)), func(h string) bool { return strings.HasPrefix(w, h+" says ") }) {
-				c.Unverified = append(c.Unverified, w) // an unlinked one's reason is below
+		for _, u := range miss {
+			m := u.m
+			if !unlinked[m.Host] {
+				c.Unverified = append(c.Unverified, u.reason(p))
+				continue
 			}
-		}
-		for _, m := range claimants[c.Primary] {
-			if _, ok := got[m.Host]; !ok && unlinked[m.Host] {
-				from := fmt.Sprintf("from upstream %q, which matches no member of the run", clip(m.Topo.Upstream))
-				if m.Topo.Upstream == "" {
-					from = "but names no upstream"
-				}
-				c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and no WAL sender of the primary %s is to an address the controller knows %s by (%s)",
-					m.Host, from, c.Primary, m.Host, addrList(m.Addrs)))
+			// Its upstream is no member of the run: tried against the
+			// primary's senders, it says so, and who took the one its
+			// address fits, if any.
+			from := fmt.Sprintf("from upstream %q, which matches no member of the run", clip(m.Topo.Upstream))
+			if m.Topo.Upstream == "" {
+				from = "but names no upstream"
 			}
+			if len(u.rivals) > 0 {
+				c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and the WAL senders of the primary %s at an address the controller knows %s by (%s) are claimed by %s: more members claim them than %s serves",
+					m.Host, from, c.Primary, m.Host, addrList(m.Addrs), strings.Join(u.rivals, ", "), c.Primary))
+				continue
+			}
+			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and no WAL sender of the primary %s is to an address the controller knows %s by (%s)",
+				m.Host, from, c.Primary, m.Host, addrList(m.Addrs)))
 		}
 		free = len(p.Topo.Standbys) - len(got)
 	}

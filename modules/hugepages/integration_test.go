@@ -188,8 +188,13 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Remove(dir) })
 	}
+	// The other file's value differs from the pool planned, whatever the
+	// machine: an equal value is no conflict (a pool of 2 pages of a 1 GiB
+	// default size grows to 3, so no fixed number will do).
+	grown, _ := st.GrowBy(64 * MiB)
+	otherValue := strconv.FormatInt(grown+1, 10)
 	other := filepath.Join(dir, "50-pgtune-test-"+strconv.Itoa(os.Getpid())+".conf")
-	content := "# test\nvm.nr_hugepages = 3\n"
+	content := "# test\nvm.nr_hugepages = " + otherValue + "\n"
 	if err := os.WriteFile(other, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -198,16 +203,15 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 	m := New()
 	tr := transport.NewLocal()
 	tg := moduletest.LocalTarget(t, tr, New())
-	grown, _ := st.GrowBy(64 * MiB)
 	prm, _ := integrationParams(t, strconv.FormatInt(grown*tg.Facts.HugePageSize, 10))
 	p, err := m.Check(ctx, tg, prm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := moduletest.Changes(p); len(c) != 3 || !strings.HasPrefix(c[2], other+":2 vm.nr_hugepages = 3→(overrides") {
+	if c := moduletest.Changes(p); len(c) != 3 || !strings.HasPrefix(c[2], other+":2 vm.nr_hugepages = "+otherValue+"→(overrides") {
 		t.Fatalf("plan: %q", c)
 	}
-	if err := m.Apply(ctx, tg, p); err == nil || !strings.Contains(err.Error(), other+":2 sets vm.nr_hugepages = 3") {
+	if err := m.Apply(ctx, tg, p); err == nil || !strings.Contains(err.Error(), other+":2 sets vm.nr_hugepages = "+otherValue) {
 		t.Fatalf("apply: %v", err)
 	}
 	if n, _ := testhost.ReadSysctl("vm.nr_hugepages"); n != st.Values["vm.nr_hugepages"] {
@@ -227,7 +231,7 @@ func TestIntegrationOverrideOnThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(other)
-	if !strings.Contains(string(data), "# vm.nr_hugepages = 3  # commented out by pgtune") {
+	if !strings.Contains(string(data), "# vm.nr_hugepages = "+otherValue+"  # commented out by pgtune") {
 		t.Errorf("other file: %q", data)
 	}
 	// The run's journal keeps the file as it was.

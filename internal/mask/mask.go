@@ -45,8 +45,8 @@ var (
 	// uriUserinfo finds scheme://user:password@. The password should be
 	// percent-encoded but may not be: it runs to the last @ of the word.
 	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):([^\s?#]*)@`)
-	// curlUser finds -u user:password and --user user:password.
-	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)([^\s:'"]+):(\S+)`)
+	// curlUser finds curl's -u and --user option, before its user:password.
+	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)`)
 	// value is a shell- or libpq-style value: quoted parts (backslash
 	// escapes inside; an unterminated quote runs to the end of the line)
 	// and unquoted characters, up to unquoted white space.
@@ -159,15 +159,77 @@ func maskURIs(s string, found func(string)) string {
 	})
 }
 
+// curlQuotes are the quotes user:password may sit in, longest first: a
+// quote doubled inside a configuration string, a backslash-escaped one,
+// a shell quote.
+var curlQuotes = []string{"''", `\'`, `\"`, "'", `"`}
+
+// maskCurlUser masks the password of every -u/--user user:password. A
+// quoted one is masked up to its closing quote (to the end of the line
+// when there is none); an unquoted one is a shell word.
 func maskCurlUser(s string, found func(string)) string {
-	return curlUser.ReplaceAllStringFunc(s, func(m string) string {
-		sub := curlUser.FindStringSubmatch(m)
-		if sub[4] == Masked {
-			return m
+	locs := curlUser.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		if loc[0] < last {
+			continue
 		}
-		report(found, sub[4])
-		return sub[1] + sub[2] + sub[3] + ":" + Masked
-	})
+		rest := s[loc[1]:]
+		q := ""
+		for _, c := range curlQuotes {
+			if strings.HasPrefix(rest, c) {
+				q = c
+				break
+			}
+		}
+		body := rest[len(q):]
+		var user, pw string
+		if q == "" {
+			u := strings.IndexAny(body, " \t:'\"")
+			if u <= 0 || body[u] != ':' {
+				continue
+			}
+			user, pw = body[:u], value.FindString(body[u+1:])
+		} else {
+			end := closingQuote(body, q)
+			u := strings.IndexByte(body[:end], ':')
+			if u < 0 {
+				continue // no password: curl asks for it
+			}
+			user, pw = body[:u], body[u+1:end]
+		}
+		if pw == "" || pw == Masked {
+			continue
+		}
+		report(found, pw)
+		b.WriteString(s[last:loc[1]])
+		b.WriteString(q + user + ":" + Masked)
+		last = loc[1] + len(q) + len(user) + 1 + len(pw)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// closingQuote returns where q closes in s (the end of s when it does
+// not); inside double quotes a backslash escapes the next byte.
+func closingQuote(s, q string) int {
+	for i := 0; i < len(s); i++ {
+		if q == `"` && s[i] == '\\' {
+			i++
+			continue
+		}
+		if strings.HasPrefix(s[i:], q) {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // maskAssignments masks the value of every NAME=value (NAME = value) whose

@@ -29,6 +29,16 @@ func TestText(t *testing.T) {
 		{"option spaced", "tool --password s3cr3t --other x", "tool --password (sensitive) --other x"},
 		{"flag without value", "pg_basebackup --password -D /x", "pg_basebackup --password -D /x"},
 		{"curl user", "curl -u wal:s3cr3t -T %p https://h/%f", "curl -u wal:(sensitive) -T %p https://h/%f"},
+		// Quoted user:password (audit h98): masked to the closing quote.
+		{"curl user single quoted", "curl -u 'admin:pa$$w0rd' -X POST https://h/restart", "curl -u 'admin:(sensitive)' -X POST https://h/restart"},
+		{"curl user double quoted", `curl -u "u:pw with space" https://h/%f`, `curl -u "u:(sensitive)" https://h/%f`},
+		{"curl user double quoted escape", `curl -u "u:p\"w" https://h/%f`, `curl -u "u:(sensitive)" https://h/%f`},
+		{"curl user doubled quotes", "restore_command = 'curl -u ''walfetch:S3cr3tPw'' https://h/%f -o %p'", "restore_command = 'curl -u ''walfetch:(sensitive)'' https://h/%f -o %p'"},
+		{"curl user backslash quotes", `restore_command = 'curl -u \'walfetch:S3cr3tPw\' https://h/%f'`, `restore_command = 'curl -u \'walfetch:(sensitive)\' https://h/%f'`},
+		{"curl --user= quoted", "curl --user='wal:s3 cr3t' -T %p", "curl --user='wal:(sensitive)' -T %p"},
+		{"curl user unterminated quote", "curl -u 'wal:s3cr3t -T %p", "curl -u 'wal:(sensitive)"},
+		{"curl user quoted password part", `curl -u wal:"s3 cr3t" -T %p`, "curl -u wal:(sensitive) -T %p"},
+		{"curl user without password", "curl -u 'wal' -T %p", "curl -u 'wal' -T %p"},
 		{"shell pwd kept", "PWD=/var/lib cd $PWD", "PWD=/var/lib cd $PWD"},
 		{"multi line", "a password=x\nb PGPASSWORD=y z", "a password=(sensitive)\nb PGPASSWORD=(sensitive) z"},
 		{"inner quote nested", "opts='PGPASSWORD=x' cmd", "opts='PGPASSWORD=(sensitive)"},
@@ -64,6 +74,8 @@ func TestConfigLine(t *testing.T) {
 		{"archive_command shell quotes", "archive_command = 'env AWS_SECRET_ACCESS_KEY=''a b'' aws s3 cp %p s3://b/%f'",
 			"archive_command = 'env AWS_SECRET_ACCESS_KEY=(sensitive) aws s3 cp %p s3://b/%f'"},
 		{"restore_command uri", "restore_command = 'curl -fsS https://wal:s3cr3t@h/%f -o %p'", "restore_command = 'curl -fsS https://wal:(sensitive)@h/%f -o %p'"},
+		{"restore_command curl quoted user", "restore_command = 'curl -u ''walfetch:s3cr3t'' https://h/%f -o %p'", "restore_command = 'curl -u ''walfetch:(sensitive)'' https://h/%f -o %p'"},
+		{"archive_command curl double quoted user", `archive_command = 'curl -u "wal:s3cr3t" -T %p https://h/%f'`, `archive_command = 'curl -u "wal:(sensitive)" -T %p https://h/%f'`},
 		{"restore_command option", "restore_command = 'wal-g wal-fetch %f %p --password=s3cr3t' # comment", "restore_command = 'wal-g wal-fetch %f %p --password=(sensitive)' # comment"},
 		{"masked value requoted", "archive_command = 'x=''q'' PGPASSWORD=s && test ''a'' = a'", "archive_command = 'x=''q'' PGPASSWORD=(sensitive) && test ''a'' = a'"},
 		{"hash inside quotes", "primary_conninfo = 'password=s3#cr3t host=x' # note", "primary_conninfo = 'password=(sensitive) host=x' # note"},
@@ -107,6 +119,9 @@ func TestSecrets(t *testing.T) {
 	want := []string{"'s3 cr3t'", "s3 cr3t", "wJalr", "t0k"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Secrets = %q, want %q", got, want)
+	}
+	if got, want := Secrets(`curl -u 'admin:pa$$w0rd' -X POST https://ctl/restart`), []string{"pa$$w0rd"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Secrets of a quoted curl user = %q, want %q", got, want)
 	}
 	if got := Secrets("systemctl restart postgresql"); got != nil {
 		t.Errorf("Secrets of a plain command = %q", got)

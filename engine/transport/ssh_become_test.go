@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +88,27 @@ func TestBecomeFeedAnswersSudo(t *testing.T) {
 	<-in.closed
 	if got := in.buf.String(); got != "pw\ninput" {
 		t.Fatalf("stdin got %q, want the password then the input", got)
+	}
+}
+
+// TestShellThroughNeverAnswersAfterStart: the privileged shell's start
+// answers sudo the same way: a prompt signalled when the shell already
+// runs is never answered (the password would be a command line to it).
+func TestShellThroughNeverAnswersAfterStart(t *testing.T) {
+	for range 200 {
+		f := newBecomeFeed("s3cr3t-become")
+		pc := newPIDCapture()
+		in := &recordingStdin{closed: make(chan struct{})}
+		f.attachPipe(in, pc)
+		pc.Write([]byte("pgtune-pid:4242\n"))
+		pc.prompts <- struct{}{}
+		sh := &privShell{stdin: in, overCh: make(chan struct{}), ended: make(chan struct{})}
+		if err := sh.through(context.Background(), f, pc); err != nil {
+			t.Fatal(err)
+		}
+		if sh.last != nil {
+			<-sh.last.done
+			t.Fatalf("the shell's stdin got %q after it started", in.buf.String())
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (s *Session) applyHost(ctx context.Context, hr *hostRun) {
 	}
 	defer unlock()
 	log := s.log(hr)
-	j := NewJournal(s.runner.RunID, hr.host.Name, stateDir(hr.host), hr.tr, hr.host.Conn.Become)
+	j := NewJournal(s.runner.RunID, hr.host.Name, hr.stateDirPath(), hr.tr, hr.host.Conn.Become)
 	t := s.target(hr, j)
 	shrinkAt := shrinkAfter(hr.steps) // capacity.go
 	var held []heldShrink

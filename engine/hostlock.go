@@ -18,75 +18,106 @@ import (
 // The state directory holds journals, backups and the host lock. Only root
 // may write it: whoever can write there can make rollback restore chosen
 // content, or read the backups of root-only files. So it is root-owned,
-// mode 0700 at every level pgtune creates, never a symbolic link, and its
-// existing parents are root-owned and not writable by group or others
-// (sticky directories such as /tmp excepted: others cannot rename our
-// entries there). It is checked before every use.
+// mode 0700 at every level pgtune creates, never a symbolic link itself,
+// and every level above it is root-owned and not writable by group or
+// others (sticky directories such as /tmp excepted: others cannot rename
+// root's entries there). It is checked before every use.
+//
+// A symbolic link above it is accepted only when root owns it (a link
+// someone else owns in a sticky directory is theirs to swap for another
+// mid-run). The path is then resolved once on the host, every level of
+// the resolved path is checked again without following links (none may
+// be one), and only the resolved path is used from there on: nothing a
+// link later points at is ever written through.
 
-// stateDirScript walks the state directory's path ($2…, outermost first)
-// and checks each level; with $1 = 1 it creates what is missing (umask 077;
-// a level another session made meanwhile is checked as found) and tightens
-// the state directory itself to 0700. It prints "ok",
+// stateDirScript checks the state directory $2 as described above; with
+// $1 = 1 it creates what is missing (umask 077; a level another session
+// made meanwhile is checked as found) and tightens the state directory
+// itself to 0700. It prints "ok" and the resolved path on a second line,
 // "absent" (without create), or a reason on stdout and exits 3.
 const stateDirScript = `set -u
-create=$1; shift
-n=$# i=0
-for p in "$@"; do
-  i=$((i+1))
-  last=0; [ "$i" -eq "$n" ] && last=1
-  if [ "$last" = 1 ] && [ -L "$p" ]; then echo "$p is a symbolic link"; exit 3; fi
-  if [ ! -e "$p" ] && [ ! -L "$p" ]; then
-    if [ "$create" != 1 ]; then echo absent; exit 0; fi
-    if (umask 077 && mkdir -- "$p" 2>/dev/null); then continue; fi
-    # Another session to this machine may have made it meanwhile (two
-    # inventory names for one host): then it is checked as found.
-    if [ ! -e "$p" ] && [ ! -L "$p" ]; then (umask 077 && mkdir -- "$p") || exit 1; continue; fi
-  fi
-  if [ "$last" = 1 ]; then s=$(stat -c '%u %U %a %F' -- "$p"); else s=$(stat -L -c '%u %U %a %F' -- "$p"); fi || exit 1
-  uid=${s%% *}; s=${s#* }; user=${s%% *}; s=${s#* }; mode=${s%% *}; kind=${s#* }
-  if [ "$kind" != directory ]; then echo "$p is not a directory ($kind)"; exit 3; fi
-  if [ "$uid" != 0 ]; then echo "$p is owned by $user (uid $uid), not root"; exit 3; fi
-  m=$((0$mode))
-  if [ $((m & 18)) -ne 0 ] && { [ "$last" = 1 ] || [ $((m & 512)) -eq 0 ]; }; then
-    echo "$p is writable by group or others (mode $mode)"; exit 3
-  fi
-  if [ "$last" = 1 ] && [ "$create" = 1 ] && [ $((m & 63)) -ne 0 ]; then chmod 0700 -- "$p" || exit 1; fi
-done
-echo ok
+create=$1 dir=$2
+# walk PATH RESOLVED checks PATH level by level, outermost first, without
+# following links. On the path as given (RESOLVED=0) it stops at the first
+# missing level and accepts root's links above the last level; on the
+# resolved path (RESOLVED=1) it makes what is missing and accepts no link.
+walk() {
+  rest=${1#/} p= resolved=$2
+  while [ -n "$rest" ]; do
+    p=$p/${rest%%/*}
+    case $rest in */*) rest=${rest#*/} last=0;; *) rest= last=1;; esac
+    if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+      [ "$resolved" = 1 ] || return 0
+      if [ "$create" != 1 ]; then echo absent; exit 0; fi
+      if (umask 077 && mkdir -- "$p" 2>/dev/null); then continue; fi
+      # Another session to this machine may have made it meanwhile (two
+      # inventory names for one host): then it is checked as found.
+      if [ ! -e "$p" ] && [ ! -L "$p" ]; then (umask 077 && mkdir -- "$p") || exit 1; continue; fi
+    fi
+    s=$(stat -c '%u %U %a %F' -- "$p") || exit 1
+    uid=${s%% *}; s=${s#* }; user=${s%% *}; s=${s#* }; mode=${s%% *}; kind=${s#* }
+    if [ "$kind" = "symbolic link" ]; then
+      if [ "$resolved" = 1 ] || [ "$last" = 1 ]; then echo "$p is a symbolic link"; exit 3; fi
+      if [ "$uid" != 0 ]; then echo "$p is a symbolic link owned by $user (uid $uid), not root"; exit 3; fi
+      continue
+    fi
+    if [ "$kind" != directory ]; then echo "$p is not a directory ($kind)"; exit 3; fi
+    if [ "$uid" != 0 ]; then echo "$p is owned by $user (uid $uid), not root"; exit 3; fi
+    m=$((0$mode))
+    if [ $((m & 18)) -ne 0 ] && { [ "$last" = 1 ] || [ $((m & 512)) -eq 0 ]; }; then
+      echo "$p is writable by group or others (mode $mode)"; exit 3
+    fi
+    if [ "$resolved" = 1 ] && [ "$last" = 1 ] && [ "$create" = 1 ] && [ $((m & 63)) -ne 0 ]; then chmod 0700 -- "$p" || exit 1; fi
+  done
+}
+walk "$dir" 0
+real=$(realpath -m -- "$dir") || exit 1
+case $real in
+/?*) ;;
+*) echo "$dir resolves to $real"; exit 3;;
+esac
+walk "$real" 1
+printf 'ok\n%s\n' "$real"
 `
 
 // errStateDirAbsent says the state directory does not exist (read-only
 // check): pgtune has never changed the host.
 var errStateDirAbsent = errors.New("state directory absent")
 
-// checkStateDir checks dir (and, with create, makes it) as described above.
-// A refusal names the offending path.
-func checkStateDir(ctx context.Context, t transport.Transport, dir string, become, create bool) error {
-	if !path.IsAbs(dir) || path.Clean(dir) != dir || dir == "/" || strings.ContainsAny(dir, "\n\x00") {
-		return fmt.Errorf("state directory %q: must be a clean absolute path other than /", dir)
-	}
-	var levels []string
-	for p := dir; p != "/"; p = path.Dir(p) {
-		levels = append([]string{p}, levels...)
+// checkStateDir checks dir (and, with create, makes it) as described above
+// and returns its resolved path, the only one to use afterwards. A refusal
+// names the offending path.
+func checkStateDir(ctx context.Context, t transport.Transport, dir string, become, create bool) (string, error) {
+	if !cleanStateDir(dir) {
+		return "", fmt.Errorf("state directory %q: must be a clean absolute path other than /", dir)
 	}
 	flag := "0"
 	if create {
 		flag = "1"
 	}
-	res, err := t.Run(ctx, transport.Command{Op: OpStateDir, Args: append([]string{"sh", "-c", stateDirScript, "sh", flag}, levels...), Become: become})
+	res, err := t.Run(ctx, transport.Command{Op: OpStateDir, Args: []string{"sh", "-c", stateDirScript, "sh", flag, dir}, Become: become})
 	out := strings.TrimSpace(string(res.Stdout))
 	var exitErr *transport.ExitError
 	switch {
-	case err == nil && out == "ok":
-		return nil
+	case err == nil && strings.HasPrefix(out, "ok\n"):
+		real := strings.TrimPrefix(strings.TrimSuffix(string(res.Stdout), "\n"), "ok\n")
+		if !cleanStateDir(real) {
+			return "", fmt.Errorf("state directory %s: resolves to %s: refusing to use it", dir, strconv.Quote(transport.Clip(real)))
+		}
+		return real, nil
 	case err == nil && out == "absent" && !create:
-		return errStateDirAbsent
+		return "", errStateDirAbsent
 	case errors.As(err, &exitErr) && exitErr.ExitCode == 3 && out != "":
-		return fmt.Errorf("state directory %s: %s: refusing to use it", dir, transport.ClipOutput(out))
+		return "", fmt.Errorf("state directory %s: %s: refusing to use it", dir, transport.ClipOutput(out))
 	case err != nil:
-		return fmt.Errorf("state directory %s: %w", dir, err)
+		return "", fmt.Errorf("state directory %s: %w", dir, err)
 	}
-	return fmt.Errorf("state directory %s: unexpected answer %q", dir, transport.Clip(out))
+	return "", fmt.Errorf("state directory %s: unexpected answer %q", dir, transport.Clip(out))
+}
+
+// cleanStateDir says whether dir may name a state directory.
+func cleanStateDir(dir string) bool {
+	return path.IsAbs(dir) && path.Clean(dir) == dir && dir != "/" && !strings.ContainsAny(dir, "\n\x00")
 }
 
 // The host lock.
@@ -316,9 +347,11 @@ func (l *hostLock) lost() error {
 // lost; unlock frees it and, if it was lost, says so in the host's error.
 func (s *Session) lockHost(ctx context.Context, hr *hostRun) (context.Context, func(), error) {
 	dir, become := stateDir(hr.host), hr.host.Conn.Become
-	if err := checkStateDir(ctx, hr.tr, dir, become, true); err != nil {
+	dir, err := checkStateDir(ctx, hr.tr, dir, become, true)
+	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", hr.host.Name, err)
 	}
+	hr.stateDir = dir
 	l, err := acquireHostLock(ctx, hr.tr, dir, s.runner.RunID, become)
 	var locked *LockedError
 	if errors.As(err, &locked) && locked.Info.RunID == s.runner.RunID {

@@ -31,7 +31,7 @@ func TestStateDirAnswerClipped(t *testing.T) {
 		{"an unexpected answer", cannedRun{res: transport.Result{Stdout: long.Stdout}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkStateDir(context.Background(), tt.t, "/var/lib/pgtune/runs", false, false)
+			_, err := checkStateDir(context.Background(), tt.t, "/var/lib/pgtune/runs", false, false)
 			if err == nil || len(err.Error()) > transport.MaxErrorOutput+200 {
 				t.Errorf("error of %d bytes, want the answer clipped", len(err.Error()))
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,9 @@ func TestCheckStateDir(t *testing.T) {
 		setup  func(t *testing.T, root string) string // returns the state dir
 		create bool
 		want   string // "" = accepted; "absent"; else a substring of the refusal
+		// resolved, when set, is the path the check must hand back
+		// (relative to root); else the state dir itself.
+		resolved string
 	}{
 		{name: "created, every level 0700", create: true, setup: func(t *testing.T, root string) string {
 			return filepath.Join(root, "var/lib/pgtune/runs")
@@ -96,12 +100,30 @@ func TestCheckStateDir(t *testing.T) {
 		{name: "sticky parent, like /tmp", create: true, setup: func(t *testing.T, root string) string {
 			return filepath.Join(mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0), "state")
 		}},
+		// The audit's attack: nobody's link in a sticky directory points
+		// at a root directory now, and at nobody's own one mid-run.
+		{name: "nobody's link above, in a sticky dir", create: true, want: fmt.Sprintf("/tmp/pgtune is a symbolic link owned by nobody (uid %d), not root", nobody), setup: func(t *testing.T, root string) string {
+			return filepath.Join(symlink(t, mkdir(t, filepath.Join(root, "var"), 0o755, 0), filepath.Join(mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0), "pgtune"), nobody), "runs")
+		}},
+		{name: "nobody's link above, read-only check", want: fmt.Sprintf("/tmp/pgtune is a symbolic link owned by nobody (uid %d), not root", nobody), setup: func(t *testing.T, root string) string {
+			mkdir(t, filepath.Join(root, "var/runs"), 0o700, 0)
+			return filepath.Join(symlink(t, filepath.Join(root, "var"), filepath.Join(mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0), "pgtune"), nobody), "runs")
+		}},
+		{name: "root's link above is resolved", create: true, resolved: "var/runs", setup: func(t *testing.T, root string) string {
+			return filepath.Join(symlink(t, mkdir(t, filepath.Join(root, "var"), 0o755, 0), filepath.Join(mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0), "pgtune"), 0), "runs")
+		}},
+		// The link's target is root's, a level above it is not: nobody
+		// can rename what the link goes through.
+		{name: "root's link through nobody's directory", create: true, want: "/home " + ownedByNobody, setup: func(t *testing.T, root string) string {
+			target := mkdir(t, filepath.Join(mkdir(t, filepath.Join(root, "home"), 0o755, nobody), "state"), 0o755, 0)
+			return filepath.Join(symlink(t, target, filepath.Join(root, "pgtune"), 0), "runs")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			dir := tc.setup(t, root)
-			err := checkStateDir(ctx, transport.NewLocal(), dir, false, tc.create)
+			got, err := checkStateDir(ctx, transport.NewLocal(), dir, false, tc.create)
 			switch {
 			case tc.want == "absent":
 				if !errors.Is(err, errStateDirAbsent) {
@@ -122,6 +144,12 @@ func TestCheckStateDir(t *testing.T) {
 			case err != nil:
 				t.Fatalf("refused: %v", err)
 			}
+			if tc.resolved != "" {
+				dir = filepath.Join(root, tc.resolved)
+			}
+			if got != dir {
+				t.Fatalf("resolved to %s, want %s", got, dir)
+			}
 			// Every level pgtune made, and the state directory itself,
 			// is root's and 0700.
 			for p := dir; p != root; p = filepath.Dir(p) {
@@ -137,6 +165,18 @@ func TestCheckStateDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// symlink makes link, owned by uid, point at target; it returns link.
+func symlink(t *testing.T, target, link string, uid int) string {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return link
 }
 
 func mkdir(t *testing.T, p string, mode os.FileMode, uid int) string {
@@ -157,7 +197,7 @@ func mkdir(t *testing.T, p string, mode os.FileMode, uid int) string {
 func stateDirFor(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
-	if err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
+	if _, err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -316,7 +356,7 @@ func TestLockHostRefusesBadStateDir(t *testing.T) {
 func TestStateDirMustBeAbsolute(t *testing.T) {
 	for _, v := range []any{"relative/state", "/var/lib/../tmp/x", "/", "", 42} {
 		h := &inventory.Host{Name: "db1", Vars: map[string]any{StateDirVar: v}}
-		err := checkStateDir(context.Background(), nil, stateDir(h), false, true)
+		_, err := checkStateDir(context.Background(), nil, stateDir(h), false, true)
 		if err == nil || !strings.Contains(err.Error(), "must be a clean absolute path other than /") {
 			t.Errorf("pgtune_state_dir %#v: %v", v, err)
 		}
@@ -366,10 +406,38 @@ func TestCheckStateDirMadeMeanwhile(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	dir := filepath.Join(t.TempDir(), "var/lib/pgtune")
-	if err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
+	if _, err := checkStateDir(context.Background(), transport.NewLocal(), dir, false, true); err != nil {
 		t.Fatalf("a state directory made meanwhile by another session: %v", err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("state directory %v, %v; want it there, 0700", fi, err)
+	}
+}
+
+// TestLockHostUsesResolvedStateDir: a state directory reached through
+// root's link is used by its resolved path from the check on, so what the
+// link points at later is never written through.
+func TestLockHostUsesResolvedStateDir(t *testing.T) {
+	needRoot(t)
+	root := t.TempDir()
+	real := mkdir(t, filepath.Join(root, "var"), 0o755, 0)
+	tmp := mkdir(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777, 0)
+	link := symlink(t, real, filepath.Join(tmp, "pgtune"), 0)
+	s := &Session{runner: &Runner{RunID: "20261130T190000Z-aaaaaa", Log: slog.New(slog.DiscardHandler)}}
+	hr := &hostRun{host: &inventory.Host{Name: "db1", Vars: map[string]any{StateDirVar: filepath.Join(link, "runs")}}, tr: transport.NewLocal()}
+	_, unlock, err := s.lockHost(context.Background(), hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	want := filepath.Join(real, "runs")
+	if got := hr.stateDirPath(); got != want {
+		t.Fatalf("state dir in use %s, want the resolved %s", got, want)
+	}
+	if got := s.target(hr, nil).StateDir; got != want {
+		t.Fatalf("target's state dir %s, want the resolved %s", got, want)
+	}
+	if _, err := os.Lstat(filepath.Join(want, "lock")); err != nil {
+		t.Fatalf("lock not in the resolved state dir: %v", err)
 	}
 }

@@ -115,7 +115,7 @@ func (s *Session) openPeer(ctx context.Context, name, suffix string, journaled b
 			return nil, nil, err
 		}
 		closePeer = func() { unlock(); _ = tr.Close() }
-		j = NewKeptJournal(s.runner.RunID+suffix, h.Name, stateDir(h), tr, h.Conn.Become, KeptRoleChanges)
+		j = NewKeptJournal(s.runner.RunID+suffix, h.Name, pr.stateDirPath(), tr, h.Conn.Become, KeptRoleChanges)
 	}
 	return s.target(pr, j), closePeer, nil
 }

@@ -164,7 +164,7 @@ func (s *Session) target(hr *hostRun, j *Journal) *Target {
 		Scope:     scope,
 		Log:       s.log(hr),
 		Journal:   j,
-		StateDir:  stateDir(hr.host),
+		StateDir:  hr.stateDirPath(),
 		modules:   s.runner.Modules,
 		peers:     s.peersOf(hr), // peers.go
 		cache:     cache,

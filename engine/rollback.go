@@ -84,14 +84,15 @@ type rollbackState struct {
 // directory is checked first: journals in a directory others can write
 // are not evidence of anything.
 func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) error) ([]JournalRecord, error) {
-	switch err := checkStateDir(ctx, t.Transport, t.StateDir, t.Become, false); {
+	dir, err := checkStateDir(ctx, t.Transport, t.StateDir, t.Become, false)
+	switch {
 	case errors.Is(err, errStateDirAbsent):
 		return nil, nil
 	case err != nil:
 		return nil, err
 	}
 	const script = `for f in "$1"/*/journal.json; do [ -e "$f" ] || continue; printf '\n### %s\n' "$f"; cat -- "$f"; done`
-	res, err := t.Transport.Run(ctx, transport.Command{Op: OpReadJournals, Args: []string{"sh", "-c", script, "sh", t.StateDir}, Become: t.Become})
+	res, err := t.Transport.Run(ctx, transport.Command{Op: OpReadJournals, Args: []string{"sh", "-c", script, "sh", dir}, Become: t.Become})
 	if err != nil {
 		return nil, fmt.Errorf("read journals: %w", err)
 	}
@@ -108,7 +109,7 @@ func readJournals(ctx context.Context, t *Target, manages func(JournalEntry) err
 			// shape is checked.
 			check = func(JournalEntry) error { return nil }
 		}
-		if err := validateJournal(j, path.Base(path.Dir(name)), t.StateDir, check); err != nil {
+		if err := validateJournal(j, path.Base(path.Dir(name)), dir, check); err != nil {
 			return nil, fmt.Errorf("journal %s: %w: refusing to roll back; nothing was changed", printable(name), err)
 		}
 		out = append(out, j)

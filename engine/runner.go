@@ -114,6 +114,19 @@ type hostRun struct {
 	// clusterCheck: planned, waiting for checkClusters (peers.go), which
 	// sets clusterChecked once it has taken the host.
 	clusterCheck, clusterChecked bool
+	// stateDir is the host's state directory as resolved on the host by
+	// lockHost's check; only it is written once set (hostlock.go).
+	stateDir string
+}
+
+// stateDirPath is the state directory to use: the resolved one once the
+// host is locked, else the inventory's (planning only reads through it
+// after its own check).
+func (hr *hostRun) stateDirPath() string {
+	if hr.stateDir != "" {
+		return hr.stateDir
+	}
+	return stateDir(hr.host)
 }
 
 type step struct {

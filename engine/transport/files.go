@@ -125,7 +125,8 @@ cat -- "$1"
 // into the backup $backup, mode and owner kept, and sets kept=1 (kept=0
 // when there was no file). This shell writes it: the state directory is
 // root's alone. Call it as a plain command, so set -e stops the script
-// on any failure before the file it backs up is replaced.
+// on any failure before the file it backs up is replaced. Its files are
+// made new (set -C after rm -f), never written through a name found there.
 const keepFn = `keep() {
   kept=0
   meta=$(head -n 1 -- "$raw")
@@ -134,7 +135,8 @@ const keepFn = `keep() {
   *) rm -f -- "$raw"; return 0;;
   esac
   m=${meta#B }
-  (umask 077; tail -n +2 -- "$raw" > "$raw.c")
+  rm -f -- "$raw.c"
+  (umask 077; set -C; tail -n +2 -- "$raw" > "$raw.c")
   rm -f -- "$raw"
   chmod -- "${m%% *}" "$raw.c"
   chown -- "${m#* }" "$raw.c"
@@ -215,9 +217,9 @@ if [ -n "$emit" ]; then sh -c "$emit" sh "$path"; fi
 // picks, in two steps (prepare, then rename) with the backup between.
 var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
 raw=/dev/null
-if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; else emit=; fi
+if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; rm -f -- "$raw"; else emit=; fi
 trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw"' EXIT
-(umask 077; run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" > "$raw")
+(umask 077; set -C; run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" > "$raw")
 if [ -n "$backup" ]; then keep; fi
 run sh -c 'mv -fT -- "$1" "$2" && sync -- "$3"' sh "$tmp" "$path" "$dir"
 trap - EXIT
@@ -265,7 +267,8 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`, keepFn) + `if [ -n "$backup" ]; then
   mkdir -p -- "${backup%/*}"
   raw=$backup.tmp
-  (umask 077; run sh -c "$emit" sh "$path" > "$raw")
+  rm -f -- "$raw"
+  (umask 077; set -C; run sh -c "$emit" sh "$path" > "$raw")
   keep
   if [ "$kept" = 0 ]; then exit 0; fi
 fi

@@ -96,6 +96,12 @@ func (f *becomeFeed) run(stdin []byte) func() {
 		for {
 			select {
 			case <-f.stderr.prompts:
+				if f.stderr.started() {
+					// The command runs: a prompt now is never sudo's
+					// (nor is one that came with the PID line).
+					f.feed(stdin)
+					return
+				}
 				asked++
 				if asked > 1 {
 					f.wrong.Store(true)
@@ -107,10 +113,7 @@ func (f *becomeFeed) run(stdin []byte) func() {
 				}
 				f.answered.Store(true)
 			case <-f.stderr.parsed:
-				if len(stdin) > 0 {
-					_, _ = f.stdin.Write(stdin)
-				}
-				f.stdin.Close()
+				f.feed(stdin)
 				return
 			case <-stop:
 				return
@@ -118,6 +121,14 @@ func (f *becomeFeed) run(stdin []byte) func() {
 		}
 	}()
 	return func() { close(stop) }
+}
+
+// feed hands the started command its stdin and closes it.
+func (f *becomeFeed) feed(stdin []byte) {
+	if len(stdin) > 0 {
+		_, _ = f.stdin.Write(stdin)
+	}
+	f.stdin.Close()
 }
 
 // refused reports that sudo did not take the password: it asked again,

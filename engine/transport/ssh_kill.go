@@ -90,17 +90,21 @@ func (w *pidCapture) watchPrompt(prompt string) {
 	w.prompts = make(chan struct{}, 8)
 }
 
-// takePrompts removes complete prompts from the unscanned part of buf,
-// in one pass over what no search has seen yet.
-func (w *pidCapture) takePrompts() {
+// takePrompts removes complete prompts from buf[…:limit], the part no
+// search has seen yet and known to come before the PID line, in one pass.
+// It returns how many bytes it took out (all before limit).
+func (w *pidCapture) takePrompts(limit int) int {
 	if len(w.prompt) == 0 {
-		return
+		return 0
 	}
 	b := w.buf.Bytes()
 	from := max(w.scanned, w.promptFrom)
+	if from >= limit {
+		return 0
+	}
 	dst, src, first := from, from, -1
 	for {
-		i := bytes.Index(b[src:], w.prompt)
+		i := bytes.Index(b[src:limit], w.prompt)
 		if i < 0 {
 			break
 		}
@@ -115,34 +119,45 @@ func (w *pidCapture) takePrompts() {
 		}
 	}
 	if first < 0 {
-		w.promptFrom = max(from, len(b)-len(w.prompt)+1)
-		return
+		w.promptFrom = max(from, limit-len(w.prompt)+1)
+		return 0
 	}
 	dst += copy(b[dst:], b[src:])
+	removed := len(b) - dst
 	w.buf.Truncate(dst)
 	// A prompt split by a removed one is found by the next write's search.
 	w.promptFrom = first
 	w.nlFrom = min(w.nlFrom, first)
+	return removed
 }
 
 func newPIDCapture() *pidCapture { return &pidCapture{parsed: make(chan struct{})} }
 
+// Write keeps p and, until the PID line is seen, looks for it line by
+// line. Prompts are taken only from what comes before it: sudo prompts
+// before the wrapper runs, and what follows the PID line is the command's
+// (a process the cluster owner controls can write there, and must never
+// be answered with the password), so once the PID is known no prompt is
+// taken again.
 func (w *pidCapture) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if w.pid == 0 {
-		w.takePrompts()
-	}
 	for w.pid == 0 {
 		b := w.buf.Bytes()
 		from := max(w.scanned, w.nlFrom)
 		i := bytes.IndexByte(b[from:], '\n')
 		if i < 0 {
-			w.nlFrom = len(b)
+			// An unfinished line: no PID line yet, so all of it
+			// precedes the PID line.
+			w.takePrompts(len(b))
+			w.nlFrom = w.buf.Len()
 			break
 		}
+		// A prompt holds no newline: those on this line end before it.
 		end := from + i
+		end -= w.takePrompts(end)
+		b = w.buf.Bytes()
 		if m := pidLine.FindSubmatch(b[w.scanned:end]); m != nil {
 			if pid, err := strconv.Atoi(string(m[1])); err == nil && pid > 0 {
 				rest := append([]byte(nil), b[end+1:]...)
@@ -162,6 +177,16 @@ func (w *pidCapture) Bytes() []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]byte(nil), w.buf.Bytes()...)
+}
+
+// started says whether the PID line was seen (the command runs).
+func (w *pidCapture) started() bool {
+	select {
+	case <-w.parsed:
+		return true
+	default:
+		return false
+	}
 }
 
 func (w *pidCapture) PID() int {

@@ -407,6 +407,10 @@ func (sh *privShell) through(ctx context.Context, feed *becomeFeed, pc *pidCaptu
 		case <-pc.parsed:
 			return nil
 		case <-prompts:
+			if pc.started() {
+				// Never answer once the shell runs.
+				return nil
+			}
 			asked++
 			if asked > 1 {
 				feed.wrong.Store(true)

@@ -94,6 +94,12 @@ func TestPIDCapturePrompts(t *testing.T) {
 		{"split byte by byte", strings.Split("w"+p+"z", ""), 1, 0, "wz"},
 		{"prompt, newline, PID", []string{p + "\n", "pgtune-pid:7\nout"}, 1, 7, "\nout"},
 		{"no prompt", []string{"[pgtune-sudo-00] pass", "phrase:"}, 0, 0, "[pgtune-sudo-00] passphrase:"},
+		// After the PID line the command runs: a prompt there is
+		// the command's output (anyone it runs as can write it), never
+		// answered (audit h98).
+		{"prompt after the PID line, one write", []string{"pgtune-pid:4242\n" + p}, 0, 4242, p},
+		{"prompt after the PID line, later write", []string{"pgtune-pid:4242\n", p}, 0, 4242, p},
+		{"prompt on the PID line's line and after it", []string{p + "pgtune-pid:5\n" + p + "\n"}, 1, 5, p + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newPIDCapture()

@@ -439,7 +439,8 @@ func (h *Host) stateDir(cmd transport.Command, _ []string) (transport.Result, er
 	h.Log = append(h.Log, "state dir")
 	switch h.StateDirAnswer {
 	case "", "ok":
-		return ok("ok\n")
+		// The path is taken as resolved: the fake has no links.
+		return ok("ok\n" + cmd.Args[len(cmd.Args)-1] + "\n")
 	case "absent":
 		return ok("absent\n")
 	}

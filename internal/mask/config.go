@@ -65,6 +65,15 @@ func ConfigLine(l string) string {
 		val = Text(val)
 	}
 	rest := Text(s.rest)
+	if SensitiveName(s.name) && !strings.HasPrefix(s.value, "'") {
+		// An unquoted secret's value is one word to PostgreSQL, but a
+		// line such as ssl_passphrase_command = echo pw (a syntax error
+		// the server names) holds the rest of it after a space: hidden
+		// to the end of the line (a comment right after the value kept).
+		if t := strings.TrimLeft(s.rest, " \t"); t != "" && t[0] != '#' {
+			rest = ""
+		}
+	}
 	if val == s.value && rest == s.rest {
 		return l
 	}

@@ -45,14 +45,24 @@ var (
 	// uriUserinfo finds scheme://user:password@. The password should be
 	// percent-encoded but may not be: it runs to the last @ of the word.
 	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):([^\s?#]*)@`)
-	// curlUser finds -u user:password and --user user:password.
-	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)([^\s:'"]+):(\S+)`)
+	// curlUser finds curl's -u and --user option, before its user:password.
+	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)`)
 	// value is a shell- or libpq-style value: quoted parts (backslash
 	// escapes inside; an unterminated quote runs to the end of the line)
 	// and unquoted characters, up to unquoted white space.
 	value = regexp.MustCompile(`^(?:'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|\\.?|[^\s'"\\])+`)
 	// uriQueryValue is a value inside a URI query: it ends at & or #.
 	uriQueryValue = regexp.MustCompile(`^[^\s&#]+`)
+	// sshpassOption finds sshpass's -p, after its other options (each
+	// with at most one argument).
+	sshpassOption = regexp.MustCompile(`(?:^|[^\w-])sshpass(?:\s+-[^p\s-]\S*(?:\s+[^-\s]\S*)?)*\s+-p\s*`)
+	// mysqlProgram and mysqlPassword find mysql's -pPASSWORD (a bare -p
+	// asks for it).
+	mysqlProgram  = regexp.MustCompile(`(?:^|[^\w-])(?:mysql|mariadb)[\w-]*(?:\s|$)`)
+	mysqlPassword = regexp.MustCompile(`\s-p`)
+	// keyColon finds a YAML or JSON key before its colon: start of line,
+	// white space, { or , before it; "key": or key: followed by a space.
+	keyColon = regexp.MustCompile(`(?:^|[\s{,])(?:"([A-Za-z_][A-Za-z0-9_.-]*)"\s*:|'([A-Za-z_][A-Za-z0-9_.-]*)'\s*:|([A-Za-z_][A-Za-z0-9_.-]*):\s)\s*`)
 )
 
 // Text masks every credential in free text (errors, notes, log values,
@@ -94,10 +104,19 @@ func line(s string, found func(string)) string {
 	if strings.Contains(s, "-u") {
 		s = maskCurlUser(s, found)
 	}
+	if strings.Contains(s, "-p") && (strings.Contains(s, "mysql") || strings.Contains(s, "mariadb")) {
+		s = maskMySQL(s, found)
+	}
 	if !hasSensitiveWord(s) {
 		return s // most lines: no name here can be a secret's
 	}
 	s = maskAssignments(s, found)
+	if strings.Contains(s, "sshpass") {
+		s = maskAfter(s, sshpassOption, func(string) bool { return true }, found)
+	}
+	if strings.Contains(s, ":") {
+		s = maskKeys(s, found)
+	}
 	if strings.Contains(s, "--") {
 		s = maskAfter(s, spacedOption, func(opt string) bool {
 			return SensitiveName(strings.TrimSpace(opt))
@@ -159,15 +178,77 @@ func maskURIs(s string, found func(string)) string {
 	})
 }
 
+// curlQuotes are the quotes user:password may sit in, longest first: a
+// quote doubled inside a configuration string, a backslash-escaped one,
+// a shell quote.
+var curlQuotes = []string{"''", `\'`, `\"`, "'", `"`}
+
+// maskCurlUser masks the password of every -u/--user user:password. A
+// quoted one is masked up to its closing quote (to the end of the line
+// when there is none); an unquoted one is a shell word.
 func maskCurlUser(s string, found func(string)) string {
-	return curlUser.ReplaceAllStringFunc(s, func(m string) string {
-		sub := curlUser.FindStringSubmatch(m)
-		if sub[4] == Masked {
-			return m
+	locs := curlUser.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		if loc[0] < last {
+			continue
 		}
-		report(found, sub[4])
-		return sub[1] + sub[2] + sub[3] + ":" + Masked
-	})
+		rest := s[loc[1]:]
+		q := ""
+		for _, c := range curlQuotes {
+			if strings.HasPrefix(rest, c) {
+				q = c
+				break
+			}
+		}
+		body := rest[len(q):]
+		var user, pw string
+		if q == "" {
+			u := strings.IndexAny(body, " \t:'\"")
+			if u <= 0 || body[u] != ':' {
+				continue
+			}
+			user, pw = body[:u], value.FindString(body[u+1:])
+		} else {
+			end := closingQuote(body, q)
+			u := strings.IndexByte(body[:end], ':')
+			if u < 0 {
+				continue // no password: curl asks for it
+			}
+			user, pw = body[:u], body[u+1:end]
+		}
+		if pw == "" || pw == Masked {
+			continue
+		}
+		report(found, pw)
+		b.WriteString(s[last:loc[1]])
+		b.WriteString(q + user + ":" + Masked)
+		last = loc[1] + len(q) + len(user) + 1 + len(pw)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// closingQuote returns where q closes in s (the end of s when it does
+// not); inside double quotes a backslash escapes the next byte.
+func closingQuote(s, q string) int {
+	for i := 0; i < len(s); i++ {
+		if q == `"` && s[i] == '\\' {
+			i++
+			continue
+		}
+		if strings.HasPrefix(s[i:], q) {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // maskAssignments masks the value of every NAME=value (NAME = value) whose
@@ -202,6 +283,11 @@ func maskAssignments(s string, found func(string)) string {
 		if val == "" || strings.HasPrefix(val, Masked) || strings.HasPrefix(val, "'"+Masked) {
 			continue
 		}
+		if strings.HasSuffix(strings.ToLower(s[start:end]), "command") && val[0] != '\'' && val[0] != '"' {
+			// An unquoted command (ssl_passphrase_command=echo pw) has
+			// its arguments after a space: hidden to the end of the line.
+			val = strings.TrimRight(s[v:], " \t\r")
+		}
 		report(found, val)
 		b.WriteString(s[last:v])
 		b.WriteString(Masked)
@@ -213,6 +299,99 @@ func maskAssignments(s string, found func(string)) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// maskMySQL masks the -pPASSWORD of a mysql or mariadb command line (its
+// password sits right after -p, no space).
+func maskMySQL(s string, found func(string)) string {
+	loc := mysqlProgram.FindStringIndex(s)
+	if loc == nil {
+		return s
+	}
+	head := s[:loc[1]]
+	if loc[1] > 0 {
+		head = s[:loc[1]-1] // the space after the name may precede -p
+	}
+	return head + maskAfter(s[len(head):], mysqlPassword, func(string) bool { return true }, found)
+}
+
+// maskKeys masks the value of every sensitive YAML or JSON key (a
+// password: in a flow map, a JSON object, a quoted scalar) Text meets. A
+// value in a flow map or JSON ends at , or }; else it runs to a comment
+// or the end of the line. A quoted one runs to its closing quote.
+func maskKeys(s string, found func(string)) string {
+	locs := keyColon.FindAllStringSubmatchIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		if loc[0] < last {
+			continue
+		}
+		var name string
+		for g := 1; g <= 3; g++ {
+			if loc[2*g] >= 0 {
+				name = s[loc[2*g]:loc[2*g+1]]
+			}
+		}
+		if !SensitiveName(name) {
+			continue
+		}
+		rest := s[loc[1]:]
+		var v string
+		switch {
+		case strings.HasPrefix(rest, `"`):
+			v = rest[:min(len(rest), 1+closingQuote(rest[1:], `"`)+1)]
+		case strings.HasPrefix(rest, "'"):
+			end := 1
+			for end < len(rest) && (rest[end] != '\'' || strings.HasPrefix(rest[end:], "''")) {
+				if rest[end] == '\'' {
+					end++ // a doubled quote inside
+				}
+				end++
+			}
+			v = rest[:min(len(rest), end+1)]
+		default:
+			flow := inFlow(s, loc[0])
+			end := len(rest)
+			if i := strings.Index(rest, " #"); i >= 0 {
+				end = i
+			}
+			if i := strings.IndexAny(rest, ",}"); flow && i >= 0 && i < end {
+				end = i
+			}
+			v = strings.TrimRight(rest[:end], " \t\r")
+		}
+		if v == "" || strings.HasPrefix(v, Masked) || v == `"`+Masked+`"` || v == "'"+Masked+"'" {
+			continue
+		}
+		report(found, v)
+		b.WriteString(s[last:loc[1]])
+		b.WriteString(Masked)
+		last = loc[1] + len(v)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// inFlow says whether the key matched at i (its { , or space, if any)
+// sits in a flow map or JSON object: after { or , past white space.
+func inFlow(s string, i int) bool {
+	for ; i >= 0 && i < len(s); i-- {
+		switch s[i] {
+		case '{', ',':
+			return true
+		case ' ', '\t':
+			continue
+		}
+		return false
+	}
+	return false
 }
 
 func isAssignNameByte(c byte) bool {

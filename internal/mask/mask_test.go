@@ -29,7 +29,35 @@ func TestText(t *testing.T) {
 		{"option spaced", "tool --password s3cr3t --other x", "tool --password (sensitive) --other x"},
 		{"flag without value", "pg_basebackup --password -D /x", "pg_basebackup --password -D /x"},
 		{"curl user", "curl -u wal:s3cr3t -T %p https://h/%f", "curl -u wal:(sensitive) -T %p https://h/%f"},
+		// Quoted user:password (audit h98): masked to the closing quote.
+		{"curl user single quoted", "curl -u 'admin:pa$$w0rd' -X POST https://h/restart", "curl -u 'admin:(sensitive)' -X POST https://h/restart"},
+		{"curl user double quoted", `curl -u "u:pw with space" https://h/%f`, `curl -u "u:(sensitive)" https://h/%f`},
+		{"curl user double quoted escape", `curl -u "u:p\"w" https://h/%f`, `curl -u "u:(sensitive)" https://h/%f`},
+		{"curl user doubled quotes", "restore_command = 'curl -u ''walfetch:S3cr3tPw'' https://h/%f -o %p'", "restore_command = 'curl -u ''walfetch:(sensitive)'' https://h/%f -o %p'"},
+		{"curl user backslash quotes", `restore_command = 'curl -u \'walfetch:S3cr3tPw\' https://h/%f'`, `restore_command = 'curl -u \'walfetch:(sensitive)\' https://h/%f'`},
+		{"curl --user= quoted", "curl --user='wal:s3 cr3t' -T %p", "curl --user='wal:(sensitive)' -T %p"},
+		{"curl user unterminated quote", "curl -u 'wal:s3cr3t -T %p", "curl -u 'wal:(sensitive)"},
+		{"curl user quoted password part", `curl -u wal:"s3 cr3t" -T %p`, "curl -u wal:(sensitive) -T %p"},
+		{"curl user without password", "curl -u 'wal' -T %p", "curl -u 'wal' -T %p"},
 		{"shell pwd kept", "PWD=/var/lib cd $PWD", "PWD=/var/lib cd $PWD"},
+		// Audit h98: what used to be left after the masked word.
+		{"unquoted command to the end of the line", "ssl_passphrase_command=echo s3cr3t", "ssl_passphrase_command=(sensitive)"},
+		{"unquoted command spaced", "failed: ssl_passphrase_command = /bin/echo s3cr3t  ", "failed: ssl_passphrase_command = (sensitive)  "},
+		{"quoted command", "ssl_passphrase_command='echo s3cr3t' other", "ssl_passphrase_command=(sensitive) other"},
+		{"sshpass", "sshpass -p s3cr3t ssh db1 true", "sshpass -p (sensitive) ssh db1 true"},
+		{"sshpass attached, after options", "sshpass -v -P assword -ps3cr3t ssh -p 2222 db1", "sshpass -v -P assword -p(sensitive) ssh -p 2222 db1"},
+		{"sshpass from a file kept", "sshpass -f /etc/pw ssh -p 2222 db1", "sshpass -f /etc/pw ssh -p 2222 db1"},
+		{"mysql -p", "mysql -ps3cr3t -u root -e 'select 1'", "mysql -p(sensitive) -u root -e 'select 1'"},
+		{"mysqldump -p quoted", "/usr/bin/mysqldump -h x -P 3306 -p's3 cr3t' db", "/usr/bin/mysqldump -h x -P 3306 -p(sensitive) db"},
+		{"mysql bare -p kept", "mysql -p -u root", "mysql -p -u root"},
+		{"yaml flow map", "{user: rep, password: s3cr3t}", "{user: rep, password: (sensitive)}"},
+		{"yaml flow map, more after", "{user: rep, password: s3cr3t, sslmode: require}", "{user: rep, password: (sensitive), sslmode: require}"},
+		{"json", `{"user":"rep","password":"s3 \"cr3t","x":1}`, `{"user":"rep","password":(sensitive),"x":1}`},
+		{"yaml double quoted", `  password: "s3 cr3t"`, "  password: (sensitive)"},
+		{"yaml single quoted", `password: 's3 cr''3t' # ops`, "password: (sensitive) # ops"},
+		{"yaml plain with a comma", "password: s3, cr3t # ops", "password: (sensitive) # ops"},
+		{"yaml plain", "superuser password: s3cr3t", "superuser password: (sensitive)"},
+		{"postgres message kept", `FATAL:  password authentication failed for user "x"`, `FATAL:  password authentication failed for user "x"`},
 		{"multi line", "a password=x\nb PGPASSWORD=y z", "a password=(sensitive)\nb PGPASSWORD=(sensitive) z"},
 		{"inner quote nested", "opts='PGPASSWORD=x' cmd", "opts='PGPASSWORD=(sensitive)"},
 		{"error with command", "sh -c 'export LC_ALL=C …' sh 'PGPASSWORD=hunter2 systemctl restart pg' /data: exit status 1",
@@ -58,12 +86,16 @@ func TestConfigLine(t *testing.T) {
 		{"conninfo uri", "primary_conninfo = 'postgresql://rep:s3cr3t@db1/postgres'", "primary_conninfo = 'postgresql://rep:(sensitive)@db1/postgres'"},
 		{"commented out", "#primary_conninfo = 'password=s3cr3t'\t\t# connection string", "#primary_conninfo = 'password=(sensitive)'\t\t# connection string"},
 		{"ssl_passphrase_command", "ssl_passphrase_command = 'echo s3cr3t'", "ssl_passphrase_command = '(sensitive)'"},
+		{"ssl_passphrase_command unquoted", "ssl_passphrase_command = echo s3cr3t", "ssl_passphrase_command = '(sensitive)'"},
+		{"ssl_passphrase_command unquoted, hash", "ssl_passphrase_command = echo s3#cr3t", "ssl_passphrase_command = '(sensitive)'"},
 		{"password setting unquoted", "myext.password = s3cr3t # set by ops", "myext.password = '(sensitive)' # set by ops"},
 		{"password_encryption hidden too", "password_encryption = 'scram-sha-256'", "password_encryption = '(sensitive)'"},
 		{"archive_command env", "archive_command = 'PGPASSWORD=s3cr3t pg_receivewal -h h %p'", "archive_command = 'PGPASSWORD=(sensitive) pg_receivewal -h h %p'"},
 		{"archive_command shell quotes", "archive_command = 'env AWS_SECRET_ACCESS_KEY=''a b'' aws s3 cp %p s3://b/%f'",
 			"archive_command = 'env AWS_SECRET_ACCESS_KEY=(sensitive) aws s3 cp %p s3://b/%f'"},
 		{"restore_command uri", "restore_command = 'curl -fsS https://wal:s3cr3t@h/%f -o %p'", "restore_command = 'curl -fsS https://wal:(sensitive)@h/%f -o %p'"},
+		{"restore_command curl quoted user", "restore_command = 'curl -u ''walfetch:s3cr3t'' https://h/%f -o %p'", "restore_command = 'curl -u ''walfetch:(sensitive)'' https://h/%f -o %p'"},
+		{"archive_command curl double quoted user", `archive_command = 'curl -u "wal:s3cr3t" -T %p https://h/%f'`, `archive_command = 'curl -u "wal:(sensitive)" -T %p https://h/%f'`},
 		{"restore_command option", "restore_command = 'wal-g wal-fetch %f %p --password=s3cr3t' # comment", "restore_command = 'wal-g wal-fetch %f %p --password=(sensitive)' # comment"},
 		{"masked value requoted", "archive_command = 'x=''q'' PGPASSWORD=s && test ''a'' = a'", "archive_command = 'x=''q'' PGPASSWORD=(sensitive) && test ''a'' = a'"},
 		{"hash inside quotes", "primary_conninfo = 'password=s3#cr3t host=x' # note", "primary_conninfo = 'password=(sensitive) host=x' # note"},
@@ -107,6 +139,9 @@ func TestSecrets(t *testing.T) {
 	want := []string{"'s3 cr3t'", "s3 cr3t", "wJalr", "t0k"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Secrets = %q, want %q", got, want)
+	}
+	if got, want := Secrets(`curl -u 'admin:pa$$w0rd' -X POST https://ctl/restart`), []string{"pa$$w0rd"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Secrets of a quoted curl user = %q, want %q", got, want)
 	}
 	if got := Secrets("systemctl restart postgresql"); got != nil {
 		t.Errorf("Secrets of a plain command = %q", got)

@@ -21,7 +21,8 @@ import (
 // (which reuses postmaster.opts, so port and options stay).
 //
 // The server's log is where the running postmaster's stderr goes (pg_ctl
-// -l, pg_ctlcluster's log), else Debian's log, else a file in the data
+// -l, pg_ctlcluster's log; only when the PID in postmaster.pid is a
+// postgres process of the cluster owner), else Debian's log, else a file in the data
 // directory; the script reports its size before the restart and, on
 // failure, prints what was added since, so the caller can quote the FATAL
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
@@ -34,10 +35,21 @@ pid=
 # its place shows root nothing (not even a number).
 if [ -f "$data/postmaster.pid" ]; then pid=$(as_owner head -n 1 -- "$data/postmaster.pid" 2>/dev/null) || pid=; fi
 case $pid in *[!0-9]*) pid=;; esac
+# Its stderr is the server's log only if it is the owner's postgres: the
+# number is the owner's to write, and must not make root name the file
+# any other process writes to (checked again after the readlink, in case
+# the process ended and its PID was taken meanwhile).
 log=
+own_postgres() {
+  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = postgres ] || return 1
+  ids=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null | tr -s ' \t' '  ')
+  [ -n "$ouid" ] && [ "$ids" = "$ouid $ouid $ouid $ouid" ]
+}
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
-  l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=
-  case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac
+  ouid=$(id -u "$owner" 2>/dev/null) || ouid=
+  l=
+  if own_postgres "$pid"; then l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=; fi
+  if own_postgres "$pid"; then case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac; fi
 fi
 if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$ver-$cluster.log" ]; then
   log=/var/log/postgresql/postgresql-$ver-$cluster.log

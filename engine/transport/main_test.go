@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgtune/pgtune/internal/testenv"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	// As goleak.VerifyTestMain, but the temporary HOME is removed before
 	// exiting (os.Exit skips deferred calls).
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(testhost.LeakOptions()...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
 			code = 1
 		}

@@ -18,6 +18,8 @@ import (
 
 	gliderssh "github.com/gliderlabs/ssh"
 	"go.uber.org/goleak"
+
+	"github.com/pgtune/pgtune/internal/testhost"
 	gossh "golang.org/x/crypto/ssh"
 )
 
@@ -35,8 +37,8 @@ const hostileTimeout = time.Second
 // run last registered first.
 func leakCheck(t *testing.T) {
 	t.Helper()
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+	opts := append(testhost.LeakOptions(), goleak.IgnoreCurrent())
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }
 
 // hostileConfig reaches srv with the short connect timeout.

@@ -28,7 +28,10 @@ import (
 // mid-run). The path is then resolved once on the host, every level of
 // the resolved path is checked again without following links (none may
 // be one), and only the resolved path is used from there on: nothing a
-// link later points at is ever written through.
+// link later points at is ever written through. The path as given is then
+// walked again, every level now there: a level missing at the first walk
+// (unchecked) could have been made a link by someone else before the
+// resolve.
 
 // stateDirScript checks the state directory $2 as described above; with
 // $1 = 1 it creates what is missing (umask 077; a level another session
@@ -47,7 +50,7 @@ walk() {
     p=$p/${rest%%/*}
     case $rest in */*) rest=${rest#*/} last=0;; *) rest= last=1;; esac
     if [ ! -e "$p" ] && [ ! -L "$p" ]; then
-      [ "$resolved" = 1 ] || return 0
+      if [ "$resolved" != 1 ]; then missing=1; return 0; fi
       if [ "$create" != 1 ]; then echo absent; exit 0; fi
       if (umask 077 && mkdir -- "$p" 2>/dev/null); then continue; fi
       # Another session to this machine may have made it meanwhile (two
@@ -77,6 +80,14 @@ case $real in
 *) echo "$dir resolves to $real"; exit 3;;
 esac
 walk "$real" 1
+# A level missing on the first walk was not checked on the path as given:
+# someone else may have made it meanwhile (a link in a sticky directory,
+# to a place of their choosing). Now that the resolved path exists, the
+# given one must reach it through checked levels only.
+missing=0
+walk "$dir" 0
+again=$(realpath -m -- "$dir") || exit 1
+if [ "$missing" = 1 ] || [ "$again" != "$real" ]; then echo "$dir changed while it was checked (now $again)"; exit 3; fi
 printf 'ok\n%s\n' "$real"
 `
 

@@ -22,7 +22,8 @@ import (
 //
 // The server's log is where the running postmaster's stderr goes (pg_ctl
 // -l, pg_ctlcluster's log; only when the PID in postmaster.pid is a
-// postgres process of the cluster owner), else Debian's log, else a file in the data
+// postgres or postmaster process of the cluster owner, the same before
+// and after the readlink), else Debian's log, else a file in the data
 // directory; the script reports its size before the restart and, on
 // failure, prints what was added since, so the caller can quote the FATAL
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
@@ -41,15 +42,19 @@ case $pid in *[!0-9]*) pid=;; esac
 # the process ended and its PID was taken meanwhile).
 log=
 own_postgres() {
-  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = postgres ] || return 1
+  case $(cat "/proc/$1/comm" 2>/dev/null) in postgres|postmaster) ;; *) return 1;; esac
   ids=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null | tr -s ' \t' '  ')
   [ -n "$ouid" ] && [ "$ids" = "$ouid $ouid $ouid $ouid" ]
 }
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
   ouid=$(id -u "$owner" 2>/dev/null) || ouid=
   l=
+  # The same process before and after the readlink: its start time (field
+  # 22 of stat, after the parenthesised comm) does not change with it.
+  st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f20) || st=
   if own_postgres "$pid"; then l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=; fi
-  if own_postgres "$pid"; then case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac; fi
+  st2=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f20) || st2=
+  if [ -n "$st" ] && [ "$st" = "$st2" ] && own_postgres "$pid"; then case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac; fi
 fi
 if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$ver-$cluster.log" ]; then
   log=/var/log/postgresql/postgresql-$ver-$cluster.log

@@ -17,11 +17,18 @@ import (
 // configuration, agent and run state (testenv): the in-process CLI and
 // the processes the tests start inherit that environment. Every copy of
 // this binary, the scripts' pgtune among them (whose environment is the
-// script's, HOME=/no-home), reads neither system file.
+// script's, HOME=/no-home), reads neither system file. The machine's
+// sysctl configuration is masked (testenv.MaskSysctlConfig) before
+// testscript.Main sets up its command directory, which the copy run in the
+// mount namespace makes again (the first one would be left behind).
 func TestMain(m *testing.M) {
 	testenv.IgnoreSystemFiles()
 	if inv := os.Getenv(stuckReadEnv); inv != "" {
 		os.Exit(runStuckRead(inv))
+	}
+	if err := testenv.MaskSysctlConfig(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
 	}
 	testscript.Main(isolated{m}, map[string]func(){
 		"pgtune": func() {

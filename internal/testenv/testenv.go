@@ -52,13 +52,19 @@ func Run(m interface{ Run() int }) int {
 //     trusted as a run state directory is;
 //   - SSH_AUTH_SOCK is unset;
 //   - the system's ssh_config and ansible.cfg are not read by this
-//     process (IgnoreSystemFiles).
+//     process (IgnoreSystemFiles);
+//   - as root, the machine's sysctl configuration is hidden
+//     (MaskSysctlConfig: the binary runs again in a mount namespace of
+//     its own, and this call returns there).
 //
 // Go's own directories (GOCACHE, GOMODCACHE, GOPATH, GOENV) keep the
 // values they had under the real HOME, so a test that builds pgtune
 // reuses the build cache. done removes the directory; the environment is
 // not put back (the process is about to exit).
 func Isolate() (done func(), err error) {
+	if err := MaskSysctlConfig(); err != nil {
+		return nil, err
+	}
 	IgnoreSystemFiles()
 	pinGoDirs()
 	tmp, err := safeTempDir()

@@ -39,6 +39,9 @@ import (
 // itself to 0700. It prints "ok" and the resolved path on a second line,
 // "absent" (without create), or a reason on stdout and exits 3.
 const stateDirScript = `set -u
+# stat's %F (file type) is translated in other locales: "Verzeichnis"
+# would refuse a good directory.
+export LC_ALL=C
 create=$1 dir=$2
 # walk PATH RESOLVED checks PATH level by level, outermost first, without
 # following links. On the path as given (RESOLVED=0) it stops at the first

@@ -28,7 +28,13 @@ const Masked = "(sensitive)"
 // ends in _key / -key / apikey (AWS_SECRET_ACCESS_KEY, --private-key).
 func SensitiveName(name string) bool {
 	n := strings.ToLower(strings.TrimLeft(name, "-"))
-	for _, w := range []string{"pass", "secret", "token", "credential"} {
+	if notSecret[n] {
+		return false
+	}
+	if n == "sig" {
+		return true // an Azure SAS token's signature (?sig=)
+	}
+	for _, w := range []string{"pass", "secret", "token", "credential", "bearer", "signature"} {
 		if strings.Contains(n, w) {
 			return true
 		}
@@ -39,20 +45,39 @@ func SensitiveName(name string) bool {
 	return strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key") || strings.HasSuffix(n, "apikey")
 }
 
+// notSecret are PostgreSQL settings whose names match SensitiveName's
+// words but whose values are no secret and are worth showing: the hash
+// method of new passwords (an enum) and whether ssl_passphrase_command
+// runs again on reload (a boolean). Paths such as ssl_key_file and
+// krb_server_keyfile match no word in the first place.
+var notSecret = map[string]bool{
+	"password_encryption":                    true,
+	"ssl_passphrase_command_supports_reload": true,
+}
+
 var (
 	// spacedOption finds --option VALUE for sensitive long options.
 	spacedOption = regexp.MustCompile(`--[A-Za-z0-9_-]+\s+`)
 	// uriUserinfo finds scheme://user:password@. The password should be
 	// percent-encoded but may not be: it runs to the last @ of the word.
-	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):([^\s?#]*)@`)
-	// curlUser finds curl's -u and --user option, before its user:password.
-	curlUser = regexp.MustCompile(`(^|\s)(-u\s*|--user[=\s]\s*)`)
+	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):(\S*)@`)
+	// curlUser finds curl's -u, -U (proxy), --user and --proxy-user
+	// options, before their user:password (lftp's -u user,password and
+	// smbclient's -U user%password too).
+	curlUser = regexp.MustCompile(`(^|\s)(-[uU]\s*|--(?:proxy-)?user[=\s]\s*)`)
+	// authHeader finds an HTTP Authorization (or Proxy-Authorization)
+	// header, before its value: curl -H "Authorization: Bearer TOKEN".
+	authHeader = regexp.MustCompile(`(?i)(?:^|[^\w-])((?:proxy-)?authorization)\s*:[ \t]*`)
+	// headerOption finds any header given to curl's -H or wget's
+	// --header, before its value: -H "X-Api-Key: KEY".
+	headerOption = regexp.MustCompile(`(?:^|\s)(?:-H|--header)[=\s]*(?:''|\\?['"])?([A-Za-z][\w-]*)\s*:[ \t]*`)
 	// value is a shell- or libpq-style value: quoted parts (backslash
 	// escapes inside; an unterminated quote runs to the end of the line)
 	// and unquoted characters, up to unquoted white space.
 	value = regexp.MustCompile(`^(?:'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|\\.?|[^\s'"\\])+`)
 	// uriQueryValue is a value inside a URI query: it ends at & or #.
-	uriQueryValue = regexp.MustCompile(`^[^\s&#]+`)
+	// A quote ends it too: it is the shell's, around the URI.
+	uriQueryValue = regexp.MustCompile(`^[^\s&#'"]+`)
 	// sshpassOption finds sshpass's -p, after its other options (each
 	// with at most one argument).
 	sshpassOption = regexp.MustCompile(`(?:^|[^\w-])sshpass(?:\s+-[^p\s-]\S*(?:\s+[^-\s]\S*)?)*\s+-p\s*`)
@@ -101,7 +126,13 @@ func line(s string, found func(string)) string {
 	if strings.Contains(s, "://") {
 		s = maskURIs(s, found)
 	}
-	if strings.Contains(s, "-u") {
+	if containsFold(s, "authorization") {
+		s = maskHeaders(s, authHeader, found)
+	}
+	if strings.Contains(s, "-H") || strings.Contains(s, "--header") {
+		s = maskHeaders(s, headerOption, found)
+	}
+	if strings.Contains(s, "-u") || strings.Contains(s, "-U") {
 		s = maskCurlUser(s, found)
 	}
 	if strings.Contains(s, "-p") && (strings.Contains(s, "mysql") || strings.Contains(s, "mariadb")) {
@@ -134,7 +165,9 @@ func hasSensitiveWord(s string) bool {
 		case 'p':
 			words = []string{"pass", "pwd"}
 		case 's':
-			words = []string{"secret"}
+			words = []string{"secret", "sig"}
+		case 'b':
+			words = []string{"bearer"}
 		case 't':
 			words = []string{"token"}
 		case 'c':
@@ -151,6 +184,64 @@ func hasSensitiveWord(s string) bool {
 		}
 	}
 	return false
+}
+
+// containsFold is strings.Contains, ASCII case-insensitive; w is lower
+// case.
+func containsFold(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if hasPrefixFold(s[i:], w) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskHeaders masks the value of every HTTP header re finds (its name in
+// group 1) that is an Authorization header or whose name is sensitive: a
+// value runs to the quote around the header (or the end of the line). An
+// Authorization value's first word, when more follows, is the scheme
+// (Bearer, Basic) and kept.
+func maskHeaders(s string, re *regexp.Regexp, found func(string)) string {
+	locs := re.FindAllStringSubmatchIndex(s, -1)
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		if loc[0] < last {
+			continue
+		}
+		name := strings.ToLower(s[loc[2]:loc[3]])
+		auth := strings.HasSuffix(name, "authorization")
+		if !auth && !SensitiveName(name) {
+			continue
+		}
+		rest := s[loc[1]:]
+		end := len(rest)
+		if i := strings.IndexAny(rest, `'"\`); i >= 0 {
+			end = i
+		}
+		v := strings.TrimRight(rest[:end], " \t\r")
+		start := 0
+		if i := strings.IndexAny(v, " \t"); auth && i > 0 {
+			start = i + 1
+			for start < len(v) && (v[start] == ' ' || v[start] == '\t') {
+				start++
+			}
+		}
+		cred := v[start:]
+		if cred == "" || cred == Masked {
+			continue
+		}
+		report(found, cred)
+		b.WriteString(s[last : loc[1]+start])
+		b.WriteString(Masked)
+		last = loc[1] + len(v)
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // hasPrefixFold is strings.HasPrefix, ASCII case-insensitive; prefix is
@@ -197,6 +288,10 @@ func maskCurlUser(s string, found func(string)) string {
 		if loc[0] < last {
 			continue
 		}
+		seps := userSeparators(s[:loc[0]])
+		if seps == "" {
+			continue
+		}
 		rest := s[loc[1]:]
 		q := ""
 		for _, c := range curlQuotes {
@@ -208,14 +303,14 @@ func maskCurlUser(s string, found func(string)) string {
 		body := rest[len(q):]
 		var user, pw string
 		if q == "" {
-			u := strings.IndexAny(body, " \t:'\"")
-			if u <= 0 || body[u] != ':' {
+			u := strings.IndexAny(body, " \t'\""+seps)
+			if u <= 0 || !strings.ContainsRune(seps, rune(body[u])) {
 				continue
 			}
 			user, pw = body[:u], value.FindString(body[u+1:])
 		} else {
 			end := closingQuote(body, q)
-			u := strings.IndexByte(body[:end], ':')
+			u := strings.IndexAny(body[:end], seps)
 			if u < 0 {
 				continue // no password: curl asks for it
 			}
@@ -226,7 +321,7 @@ func maskCurlUser(s string, found func(string)) string {
 		}
 		report(found, pw)
 		b.WriteString(s[last:loc[1]])
-		b.WriteString(q + user + ":" + Masked)
+		b.WriteString(q + user + body[len(user):len(user)+1] + Masked)
 		last = loc[1] + len(q) + len(user) + 1 + len(pw)
 	}
 	if last == 0 {
@@ -234,6 +329,51 @@ func maskCurlUser(s string, found func(string)) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// userExempt are programs whose -u takes a user (and group), not a
+// credential: docker exec -u postgres:postgres.
+var userExempt = map[string]bool{
+	"ps": true, "pgrep": true, "pkill": true, "top": true, "lsof": true, "crontab": true,
+	"docker": true, "podman": true, "nerdctl": true, "runuser": true,
+}
+
+// userSeparators returns what separates the user from the password after
+// a -u/-U option, given the text before it: lftp writes user,password,
+// the Samba tools user%password, curl (and any unknown program)
+// user:password; "" when the command's -u takes no credential. The
+// command is the first word after the last shell separator or quote,
+// past VAR=value assignments; a curl anywhere in it keeps it masked.
+func userSeparators(before string) string {
+	seg := before[strings.LastIndexAny(before, ";|&(`'\"")+1:]
+	prog := ""
+	for _, w := range strings.Fields(seg) {
+		if !strings.Contains(w, "=") {
+			prog = w[strings.LastIndexByte(w, '/')+1:]
+			break
+		}
+	}
+	switch {
+	case prog == "lftp":
+		return ":,"
+	case prog == "smbclient" || prog == "rpcclient" || prog == "smbcacls" || prog == "smbget":
+		return ":%"
+	case userExempt[prog] && !strings.Contains(seg, "curl"):
+		return ""
+	}
+	return ":"
+}
+
+// escapedQuote returns the doubled or backslash-escaped quote s starts
+// with, when a value follows it (” or \' followed by white space is an
+// empty value).
+func escapedQuote(s string) string {
+	for _, q := range curlQuotes[:3] {
+		if strings.HasPrefix(s, q) && len(s) > len(q) && s[len(q)] != ' ' && s[len(q)] != '\t' {
+			return q
+		}
+	}
+	return ""
 }
 
 // closingQuote returns where q closes in s (the end of s when it does
@@ -280,6 +420,12 @@ func maskAssignments(s string, found func(string)) string {
 			vre = uriQueryValue
 		}
 		val := vre.FindString(s[v:])
+		if q := escapedQuote(s[v:]); q != "" {
+			// A value quoted inside a quoted string (a conninfo in a
+			// configuration line: password=''S3 cr'') runs to the
+			// matching quote, spaces and all.
+			val = s[v:][:min(len(s)-v, len(q)+closingQuote(s[v+len(q):], q)+len(q))]
+		}
 		if val == "" || strings.HasPrefix(val, Masked) || strings.HasPrefix(val, "'"+Masked) {
 			continue
 		}

@@ -89,7 +89,8 @@ func TestConfigLine(t *testing.T) {
 		{"ssl_passphrase_command unquoted", "ssl_passphrase_command = echo s3cr3t", "ssl_passphrase_command = '(sensitive)'"},
 		{"ssl_passphrase_command unquoted, hash", "ssl_passphrase_command = echo s3#cr3t", "ssl_passphrase_command = '(sensitive)'"},
 		{"password setting unquoted", "myext.password = s3cr3t # set by ops", "myext.password = '(sensitive)' # set by ops"},
-		{"password_encryption hidden too", "password_encryption = 'scram-sha-256'", "password_encryption = '(sensitive)'"},
+		{"password_encryption is no secret", "password_encryption = 'scram-sha-256'", "password_encryption = 'scram-sha-256'"},
+		{"supports_reload is no secret", "ssl_passphrase_command_supports_reload = on", "ssl_passphrase_command_supports_reload = on"},
 		{"archive_command env", "archive_command = 'PGPASSWORD=s3cr3t pg_receivewal -h h %p'", "archive_command = 'PGPASSWORD=(sensitive) pg_receivewal -h h %p'"},
 		{"archive_command shell quotes", "archive_command = 'env AWS_SECRET_ACCESS_KEY=''a b'' aws s3 cp %p s3://b/%f'",
 			"archive_command = 'env AWS_SECRET_ACCESS_KEY=(sensitive) aws s3 cp %p s3://b/%f'"},
@@ -178,7 +179,7 @@ func TestConfigLineYAML(t *testing.T) {
 		{"plain kept byte for byte", "  username: postgres", "  username: postgres"},
 		{"address with colon kept", "  connect_address: 10.0.0.1:8008", "  connect_address: 10.0.0.1:8008"},
 		{"uri credentials", "  url: postgres://rep:S3cret@db1/x", "  url: postgres://rep:(sensitive)@db1/x"},
-		{"conf setting masked as before", "password_encryption = scram-sha-256", "password_encryption = '(sensitive)'"},
+		{"conf setting masked as before", "db.password = s3cr3t", "db.password = '(sensitive)'"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

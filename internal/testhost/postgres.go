@@ -201,6 +201,23 @@ func (c *Cluster) stopForCleanup(t testing.TB) {
 	}
 }
 
+// StopOnCleanup stops the clusters, last given first, in a cleanup of t
+// (fast, then immediate, as their own clean-up does); their own clean-up
+// still removes them. Cleanups run last registered first, so a test that
+// builds its clusters before taking the kernel lock and calls this after
+// LockKernel has them stopped, and the huge pages pgtune put them on
+// given back, while it still holds the lock: initdb, pg_basebackup and
+// the first starts then cost the other packages' kernel tests no wait on
+// the lock.
+func StopOnCleanup(t testing.TB, clusters ...*Cluster) {
+	t.Helper()
+	t.Cleanup(func() {
+		for i := len(clusters) - 1; i >= 0; i-- {
+			clusters[i].stopForCleanup(t)
+		}
+	})
+}
+
 // Running reports whether the postmaster of postmaster.pid is alive (not
 // known, and false, for a cluster started in a PID namespace).
 func (c *Cluster) Running() bool {

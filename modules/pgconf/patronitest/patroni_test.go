@@ -167,6 +167,9 @@ func TestPatroniRollout(t *testing.T) {
 	})
 	kernel := testhost.LockKernel(t)
 	pc.StopOnCleanup(t)
+	// It idled while the lock was awaited: on a loaded machine its leader
+	// may have changed meanwhile. Formed again before it is used.
+	pc.WaitHealthy(t)
 	// The three members share this machine's pool: room for three small
 	// segments beside the pages others hold, each member a third (48 MiB,
 	// or one page of a larger default size).

@@ -96,11 +96,15 @@ func PatroniWith(t testing.TB, n int, opt PatroniOptions) *PatroniCluster {
 		pc.TLS = makePatroniTLS(t, filepath.Join(root, "tls"))
 		pc.client = pc.TLS.client(t)
 	}
-	pc.startEtcd(t)
-	for i := 0; i < n; i++ {
-		pc.Members = append(pc.Members, pc.startMember(t, fmt.Sprintf("member%d", i)))
-	}
-	pc.WaitHealthy(t)
+	// The leader's bootstrap runs initdb, whose servers map shared memory
+	// on huge pages if they can (see PoolStill).
+	PoolStill(t, func() {
+		pc.startEtcd(t)
+		for i := 0; i < n; i++ {
+			pc.Members = append(pc.Members, pc.startMember(t, fmt.Sprintf("member%d", i)))
+		}
+		pc.WaitHealthy(t)
+	})
 	return pc
 }
 

@@ -74,8 +74,10 @@ func Postgres(t testing.TB, opts ...PGOption) *Cluster {
 	// traverse, so make our own world-traversable root under /tmp.
 	c := emptyCluster(t, o.binDir)
 
-	c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
-		"--locale=C", "--no-sync", "--no-instructions")
+	PoolStill(t, func() {
+		c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
+			"--locale=C", "--no-sync", "--no-instructions")
+	})
 	// Test clusters stay off huge pages unless pgtune puts them there (its
 	// drop-in comes later and wins): with the stock huge_pages = try, a
 	// cluster started by a test that does not hold the kernel lock would

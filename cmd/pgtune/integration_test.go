@@ -56,9 +56,13 @@ func TestCheckApplyRollbackOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd, PostgreSQL and kernel")
 	}
-	kernel := testhost.LockKernel(t)
+	// The servers first, the kernel lock after: building them needs no
+	// lock (others' kernel tests need not wait on it), and StopOnCleanup
+	// stops postgres before the lock goes.
 	sshd := testhost.SSHD(t)
 	pg := testhost.Postgres(t)
+	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, pg)
 	work := t.TempDir()
 	sysctlDir := filepath.Join(work, "sysctl.d")
 

@@ -149,41 +149,14 @@ func WatchKernel(t testing.TB) *KernelState {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: reads kernel settings under the lock")
 	}
-	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	asked := time.Now()
+	f, err := lockShared(t)
 	if err != nil {
 		t.Fatalf("kernel lock: %v", err)
 	}
-	asked := time.Now()
-	for {
-		if err := flock(f, syscall.LOCK_SH); err != nil {
-			f.Close()
-			t.Fatalf("kernel lock %s: %v", LockFile, err)
-		}
-		if !leftover() {
-			if err := reapFor(t); err != nil {
-				f.Close()
-				t.Fatalf("kernel lock: %v", err)
-			}
-			break
-		}
-		// A holder died changing the kernel: putting the machine back
-		// takes the lock exclusively.
-		if err := flock(f, syscall.LOCK_UN); err == nil {
-			err = flock(f, syscall.LOCK_EX)
-		}
-		if err == nil {
-			err = restoreLeftover(t)
-		}
-		if err == nil {
-			err = restoreSysfsLeftover(t)
-		}
-		if err == nil {
-			err = flock(f, syscall.LOCK_UN)
-		}
-		if err != nil {
-			f.Close()
-			t.Fatalf("kernel lock: %v", err)
-		}
+	if err := reapFor(t); err != nil {
+		f.Close()
+		t.Fatalf("kernel lock: %v", err)
 	}
 	st := &KernelState{Values: map[string]string{}}
 	for _, k := range Keys {
@@ -225,6 +198,65 @@ func WatchKernel(t testing.TB) *KernelState {
 		}
 	})
 	return st
+}
+
+// lockShared takes the kernel lock shared on a file of its own; a holder
+// that died changing the kernel is put right first (which takes the lock
+// exclusively for a moment). Closing the file lets go.
+func lockShared(t testing.TB) (*os.File, error) {
+	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if err := flock(f, syscall.LOCK_SH); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", LockFile, err)
+		}
+		if !leftover() {
+			return f, nil
+		}
+		err := flock(f, syscall.LOCK_UN)
+		if err == nil {
+			err = flock(f, syscall.LOCK_EX)
+		}
+		if err == nil {
+			err = restoreLeftover(t)
+		}
+		if err == nil {
+			err = restoreSysfsLeftover(t)
+		}
+		if err == nil {
+			err = flock(f, syscall.LOCK_UN)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+}
+
+// PoolStill runs fn, which starts a PostgreSQL server that maps its shared
+// memory with the stock huge_pages = try before a test can say otherwise
+// (initdb's bootstrap and single-user servers: PostgreSQL 15's initdb
+// passes them no settings, and its default 128MB of shared_buffers is 72
+// pages of 2 MiB), with the kernel lock held shared: no other package's
+// test can be growing the pool meanwhile, so fn takes none of the pages a
+// test reserved for its own cluster (which then found them "held by other
+// processes"). When t, or a test it is a subtest of, holds the lock
+// already, fn just runs (taking it again would wait for ourselves).
+func PoolStill(t testing.TB, fn func()) {
+	t.Helper()
+	if HoldsKernel(t) {
+		fn()
+		return
+	}
+	f, err := lockShared(t)
+	if err != nil {
+		t.Fatalf("kernel lock: %v", err)
+	}
+	defer f.Close()
+	fn()
 }
 
 // leftover says whether a holder that died changing the kernel left its

@@ -29,6 +29,9 @@ type PatroniCluster struct {
 	client *http.Client
 	procs  []*exec.Cmd // etcd, then each member's patroni
 	forget []func()    // their registry records, and the members' clusters'
+	// stopped: stop ran (StopOnCleanup, then the clean-up's own): a
+	// second one must not signal process groups whose IDs may be reused.
+	stopped bool
 }
 
 // PatroniMember is one Patroni process and the PostgreSQL it manages.
@@ -93,11 +96,15 @@ func PatroniWith(t testing.TB, n int, opt PatroniOptions) *PatroniCluster {
 		pc.TLS = makePatroniTLS(t, filepath.Join(root, "tls"))
 		pc.client = pc.TLS.client(t)
 	}
-	pc.startEtcd(t)
-	for i := 0; i < n; i++ {
-		pc.Members = append(pc.Members, pc.startMember(t, fmt.Sprintf("member%d", i)))
-	}
-	pc.WaitHealthy(t)
+	// The leader's bootstrap runs initdb, whose servers map shared memory
+	// on huge pages if they can (see PoolStill).
+	PoolStill(t, func() {
+		pc.startEtcd(t)
+		for i := 0; i < n; i++ {
+			pc.Members = append(pc.Members, pc.startMember(t, fmt.Sprintf("member%d", i)))
+		}
+		pc.WaitHealthy(t)
+	})
 	return pc
 }
 
@@ -353,9 +360,24 @@ func (pc *PatroniCluster) History(t testing.TB) []json.RawMessage {
 	return h
 }
 
+// StopOnCleanup stops the cluster in a cleanup of t, as the package's
+// StopOnCleanup does for plain clusters: a test that builds it before
+// taking the kernel lock and calls this after LockKernel has every member
+// stopped, and its huge pages given back, while it still holds the lock.
+// The clean-up PatroniWith registered then only removes the files.
+func (pc *PatroniCluster) StopOnCleanup(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() { pc.stop(t) })
+}
+
 // stop ends every Patroni member (SIGTERM: Patroni stops its PostgreSQL),
-// then etcd; anything still running after a grace period is killed.
+// then etcd; anything still running after a grace period is killed. Only
+// the first call does anything.
 func (pc *PatroniCluster) stop(t testing.TB) {
+	if pc.stopped {
+		return
+	}
+	pc.stopped = true
 	for i := len(pc.procs) - 1; i >= 0; i-- {
 		cmd := pc.procs[i]
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)

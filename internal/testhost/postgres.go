@@ -74,8 +74,10 @@ func Postgres(t testing.TB, opts ...PGOption) *Cluster {
 	// traverse, so make our own world-traversable root under /tmp.
 	c := emptyCluster(t, o.binDir)
 
-	c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
-		"--locale=C", "--no-sync", "--no-instructions")
+	PoolStill(t, func() {
+		c.AsOwner(t, filepath.Join(c.BinDir, "initdb"), "-D", c.DataDir, "-A", "trust", "-E", "UTF8",
+			"--locale=C", "--no-sync", "--no-instructions")
+	})
 	// Test clusters stay off huge pages unless pgtune puts them there (its
 	// drop-in comes later and wins): with the stock huge_pages = try, a
 	// cluster started by a test that does not hold the kernel lock would
@@ -199,6 +201,23 @@ func (c *Cluster) stopForCleanup(t testing.TB) {
 			t.Errorf("testhost: postgres at %s could not be stopped: %v", c.DataDir, err)
 		}
 	}
+}
+
+// StopOnCleanup stops the clusters, last given first, in a cleanup of t
+// (fast, then immediate, as their own clean-up does); their own clean-up
+// still removes them. Cleanups run last registered first, so a test that
+// builds its clusters before taking the kernel lock and calls this after
+// LockKernel has them stopped, and the huge pages pgtune put them on
+// given back, while it still holds the lock: initdb, pg_basebackup and
+// the first starts then cost the other packages' kernel tests no wait on
+// the lock.
+func StopOnCleanup(t testing.TB, clusters ...*Cluster) {
+	t.Helper()
+	t.Cleanup(func() {
+		for i := len(clusters) - 1; i >= 0; i-- {
+			clusters[i].stopForCleanup(t)
+		}
+	})
 }
 
 // Running reports whether the postmaster of postmaster.pid is alive (not

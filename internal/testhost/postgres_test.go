@@ -34,6 +34,16 @@ func TestPostgresCluster(t *testing.T) {
 	if c.PID(t) == pid {
 		t.Fatal("same PID after restart")
 	}
+	// StopOnCleanup stops the server when the (sub)test that called it
+	// ends, before cleanups registered earlier (the cluster's own, here
+	// the outer test's) run; those still remove it.
+	t.Run("StopOnCleanup", func(t *testing.T) { StopOnCleanup(t, c) })
+	if c.Running() {
+		t.Error("StopOnCleanup: the server still runs after the subtest's cleanups")
+	}
+	if _, err := os.Stat(c.DataDir); err != nil {
+		t.Errorf("StopOnCleanup removed the data directory: %v", err)
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

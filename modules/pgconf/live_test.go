@@ -234,10 +234,21 @@ func testPages(hp int64) int64 { return max(1, 128<<20/hp) }
 // clusterWithPool starts a cluster and, under the kernel lock held until
 // the test ends, makes room in the default pool for testPages of its
 // huge pages: the pool (bytes) and the page size it returns.
-func clusterWithPool(t *testing.T) (c *testhost.Cluster, pool, hp int64) {
+// lockAfter takes the kernel lock for a test whose cluster c is built
+// (initdb and first start, off huge pages) before it, so that other
+// packages' kernel tests do not wait on that, and has c stopped before the
+// lock's restore runs: the pool cannot shrink under a postmaster on it.
+func lockAfter(t *testing.T, c *testhost.Cluster) *testhost.KernelState {
 	t.Helper()
 	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, c)
+	return kernel
+}
+
+func clusterWithPool(t *testing.T) (c *testhost.Cluster, pool, hp int64) {
+	t.Helper()
 	c = testhost.Postgres(t)
+	kernel := lockAfter(t, c)
 	hp = hugePageSize(t)
 	pool = testPages(hp) * hp
 	reserve(t, kernel, pool/hp)
@@ -274,8 +285,15 @@ func TestApplyPutsPostgresOnHugePages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, reserves huge pages")
 	}
-	kernel := testhost.LockKernel(t) // first: its restore runs after postgres stopped
 	c := testhost.Postgres(t)
+	// Registered before the lock is taken, so run after it is let go: by
+	// then the server pgtune put on huge pages is stopped (lockAfter).
+	t.Cleanup(func() {
+		if c.Running() {
+			t.Error("postgres still runs after the kernel lock was let go")
+		}
+	})
+	kernel := lockAfter(t, c)
 	hp := hugePageSize(t)
 	pages := testPages(hp)
 	reserve(t, kernel, pages)
@@ -375,8 +393,8 @@ func TestApplyRefusedStartRestoresPrevious(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
+	kernel := lockAfter(t, c)
 	reserve(t, kernel, 0) // no huge pages free at all: the drop-in cannot work
 	hp := hugePageSize(t)
 	origConf, _ := os.ReadFile(c.ConfigFile())
@@ -418,8 +436,8 @@ func TestApplyFailingRestartCommand(t *testing.T) {
 	}
 	// The check must find room for the segment beside whatever other
 	// processes hold: the pool is grown for it, under the lock.
-	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
+	kernel := lockAfter(t, c)
 	hp := hugePageSize(t)
 	reserve(t, kernel, testPages(hp))
 	origConf, _ := os.ReadFile(c.ConfigFile())
@@ -482,8 +500,8 @@ func TestOverrideInAutoConf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, reserves huge pages")
 	}
-	kernel := testhost.LockKernel(t)
 	c := testhost.Postgres(t)
+	kernel := lockAfter(t, c)
 	c.Query(t, "ALTER SYSTEM SET shared_buffers = '256MB'")
 	c.Query(t, "ALTER SYSTEM SET work_mem = '8MB'")
 	hp := hugePageSize(t)

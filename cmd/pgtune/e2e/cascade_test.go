@@ -10,16 +10,22 @@ import (
 	"github.com/pgtune/pgtune/internal/testhost"
 )
 
-// reserveMemberPools grows this machine's huge page pool by room for n
-// small segments (48 MiB, or one page of a larger default size) beside
-// what it holds now (other tests' clusters may hold some), under the
-// kernel lock, which puts the value back when the test ends. It returns
-// the pool in bytes and one member's share.
-func reserveMemberPools(t *testing.T, n int64) (pool, perMember int64) {
+// reserveMemberPools grows this machine's huge page pool by room for a
+// small segment (48 MiB, or one page of a larger default size) for each
+// of members beside what it holds now (other tests' clusters may hold
+// some), under the kernel lock, which puts the value back when the test
+// ends. It returns the pool in bytes and one member's share. The members
+// are built before it is called, outside the lock (they run off huge
+// pages until pgtune puts them there), so that other packages' kernel
+// tests do not wait on initdb and pg_basebackup; it has them stopped
+// before the lock goes (testhost.StopOnCleanup), with the huge pages
+// pgtune gave them.
+func reserveMemberPools(t *testing.T, members []*testhost.Cluster) (pool, perMember int64) {
 	t.Helper()
 	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, members...)
 	pages := kernel.PagesFor(48 << 20)
-	total := kernel.MakeRoom(t, n*pages+2)
+	total := kernel.MakeRoom(t, int64(len(members))*pages+2)
 	return total * kernel.PageSize(), pages * kernel.PageSize()
 }
 
@@ -30,9 +36,9 @@ func TestRestartOrderCascade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers and the kernel")
 	}
-	pool, perMember := reserveMemberPools(t, 3)
 	set := testhost.StreamingReplication(t, 1)
 	s2 := set.AddCascaded(t, set.Standbys[0], "s2")
+	pool, perMember := reserveMemberPools(t, set.Members())
 	work := t.TempDir()
 	members := map[string]*testhost.Cluster{"primary": set.Primary, "s1": set.Standbys[0], "s2": s2}
 	inv := localMembers(t, work, members, "")

@@ -227,8 +227,8 @@ func TestRestartOrderStreaming(t *testing.T) {
 	// All three share this machine's pool: reserve room for three small
 	// segments beside whatever the pool holds now, and give each member a
 	// third.
-	pool, perMember := reserveMemberPools(t, 3)
 	set := testhost.StreamingReplication(t, 2)
+	pool, perMember := reserveMemberPools(t, set.Members())
 	work := t.TempDir()
 	members := map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}
 	inv := localMembers(t, work, members, "")

@@ -27,10 +27,14 @@ func TestKilledMidApply(t *testing.T) {
 	}
 	start := time.Now()
 	bin := buildPgtune(t)
-	kernel := testhost.LockKernel(t)
+	// The servers first, the kernel lock after: building them needs no
+	// lock (others' kernel tests need not wait on it), and StopOnCleanup
+	// stops postgres before the lock goes.
 	sshd := testhost.SSHD(t)
 	pg := testhost.Postgres(t)
-	t.Logf("%s: built, locked, sshd and postgres up", time.Since(start))
+	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, pg)
+	t.Logf("%s: built, sshd and postgres up, locked", time.Since(start))
 	work := t.TempDir()
 	sysctlDir := filepath.Join(work, "sysctl.d")
 	stateDir := filepath.Join(work, "state")
@@ -172,15 +176,19 @@ func TestHostsLostMidRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: real sshd, PostgreSQL and kernel")
 	}
+	// The servers first, the kernel lock after: building them needs no
+	// lock (others' kernel tests need not wait on it), and StopOnCleanup
+	// stops postgres before the lock goes.
+	dropSSHD, okSSHD := testhost.SSHD(t), testhost.SSHD(t)
+	pg := testhost.Postgres(t)
 	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, pg)
 	// A pool for pgconf to size against, held still for the whole run so
 	// the hosts (all this machine) plan no kernel change: room for 128 MiB
 	// (one page of a larger default size) beside what others hold, the
 	// cluster sized to that share.
 	share := kernel.PagesFor(128<<20) * kernel.PageSize()
 	pages := kernel.MakeRoom(t, share/kernel.PageSize())
-	dropSSHD, okSSHD := testhost.SSHD(t), testhost.SSHD(t)
-	pg := testhost.Postgres(t)
 	work := t.TempDir()
 	flag := filepath.Join(work, "restarting")
 	hook := filepath.Join(work, "linger.sh")

@@ -31,21 +31,25 @@ type streamingFixture struct {
 // member's segment fits this machine's pool (reserveMemberPools, which
 // holds the kernel lock), primary: switchover with the given
 // switchover_timeout. before runs on the set before the members are
-// read (a test's sabotage).
+// read (a test's sabotage). The servers, their sshd and before's
+// sabotage come first, outside the kernel lock (see reserveMemberPools):
+// building them is the slowest part and needs no kernel.
 func newStreamingFixture(t *testing.T, timeout string, before func(set *testhost.ReplicaSet)) *streamingFixture {
 	t.Helper()
-	pool, perMember := reserveMemberPools(t, 3)
 	set := testhost.StreamingReplication(t, 2)
 	if before != nil {
 		before(set)
 	}
 	f := &streamingFixture{set: set, work: t.TempDir(), sshd: map[string]*testhost.SSHServer{},
 		members: map[string]*testhost.Cluster{"primary": set.Primary, "standby1": set.Standbys[0], "standby2": set.Standbys[1]}}
+	for name := range f.members {
+		f.sshd[name] = testhost.SSHD(t)
+	}
+	pool, perMember := reserveMemberPools(t, set.Members())
 	var b strings.Builder
 	b.WriteString("all:\n  children:\n    postgres:\n      hosts:\n")
 	for _, name := range []string{"primary", "standby1", "standby2"} {
 		c := f.members[name]
-		f.sshd[name] = testhost.SSHD(t)
 		b.WriteString(sshdHost(name, f.sshd[name], "pg_data: "+c.DataDir, "pg_bin: "+c.BinDir,
 			"pgtune_state_dir: "+filepath.Join(f.work, name, "state"), "sysctl_dir: "+filepath.Join(f.work, name, "sysctl.d")))
 	}
@@ -172,7 +176,22 @@ func TestSwitchoverNoCatchUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: three PostgreSQL servers, three sshd and the kernel")
 	}
-	f := newStreamingFixture(t, "3s", nil)
+	// The fixture builds its servers before it takes the kernel lock
+	// (others' kernel tests need not wait on initdb), and stops them
+	// before it lets go (they end on huge pages): checked here once.
+	f := newStreamingFixture(t, "3s", func(set *testhost.ReplicaSet) {
+		if testhost.HoldsKernel(t) {
+			t.Error("the fixture's servers are built under the kernel lock")
+		}
+		// Registered before the lock is taken, so run after it is let go.
+		t.Cleanup(func() {
+			for _, c := range set.Members() {
+				if c.Running() {
+					t.Errorf("%s still runs after the kernel lock was let go", c.DataDir)
+				}
+			}
+		})
+	})
 	before := f.pids(t)
 	probe := testhost.StartProber(t, f.set.Members()...)
 	p := startPgtune(t, buildPgtune(t), "apply", "--yes", "--format", "json", "-i", f.inv, f.book)

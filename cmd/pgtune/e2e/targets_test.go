@@ -36,8 +36,12 @@ func TestDefaultTargetsSkipHostsWithoutPostgres(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatal("unshare (util-linux) not installed")
 	}
-	kernel := testhost.LockKernel(t)
+	// The servers first, the kernel lock after: building them needs no
+	// lock (others' kernel tests need not wait on it), and StopOnCleanup
+	// stops postgres before the lock goes.
 	pg := testhost.Postgres(t)
+	kernel := testhost.LockKernel(t)
+	testhost.StopOnCleanup(t, pg)
 	work := t.TempDir()
 	shell := filepath.Join(work, "no-postgres.sh")
 	writeFile(t, shell, noPostgresShell)

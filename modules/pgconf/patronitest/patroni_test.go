@@ -147,7 +147,29 @@ func TestPatroniRollout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: etcd, Patroni, PostgreSQL and the kernel")
 	}
+	// Over HTTPS, as a certificate-checked member's API: its certificate
+	// names localhost only and a client certificate is required. Built
+	// before the kernel lock is taken (its members run off huge pages
+	// until pgtune puts them there): other packages' kernel tests need not
+	// wait on etcd, three initdb and Patroni's bootstrap. Stopped before
+	// the lock goes (StopOnCleanup below): checked in a cleanup registered
+	// before the lock is taken, so run after it is let go.
+	pc := testhost.PatroniWith(t, 3, testhost.PatroniOptions{TLS: true})
+	if testhost.HoldsKernel(t) {
+		t.Error("the Patroni cluster is built under the kernel lock")
+	}
+	t.Cleanup(func() {
+		for _, m := range pc.Members {
+			if m.PG.Running() {
+				t.Errorf("%s's PostgreSQL still runs after the kernel lock was let go", m.Name)
+			}
+		}
+	})
 	kernel := testhost.LockKernel(t)
+	pc.StopOnCleanup(t)
+	// It idled while the lock was awaited: on a loaded machine its leader
+	// may have changed meanwhile. Formed again before it is used.
+	pc.WaitHealthy(t)
 	// The three members share this machine's pool: room for three small
 	// segments beside the pages others hold, each member a third (48 MiB,
 	// or one page of a larger default size).
@@ -155,9 +177,6 @@ func TestPatroniRollout(t *testing.T) {
 	step := kernel.PagesFor(8 << 20)
 	perMember := max(kernel.PagesFor(48<<20), 3*step)
 	total := kernel.MakeRoom(t, 3*perMember+2)
-	// Over HTTPS, as a certificate-checked member's API: its certificate
-	// names localhost only and a client certificate is required.
-	pc := testhost.PatroniWith(t, 3, testhost.PatroniOptions{TLS: true})
 	// A cluster-wide shared_buffers in the DCS, which each member's
 	// patroni.yml overrides: check must report it.
 	pc.PatchConfig(t, `{"postgresql": {"parameters": {"shared_buffers": "24MB"}}}`)

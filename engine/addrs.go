@@ -112,52 +112,23 @@ func needAddrs(ms []topology.Member) []bool {
 }
 
 // resolveAddrs is the controller's addresses of srcs[i] for each need[i]:
-// the names resolved here, at most limit lookups at once (lookupLimit
-// when limit is not set), each once, all
-// given up when ctx is (Ctrl-C). A name that does not resolve adds
-// nothing and a note naming the host, the name and the error; nothing
-// outlives the call, so a lookup that failed is asked again next run.
+// the names resolved here (lookupNames). A name that does not resolve
+// adds nothing and a note naming the host, the name and the error.
 func resolveAddrs(ctx context.Context, srcs []addrSource, need []bool, limit int) (addrs [][]string, notes [][]string) {
-	type answer struct {
-		addrs []string
-		err   error
-	}
-	answers := map[string]*answer{}
 	var names []string
+	asked := map[string]bool{}
 	for i, s := range srcs {
 		if !need[i] {
 			continue
 		}
 		for _, n := range []string{s.route, s.replication} {
-			if n != "" && net.ParseIP(n) == nil && answers[n] == nil {
-				answers[n] = &answer{}
+			if n != "" && net.ParseIP(n) == nil && !asked[n] {
+				asked[n] = true
 				names = append(names, n)
 			}
 		}
 	}
-	var wg sync.WaitGroup
-	if limit <= 0 {
-		limit = lookupLimit
-	}
-	sem := make(chan struct{}, limit)
-	for _, n := range names {
-		a := answers[n]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				a.err = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-			defer cancel()
-			a.addrs, a.err = lookupHost(lctx, n)
-		}()
-	}
-	wg.Wait()
+	answers := lookupNames(ctx, names, limit)
 	addrs, notes = make([][]string, len(srcs)), make([][]string, len(srcs))
 	for i, s := range srcs {
 		if !need[i] {
@@ -186,6 +157,82 @@ func resolveAddrs(ctx context.Context, srcs []addrSource, need []bool, limit int
 		}
 	}
 	return addrs, notes
+}
+
+// answer is the controller's lookup of one name.
+type answer struct {
+	addrs []string
+	err   error
+}
+
+// lookupNames resolves names (each given once) on the controller, at
+// most limit at once (lookupLimit when limit is not set), each within
+// lookupTimeout, all given up when ctx is (Ctrl-C). Nothing outlives the
+// call: a lookup that failed is asked again next run.
+func lookupNames(ctx context.Context, names []string, limit int) map[string]*answer {
+	answers := make(map[string]*answer, len(names))
+	for _, n := range names {
+		answers[n] = &answer{}
+	}
+	var wg sync.WaitGroup
+	if limit <= 0 {
+		limit = lookupLimit
+	}
+	sem := make(chan struct{}, limit)
+	for _, n := range names {
+		a := answers[n]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				a.err = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+			defer cancel()
+			a.addrs, a.err = lookupHost(lctx, n)
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+// resolvePatroniHosts resolves on the controller, as resolveAddrs does a
+// host's names, the DNS names l's primaries' Patroni lists members at
+// that a standby's tie needs (topology.Layout.PatroniLookups): for each
+// primary host, its answers (topology.Member.PatroniHosts). The names are
+// the primary's word, which already decides who the members are; none
+// is looked up on a standby's say.
+func resolvePatroniHosts(ctx context.Context, l *topology.Layout, limit int) map[string]map[string]topology.Resolved {
+	want := l.PatroniLookups()
+	var names []string
+	for _, ns := range want {
+		for _, n := range ns {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	answers := lookupNames(ctx, names, limit)
+	out := map[string]map[string]topology.Resolved{}
+	for host, ns := range want {
+		out[host] = map[string]topology.Resolved{}
+		for _, n := range ns {
+			a := answers[n]
+			r := topology.Resolved{Addrs: a.addrs}
+			if a.err != nil {
+				r = topology.Resolved{Err: a.err.Error()}
+			}
+			out[host][n] = r
+		}
+	}
+	return out
 }
 
 // unresolvedNote says why a host's replication cannot be tied to its

@@ -349,16 +349,22 @@ func TestSessionTakesTheRunnersLayoutAddrs(t *testing.T) {
 // TestClusterLayoutTiesPatroniNames: the primary's Patroni lists a
 // member at its connect_address host; a name there ties the member to a
 // host of the run when it is one the controller knows that host by (the
-// inventory's address, the ssh_config HostName, pgtune_replication_host),
-// never the host's own word (its machine name).
+// inventory's address, the ssh_config HostName, pgtune_replication_host)
+// or resolves, on the controller, to one of its addresses; never the
+// host's own word (its machine name, which the controller does not
+// resolve to it). A claim refused leaves the cluster unverified, and
+// names no member outside the run.
 func TestClusterLayoutTiesPatroniNames(t *testing.T) {
-	stubLookup(t, (&fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}, "pg-s": {"10.0.0.2"}, "pg-s.route": {"10.0.0.2"}}}).lookup)
+	stubLookup(t, (&fakeDNS{table: map[string][]string{"pg-p": {"10.0.0.1"}, "pg-s": {"10.0.0.2"}, "pg-s.route": {"10.0.0.2"},
+		"pg-s.example.com": {"10.0.0.2"}, "pg-x": {"10.0.0.9"}}}).lookup)
 	for _, tc := range []struct {
 		listed  string
-		outside bool
+		refused string
 	}{
-		{"pg-s", false}, {"PG-S.route", false}, {"pg-s-repl", false}, {"10.0.0.2", false},
-		{"sm", true}, {"pg-x", true}, {"", true},
+		{"pg-s", ""}, {"PG-S.route", ""}, {"pg-s-repl", ""}, {"10.0.0.2", ""}, {"pg-s.example.com", ""},
+		{"sm", `"sm" (it does not resolve on the controller: lookup sm: no such host)`},
+		{"pg-x", `"pg-x" (resolved on the controller to 10.0.0.9)`},
+		{"", "no host"},
 	} {
 		t.Run(tc.listed, func(t *testing.T) {
 			hosts := pairFacts(0)
@@ -368,9 +374,73 @@ func TestClusterLayoutTiesPatroniNames(t *testing.T) {
 			hosts[1].Route, hosts[1].ReplicationHost = "pg-s.route", "pg-s-repl"
 			l, _ := ClusterLayout(context.Background(), hosts, 4)
 			c := l.ClusterOf("p")
-			if got := len(c.Outside) > 0; got != tc.outside {
-				t.Errorf("outside %q, want outside %t (%s)", c.Outside, tc.outside, c)
+			got := strings.Join(c.Unverified, "; ")
+			if len(c.Outside) > 0 || (tc.refused == "") != (got == "") || (got != "" && !strings.Contains(got, "lists that member at "+tc.refused)) {
+				t.Errorf("outside %q, unverified %q; want none outside, refused at %q", c.Outside, got, tc.refused)
 			}
+		})
+	}
+}
+
+// TestClusterLayoutResolvesPatroniConnectAddress: an honest Patroni
+// cluster whose postgresql.connect_address is a DNS name the inventory
+// does not use (db2 there, db2.example.com in Patroni) was refused: the
+// names were compared as strings. The controller resolves that name from
+// the primary's list, as it resolves the inventory's names, and compares
+// addresses; it asks for nothing a standby names, nor for the hosts of
+// members no standby of the run needs tied. A session's own layout and a
+// rollout's (ClusterLayout) alike.
+func TestClusterLayoutResolvesPatroniConnectAddress(t *testing.T) {
+	pg := &facts.Postgres{Port: 5432, SocketDir: "/run/postgresql"}
+	list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "db1.example.com"},
+		{Name: "s2", Role: "replica", State: "streaming", Host: "db2.example.com"},
+		{Name: "s3", Role: "replica", State: "streaming", Host: "10.0.0.4"}}
+	hostsWith := func() []HostFacts {
+		return []HostFacts{
+			{Name: "db1", Address: "db1", Facts: &facts.Facts{Hostname: "db1", Postgres: pg, Topology: &facts.Topology{Role: "primary", SystemID: "1",
+				Standbys: []facts.StandbyInfo{{Name: "s2", Addr: "10.0.0.3"}, {Name: "s3", Addr: "10.0.0.4"}},
+				Patroni:  &facts.Patroni{Scope: "demo", Name: "n1", Members: list}}}},
+			{Name: "db2", Address: "db2", Facts: &facts.Facts{Hostname: "db2", Postgres: pg, Topology: &facts.Topology{Role: "standby", SystemID: "1",
+				Receiver: "streaming", Upstream: "db1.example.com:5432", Patroni: &facts.Patroni{Scope: "demo", Name: "s2"}}}},
+			{Name: "db3", Address: "10.0.0.4", Facts: &facts.Facts{Hostname: "db3", Postgres: pg, Topology: &facts.Topology{Role: "standby", SystemID: "1",
+				Receiver: "streaming", Upstream: "db1.example.com:5432", Patroni: &facts.Patroni{Scope: "demo", Name: "s3"}}}},
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		table      map[string][]string
+		unverified string
+	}{
+		{"resolves to the standby", map[string][]string{"db1": {"10.0.0.1"}, "db2": {"10.0.0.3"}, "db2.example.com": {"10.0.0.3"}}, ""},
+		{"does not resolve", map[string][]string{"db1": {"10.0.0.1"}, "db2": {"10.0.0.3"}},
+			`db2 says it is Patroni member "s2", but the primary's Patroni lists that member at "db2.example.com" (it does not resolve on the controller: lookup db2.example.com: no such host), which is none of the addresses or names the controller knows db2 by (10.0.0.3; names db2)`},
+	} {
+		check := func(how string, c *topology.Cluster, dns *fakeDNS) {
+			t.Helper()
+			if got := strings.Join(c.Unverified, "; "); len(c.Outside) > 0 || (tc.unverified == "") != (got == "") || !strings.HasPrefix(got, tc.unverified) {
+				t.Errorf("%s: outside %q, unverified %q\nwant none outside, unverified %q", how, c.Outside, got, tc.unverified)
+			}
+			slices.Sort(dns.asked)
+			// db3 is tied by the address listed; db1.example.com is
+			// the primary's own and the standbys' upstream: not asked.
+			if want := []string{"db1", "db2", "db2.example.com"}; !slices.Equal(dns.asked, want) {
+				t.Errorf("%s: asked DNS for %q, want %q", how, dns.asked, want)
+			}
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			dns := &fakeDNS{table: tc.table}
+			stubLookup(t, dns.lookup)
+			l, _ := ClusterLayout(context.Background(), hostsWith(), 4)
+			check("ClusterLayout", l.ClusterOf("db1"), dns)
+
+			dns = &fakeDNS{table: tc.table}
+			stubLookup(t, dns.lookup)
+			s := &Session{runner: &Runner{Forks: 4, Log: slog.New(slog.DiscardHandler)}}
+			for _, h := range hostsWith() {
+				s.hosts = append(s.hosts, &hostRun{host: &inventory.Host{Name: h.Name, Conn: inventory.Conn{Address: h.Address}}, facts: h.Facts})
+			}
+			s.resolveMembers(context.Background())
+			check("session", s.layout().ClusterOf("db1"), dns)
 		})
 	}
 }

@@ -188,6 +188,7 @@ func (s *Session) members() []topology.Member {
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
 			if m.Topo != nil {
+				m.PatroniHosts = hr.patroniHosts
 				if hr.addrsResolved {
 					m.Addrs = hr.addrs
 				} else {
@@ -231,6 +232,12 @@ func (s *Session) resolveMembers(ctx context.Context) {
 		if ctx.Err() == nil { // interrupted: "context canceled" is no finding
 			hr.notes = append(hr.notes, notes[i]...)
 		}
+	}
+	// Then the hosts the primaries' Patroni lists members at, when the
+	// names the inventory gives a standby do not tie it to its member.
+	hosts := resolvePatroniHosts(ctx, topology.Group(s.members()), s.runner.Forks)
+	for _, hr := range s.hosts {
+		hr.patroniHosts = hosts[hr.host.Name]
 	}
 }
 
@@ -358,11 +365,11 @@ func plansRestart(hr *hostRun) bool {
 // replicated cluster c that has members outside the run: shards are cut
 // by host name alone, so another shard may hold another member of c and
 // restart it at the same moment. Refused unless PartialClusterVar. A
-// Patroni member that only a host of the run not streaming says it is
-// (Waiting) counts too: that is the host's word, and the member may be
-// in another shard.
+// Patroni member that only a host of the run says it is, not streaming
+// (Waiting) or listed elsewhere (Incomplete), counts too: that is the
+// host's word, and the member may be in another shard.
 func (s *Session) shardSplits(c *topology.Cluster, hr *hostRun) bool {
-	return s.runner.Shard && c != nil && c.Replicated() && (len(c.Outside) > 0 || len(c.Waiting) > 0) && plansRestart(hr) && !partialAccepted(hr)
+	return s.runner.Shard && c != nil && c.Replicated() && (c.Incomplete() || len(c.Waiting) > 0) && plansRestart(hr) && !partialAccepted(hr)
 }
 
 // shardAdvice is what to do about a cluster split across shards.
@@ -581,7 +588,16 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 			members[i].Machine, members[i].Reach = reachOf(h.Facts, append(append([]string(nil), members[i].Names...), addrs[i]...)...)
 		}
 	}
-	return topology.Group(members), notes
+	l = topology.Group(members)
+	// Then the hosts the primaries' Patroni lists members at, when the
+	// names the inventory gives a standby do not tie it to its member.
+	if ph := resolvePatroniHosts(ctx, l, limit); len(ph) > 0 {
+		for i := range members {
+			members[i].PatroniHosts = ph[members[i].Host]
+		}
+		l = topology.Group(members)
+	}
+	return l, notes
 }
 
 // Clusters is ClusterLayout's clusters, never nil (for pgtune facts).

@@ -257,3 +257,55 @@ func TestShardHoldsOnAWaitingClaim(t *testing.T) {
 		t.Errorf("restarted %v", m.order)
 	}
 }
+
+// TestRefusedPatroniClaimHolds: a standby of the run whose Patroni name
+// the primary's Patroni lists at another host is unverified, and was also
+// named a member outside the run (the plan saying so of a host it holds).
+// It is named once, and holds what it held: the primary's restart (with
+// what to do), and, in a shard, every member's (the member may be another
+// host, in another shard).
+func TestRefusedPatroniClaimHolds(t *testing.T) {
+	const refused = `s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3"`
+	for _, shard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shard=%t", shard), func(t *testing.T) {
+			topos := replicated()
+			delete(topos, "q")
+			delete(topos, "q1")
+			delete(topos, "lone")
+			list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+				{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s2", Role: "replica", State: "streaming", Host: "10.0.0.3"}}
+			for _, h := range []string{"p", "s1", "s2"} {
+				topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: h, Members: list}
+			}
+			m := &restarter{}
+			s := clusterSession(t, m, topos, nil)
+			s.runner.Shard = shard
+			s.Apply(context.Background())
+			for _, hr := range s.hosts {
+				if notes := strings.Join(hr.notes, "\n"); strings.Contains(notes, "outside this run") || !strings.Contains(notes, "unverified: "+refused) {
+					t.Errorf("%s: notes %q", hr.host.Name, notes)
+				}
+				e := errOf(hr)
+				switch {
+				case shard:
+					if !strings.Contains(e, "refusing to restart a member of a replication cluster with members outside this shard") || !strings.Contains(e, refused) {
+						t.Errorf("%s: %q, want the shard's refusal naming the claim", hr.host.Name, e)
+					}
+				case hr.host.Name == "p":
+					if !strings.HasPrefix(e, "p: refusing to restart the primary: the run's members of cluster 1 are not all what they say ("+refused) {
+						t.Errorf("p: %q, want the primary held by the claim", e)
+					}
+				case e != "":
+					t.Errorf("%s: %v", hr.host.Name, e)
+				}
+			}
+			want := []string{"s1", "s2"}
+			if shard {
+				want = nil
+			}
+			if !slices.Equal(m.order, want) {
+				t.Errorf("restarted %v, want %v", m.order, want)
+			}
+		})
+	}
+}

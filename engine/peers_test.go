@@ -53,6 +53,7 @@ func TestClusterPeers(t *testing.T) {
 		{"a member outside the run", "s2", "", "", "has members outside this run"},
 		{"a member the run cannot reach, not streaming", "", "s3", "", "a member this run has no facts of or does not include is not streaming, and a switchover would not repoint it"},
 		{"a Patroni member of the run, not streaming", "", "", "", `a member of this run is not streaming (s2, which says it is Patroni member "s2", is not streaming (WAL receiver "waiting"`},
+		{"a standby whose Patroni member is listed elsewhere", "", "", "", `not every member checks out against its upstream's WAL senders: s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topos := replicated()
@@ -67,6 +68,13 @@ func TestClusterPeers(t *testing.T) {
 				topos["s2"].Receiver = "waiting"
 				list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
 					{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s2", Role: "replica", State: "streaming", Host: "127.0.0.1"}}
+				for _, h := range []string{"p", "s1", "s2"} {
+					topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: h, Members: list}
+				}
+			}
+			if strings.HasPrefix(tc.name, "a standby whose Patroni") {
+				list := []facts.PatroniMember{{Name: "p", Role: "leader", State: "running", Host: "127.0.0.1"},
+					{Name: "s1", Role: "replica", State: "streaming", Host: "127.0.0.1"}, {Name: "s2", Role: "replica", State: "streaming", Host: "10.0.0.3"}}
 				for _, h := range []string{"p", "s1", "s2"} {
 					topos[h].Patroni = &facts.Patroni{Scope: "demo", Name: h, Members: list}
 				}

@@ -99,6 +99,10 @@ type hostRun struct {
 	// when addrsResolved.
 	addrs         []string
 	addrsResolved bool
+	// patroniHosts are the controller's answers for the names the host's
+	// Patroni lists members at, when it is a primary whose standbys need
+	// them (resolveMembers, topology.Member.PatroniHosts).
+	patroniHosts map[string]topology.Resolved
 	// named: a play names the host (not only through "all"); skipped: it
 	// does not and has no PostgreSQL cluster, so it is left untouched.
 	named, skipped bool

@@ -60,14 +60,15 @@ func TestAskPatroniOnlyLocal(t *testing.T) {
 	}
 }
 
-// TestReadMembersHost: GET /cluster's host and port (the member's
-// postgresql.connect_address) are kept: the primary's list ties a
-// standby's Patroni name to an address the controller knows it by.
+// TestReadMembersHost: GET /cluster's host (the member's
+// postgresql.connect_address) is kept: the primary's list ties a
+// standby's Patroni name to an address the controller knows it by. Its
+// port, whatever it holds, is not read.
 func TestReadMembersHost(t *testing.T) {
 	p := &Patroni{}
 	err := p.readMembers([]byte(`{"members":[{"name":"n1","role":"leader","state":"running","host":"10.0.0.1","port":5432,"api_url":"http://10.0.0.1:8008/patroni"},
 		{"name":"n2","role":"replica","state":"streaming","host":"db2.example","port":"x","lag":0},{"name":"n3","role":"replica","state":"stopped"}]}`))
-	want := []PatroniMember{{Name: "n1", Role: "leader", State: "running", Lag: -1, Host: "10.0.0.1", Port: 5432},
+	want := []PatroniMember{{Name: "n1", Role: "leader", State: "running", Lag: -1, Host: "10.0.0.1"},
 		{Name: "n2", Role: "replica", State: "streaming", Lag: 0, Host: "db2.example"}, {Name: "n3", Role: "replica", State: "stopped", Lag: -1}}
 	if err != nil || !reflect.DeepEqual(p.Members, want) {
 		t.Errorf("readMembers = %+v, %v\nwant %+v", p.Members, err, want)

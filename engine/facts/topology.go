@@ -170,12 +170,13 @@ type PatroniMember struct {
 	State string `json:"state"`
 	// Lag is the replica's lag in bytes as Patroni reports it (-1 unknown).
 	Lag int64 `json:"lag"`
-	// Host and Port are where the member's PostgreSQL is reached
-	// (postgresql.connect_address, as the member registered it in the
-	// DCS): on the primary's list they tie a standby's Patroni name to
-	// an address the controller knows it by (topology's patroniView).
+	// Host is where the member's PostgreSQL is reached (the host of
+	// postgresql.connect_address, as the member registered it in the
+	// DCS): on the primary's list it ties a standby's Patroni name to an
+	// address the controller knows it by (topology's tiePatroni). The
+	// port is not read: a standby's own port is its word, no tie, and
+	// connect_address often names another (a NAT, a container's mapping).
 	Host string `json:"host,omitempty"`
-	Port int    `json:"port,omitempty"`
 }
 
 // IsPrimary reports whether the server is its cluster's primary.
@@ -890,7 +891,6 @@ func (p *Patroni) readMembers(b []byte) error {
 			State string          `json:"state"`
 			Lag   json.RawMessage `json:"lag"`
 			Host  string          `json:"host"`
-			Port  json.RawMessage `json:"port"`
 		} `json:"members"`
 		Pause bool `json:"pause"`
 	}
@@ -903,11 +903,7 @@ func (p *Patroni) readMembers(b []byte) error {
 		if n, err := ParseInt("patroni member lag", string(m.Lag), 0, MaxBytes); err == nil {
 			lag = n
 		}
-		port := 0
-		if n, err := ParseInt("patroni member port", string(m.Port), 1, 65535); err == nil {
-			port = int(n)
-		}
-		p.Members = append(p.Members, PatroniMember{Name: m.Name, Role: m.Role, State: m.State, Lag: lag, Host: m.Host, Port: port})
+		p.Members = append(p.Members, PatroniMember{Name: m.Name, Role: m.Role, State: m.State, Lag: lag, Host: m.Host})
 	}
 	p.Paused = p.Paused || c.Pause
 	return nil

@@ -144,9 +144,12 @@ func (c *Cluster) patroniView(members []Member) (map[string]bool, []facts.Patron
 // the controller knows the standby by (patroniAt). The name alone is the
 // client's word: a streaming standby that is no Patroni member at all
 // could take a down member's name and hide it. A standby whose name the
-// primary lists elsewhere is unverified.
+// primary lists elsewhere is unverified (c.refused), and a DNS name the
+// controller has not resolved yet is asked for (c.lookups).
 func (c *Cluster) tiePatroni(members []Member) {
 	c.patroniIn = map[string]bool{}
+	c.refused = map[string]string{}
+	c.lookups = nil
 	var primary Member
 	for _, m := range members {
 		if m.Host == c.Primary && m.Topo != nil {
@@ -170,36 +173,77 @@ func (c *Cluster) tiePatroni(members []Member) {
 		if i < 0 {
 			continue // not on the primary's list: it stands for no one
 		}
-		if pm := pp.Members[i]; patroniAt(primary, m, pm.Host) {
+		pm := pp.Members[i]
+		ok, ask, resolved := patroniAt(primary, m, pm.Host)
+		if ok {
 			c.patroniIn[p.Name] = true
-		} else {
-			at := "no host"
-			if pm.Host != "" {
-				at = strconv.Quote(clip(pm.Host))
-			}
-			c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s): if %s is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names",
-				m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names), m.Host))
+			continue
 		}
+		if ask && !slices.Contains(c.lookups, pm.Host) {
+			c.lookups = append(c.lookups, pm.Host)
+		}
+		if c.refused[p.Name] == "" {
+			c.refused[p.Name] = m.Host
+		}
+		at := "no host (Patroni lists none for a member whose key in the DCS holds no postgresql.connect_address yet, as for a member still starting: run again once patronictl list shows its host)"
+		if pm.Host != "" {
+			at = strconv.Quote(clip(pm.Host)) + resolved
+		}
+		c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it is Patroni member %q, but the primary's Patroni lists that member at %s, which is none of the addresses or names the controller knows %s by (%s; %s): if %s is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names",
+			m.Host, clip(p.Name), at, m.Host, addrList(m.Addrs), nameList(m.Names), m.Host))
 	}
 }
 
 // patroniAt reports whether host, where the primary's Patroni lists a
 // member (its GET /cluster "host": postgresql.connect_address), is m's as
 // the controller knows it: an IP address m's names resolved to (loopback:
-// m on the primary's own machine, as for a WAL sender: sameClient), or one
-// of m's names.
-func patroniAt(primary, m Member, host string) bool {
+// m on the primary's own machine, as for a WAL sender: sameClient), one
+// of m's names, or a DNS name the controller resolved (the primary's
+// PatroniHosts) to one of those addresses. When it is not, ask says the
+// name is yet to be resolved, and resolved what the controller made of it.
+func patroniAt(primary, m Member, host string) (ok, ask bool, resolved string) {
 	if host == "" {
-		return false
+		return false, false, ""
 	}
 	if strings.EqualFold(host, "localhost") {
 		host = "127.0.0.1"
 	}
 	if net.ParseIP(host) != nil {
-		return sameClient(primary, m, host)
+		return sameClient(primary, m, host), false, ""
 	}
-	host = strings.TrimSuffix(host, ".")
-	return slices.ContainsFunc(m.Names, func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), host) })
+	bare := strings.TrimSuffix(host, ".")
+	if slices.ContainsFunc(m.Names, func(n string) bool { return strings.EqualFold(strings.TrimSuffix(n, "."), bare) }) {
+		return true, false, ""
+	}
+	r, asked := primary.PatroniHosts[host]
+	switch {
+	case !asked:
+		return false, true, ""
+	case r.Err != "":
+		return false, false, fmt.Sprintf(" (it does not resolve on the controller: %s)", clipTo(r.Err, maxError))
+	case len(r.Addrs) == 0:
+		return false, false, " (it resolves to no address on the controller)"
+	}
+	for _, a := range r.Addrs {
+		if sameClient(primary, m, a) {
+			return true, false, ""
+		}
+	}
+	return false, false, fmt.Sprintf(" (resolved on the controller to %s)", strings.Join(r.Addrs, ", "))
+}
+
+// PatroniLookups lists, by primary host, the DNS names its Patroni lists
+// a member at that only resolving them could tie to the standby of the
+// run saying it is that member (Member.PatroniHosts): a name is looked up
+// only when a standby needs it, never because a standby names it.
+func (l *Layout) PatroniLookups() map[string][]string {
+	out := map[string][]string{}
+	for _, c := range l.Clusters {
+		if len(c.lookups) > 0 {
+			out[c.Primary] = append(out[c.Primary], c.lookups...)
+		}
+	}
+	return out
 }
 
 func nameList(names []string) string {
@@ -341,12 +385,19 @@ func PatroniSlotName(member string) string {
 // list is any JSON up to 1 MiB).
 const maxShown = 64
 
+// maxError bounds a resolver's error in the evidence (it quotes the name,
+// which is the primary's word).
+const maxError = 256
+
 // clip shortens s to maxShown bytes, on a rune boundary.
-func clip(s string) string {
-	if len(s) <= maxShown {
+func clip(s string) string { return clipTo(s, maxShown) }
+
+// clipTo shortens s to n bytes, on a rune boundary.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	i := maxShown
+	i := n
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
 	}

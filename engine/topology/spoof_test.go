@@ -2,6 +2,7 @@ package topology
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,9 +257,11 @@ func TestPatroniNameAsPostgresShowsIt(t *testing.T) {
 // TestPatroniNameTiedToHost: a standby's Patroni name stands for a member
 // of the run only where the primary's Patroni lists that member (its
 // GET /cluster host) at an address or name the controller knows the
-// standby by. A real streaming standby that is no Patroni member, its
+// standby by, or at a DNS name the controller resolved to one of its
+// addresses. A real streaming standby that is no Patroni member, its
 // application_name set to a down member's, hid that member (no slots to
-// tell of it) and its primary was restarted.
+// tell of it) and its primary was restarted. A claim refused is named
+// once, as unverified, not also as a member outside the run.
 func TestPatroniNameTiedToHost(t *testing.T) {
 	pat := func(name string, members ...facts.PatroniMember) *facts.Patroni {
 		return &facts.Patroni{Scope: "demo", Name: name, Members: members}
@@ -271,46 +274,103 @@ func TestPatroniNameTiedToHost(t *testing.T) {
 		return Member{Host: "p", Machine: machine, Addrs: []string{"10.0.0.1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
 			Standbys: []facts.StandbyInfo{{Name: "s2", Addr: sender}}, Patroni: pat("n1", list(s2host)...)}}
 	}
+	resolving := func(m Member, name string, r Resolved) Member {
+		m.PatroniHosts = map[string]Resolved{name: r}
+		return m
+	}
 	claimant := func(host, machine string, addrs, names []string) Member {
 		return Member{Host: host, Machine: machine, Addrs: addrs, Names: names, Topo: &facts.Topology{Role: "standby", SystemID: "1",
 			Receiver: "streaming", Upstream: "10.0.0.1:5432", Patroni: pat("s2")}}
 	}
 	down := []string{`Patroni member "s2" ("replica") is "stopped"`}
+	const advice = `: if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`
 	for _, tc := range []struct {
 		name       string
 		members    []Member
-		outside    []string
 		notStream  []string
 		unverified string
+		lookups    []string
 	}{
 		{"a real standby under a down member's name", []Member{primaryAt("10.0.0.3", "10.0.0.9", "p"),
-			claimant("evil", "evil", []string{"10.0.0.9"}, []string{"evil.example"})},
-			[]string{`Patroni member "s2" (replica)`}, down,
-			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example): if evil is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+			claimant("evil", "evil", []string{"10.0.0.9"}, []string{"evil.example"})}, down,
+			`evil says it is Patroni member "s2", but the primary's Patroni lists that member at "10.0.0.3", which is none of the addresses or names the controller knows evil by (10.0.0.9; names evil.example): if evil is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`, nil},
 		{"the member listed with no host", []Member{primaryAt("", "10.0.0.3", "p"),
-			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"10.0.0.3"})},
-			[]string{`Patroni member "s2" (replica)`}, down,
-			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host, which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"10.0.0.3"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at no host (Patroni lists none for a member whose key in the DCS holds no postgresql.connect_address yet, as for a member still starting: run again once patronictl list shows its host), which is none of the addresses or names the controller knows s2 by (10.0.0.3; no names)` + advice, nil},
 		{"the member listed at its address", []Member{primaryAt("10.0.0.3", "10.0.0.3", "p"),
-			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, nil, ""},
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, "", nil},
 		{"the member listed by the name the inventory gives", []Member{primaryAt("DB2.example.", "10.0.0.3", "p"),
-			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2.example"})}, nil, nil, ""},
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2.example"})}, nil, "", nil},
 		{"the member listed at localhost, on the primary's machine", []Member{primaryAt("localhost", "local", "m"),
-			claimant("s2", "m", []string{"10.0.0.1"}, []string{"db1"})}, nil, nil, ""},
+			claimant("s2", "m", []string{"10.0.0.1"}, []string{"db1"})}, nil, "", nil},
 		{"the member listed at loopback, on another machine", []Member{primaryAt("127.0.0.1", "10.0.0.3", "m"),
-			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})},
-			[]string{`Patroni member "s2" (replica)`}, down,
-			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2): if s2 is that member, set pgtune_replication_host on it to the host its postgresql.connect_address names`},
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "127.0.0.1", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)` + advice, nil},
+		{"a name the inventory does not use, not resolved yet", []Member{primaryAt("db2.example.com", "10.0.0.3", "p"),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "db2.example.com", which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)` + advice,
+			[]string{"db2.example.com"}},
+		{"a name the controller resolves to the standby's address", []Member{
+			resolving(primaryAt("db2.example.com", "10.0.0.3", "p"), "db2.example.com", Resolved{Addrs: []string{"10.0.0.7", "10.0.0.3"}}),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, nil, "", nil},
+		{"a name the controller resolves elsewhere", []Member{
+			resolving(primaryAt("db2.example.com", "10.0.0.3", "p"), "db2.example.com", Resolved{Addrs: []string{"10.0.0.7"}}),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "db2.example.com" (resolved on the controller to 10.0.0.7), which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)` + advice, nil},
+		{"a name the controller resolves to loopback, on another machine", []Member{
+			resolving(primaryAt("db2.example.com", "10.0.0.3", "m"), "db2.example.com", Resolved{Addrs: []string{"127.0.0.1"}}),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "db2.example.com" (resolved on the controller to 127.0.0.1), which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)` + advice, nil},
+		{"a name that does not resolve", []Member{
+			resolving(primaryAt("db2.example.com", "10.0.0.3", "p"), "db2.example.com", Resolved{Err: "lookup db2.example.com on 10.0.0.53:53: no such host"}),
+			claimant("s2", "s2", []string{"10.0.0.3"}, []string{"db2"})}, down,
+			`s2 says it is Patroni member "s2", but the primary's Patroni lists that member at "db2.example.com" (it does not resolve on the controller: lookup db2.example.com on 10.0.0.53:53: no such host), which is none of the addresses or names the controller knows s2 by (10.0.0.3; names db2)` + advice, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Group(tc.members).ClusterOf("p")
-			if !reflect.DeepEqual(c.Outside, tc.outside) || !reflect.DeepEqual(c.NotStreaming, tc.notStream) {
-				t.Errorf("outside %q, not streaming %q\nwant %q, %q (%s)", c.Outside, c.NotStreaming, tc.outside, tc.notStream, c)
+			l := Group(tc.members)
+			c := l.ClusterOf("p")
+			if len(c.Outside) > 0 || !reflect.DeepEqual(c.NotStreaming, tc.notStream) {
+				t.Errorf("outside %q, not streaming %q\nwant none, %q (%s)", c.Outside, c.NotStreaming, tc.notStream, c)
 			}
 			if got := strings.Join(c.Unverified, "; "); got != tc.unverified {
 				t.Errorf("unverified\n got %q\nwant %q", got, tc.unverified)
 			}
+			if got := c.Incomplete(); got != (tc.unverified != "") {
+				t.Errorf("incomplete %t, want %t", got, tc.unverified != "")
+			}
+			if got := l.PatroniLookups()["p"]; !slices.Equal(got, tc.lookups) {
+				t.Errorf("lookups %q, want %q", got, tc.lookups)
+			}
 		})
+	}
+}
+
+// TestPatroniLookupsOnlyWhatATieNeeds: the controller resolves only the
+// names on the primary's Patroni list that a standby of the run needs
+// (it says it is that member, its WAL sender bears the name, and no name
+// the inventory gives it is the one listed): not every member's host, not
+// a name a standby gives (its upstream), not a standby's list.
+func TestPatroniLookupsOnlyWhatATieNeeds(t *testing.T) {
+	list := []facts.PatroniMember{{Name: "n1", Role: "leader", State: "running", Host: "db1.example.com"},
+		{Name: "s2", Role: "replica", State: "streaming", Host: "db2.example.com"},
+		{Name: "s3", Role: "replica", State: "streaming", Host: "db3.example.com"},
+		{Name: "s4", Role: "replica", State: "streaming", Host: "db4.example.com"},
+		{Name: "s5", Role: "replica", State: "streaming", Host: "db5"}}
+	p := Member{Host: "db1", Machine: "db1", Addrs: []string{"10.0.0.1"}, Names: []string{"db1"}, Topo: &facts.Topology{Role: "primary", SystemID: "1",
+		Standbys: []facts.StandbyInfo{{Name: "s2", Addr: "10.0.0.2"}, {Name: "other", Addr: "10.0.0.4"}, {Name: "s5", Addr: "10.0.0.5"}},
+		Patroni:  &facts.Patroni{Scope: "demo", Name: "n1", Members: list}}}
+	standby := func(host, addr, name string) Member {
+		return Member{Host: host, Machine: host, Addrs: []string{addr}, Names: []string{host}, Topo: &facts.Topology{Role: "standby", SystemID: "1",
+			Receiver: "streaming", Upstream: "upstream.example.com:5432",
+			Patroni: &facts.Patroni{Scope: "demo", Name: name, Members: []facts.PatroniMember{{Name: name, Host: "standby-says.example.com"}}}}}
+	}
+	l := Group([]Member{p,
+		standby("db2", "10.0.0.2", "s2"), // needs db2.example.com
+		standby("db4", "10.0.0.4", "s4"), // its sender is "other": no tie to try
+		standby("db5", "10.0.0.5", "s5"), // listed by its inventory name
+	})
+	if got, want := l.PatroniLookups(), map[string][]string{"db1": {"db2.example.com"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("lookups %q, want %q", got, want)
 	}
 }
 

@@ -36,6 +36,20 @@ type Member struct {
 	// the controller's, like Addrs. They tie a standby's Patroni name to
 	// the host the primary's Patroni lists for that member (tiePatroni).
 	Names []string
+	// PatroniHosts are the controller's answers for DNS names this
+	// member's Patroni lists members at (facts.PatroniMember.Host), by
+	// the name as listed: asked for a primary's list only, and only for
+	// the names a standby's tie needs (Layout.PatroniLookups). The
+	// controller's, like Addrs; the list is the primary's own word, which
+	// decides the cluster's members anyway.
+	PatroniHosts map[string]Resolved
+}
+
+// Resolved is the controller's answer for a name: the IP addresses it
+// resolved to, or why it did not (Err).
+type Resolved struct {
+	Addrs []string
+	Err   string
 }
 
 // Cluster is one replication cluster as far as the run sees it: the
@@ -97,6 +111,13 @@ type Cluster struct {
 	// saying it is that member but not streaming (Waiting).
 	patroniIn map[string]bool
 	waiting   map[string]string
+	// refused, by member name, is the host of the run whose claim to be
+	// that Patroni member tiePatroni refused (Unverified names it there,
+	// not as a member outside the run); lookups are the names on the
+	// primary's list the controller must resolve to try such a claim
+	// again (Layout.PatroniLookups).
+	refused map[string]string
+	lookups []string
 	// waitingDown: a member in Waiting the primary's Patroni does not
 	// report up.
 	waitingDown bool
@@ -110,6 +131,15 @@ type Cluster struct {
 // not report that member up (Waiting).
 func (c *Cluster) HoldsEveryMember() bool {
 	return len(c.NotStreaming) > 0 || c.waitingDown
+}
+
+// Incomplete reports whether the run may not include every member of
+// the cluster: members outside it (Outside), or a Patroni member whose
+// name a host of the run claims while the primary's Patroni lists it
+// elsewhere (Unverified names the claim: the member may be another host,
+// in another shard).
+func (c *Cluster) Incomplete() bool {
+	return len(c.Outside) > 0 || len(c.refused) > 0
 }
 
 // Replicated reports whether the cluster has more than one member (in the
@@ -364,7 +394,10 @@ func outside(c *Cluster, members []Member, free int) []string {
 	if c.Patroni {
 		inRun, list := c.patroniView(members)
 		for _, pm := range list {
-			if !inRun[pm.Name] && c.waiting[pm.Name] == "" {
+			// A member a host of the run says it is, refused
+			// (tiePatroni), is in Unverified, which holds the primary
+			// and a switchover as this list does (Incomplete, a shard).
+			if !inRun[pm.Name] && c.waiting[pm.Name] == "" && c.refused[pm.Name] == "" {
 				d := fmt.Sprintf("Patroni member %q", clip(pm.Name))
 				if pm.Role != "" {
 					d += " (" + clip(pm.Role) + ")"

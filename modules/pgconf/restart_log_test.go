@@ -39,6 +39,13 @@ func TestRestartLogOnlyFromOwnersPostgres(t *testing.T) {
 	if err := os.WriteFile(postgres, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// And one called postmaster: RHEL's postgresql.service started
+	// /usr/bin/postmaster up to 15, and facts takes it for the postmaster
+	// (review h104).
+	postmaster := filepath.Join(filepath.Dir(postgres), "postmaster")
+	if err := os.WriteFile(postmaster, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		prog    string
@@ -46,6 +53,7 @@ func TestRestartLogOnlyFromOwnersPostgres(t *testing.T) {
 		wantLog bool
 	}{
 		{"the owner's postgres", postgres, 0, true},
+		{"the owner's postgres started as postmaster", postmaster, 0, true},
 		{"another user's postgres", postgres, nobody, false},
 		{"the owner's process, not postgres", sleep, 0, false},
 	} {

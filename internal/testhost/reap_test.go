@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,6 +33,9 @@ type helperReport struct {
 	SSHPID   int
 	SSHStart string
 	SSHPort  int
+	// Home is the temporary HOME testenv gave the copy: its own clean-up
+	// removes it, which a killed copy never runs.
+	Home string
 }
 
 // TestReapHelper is run by TestReapKilledTest in a copy of this test
@@ -53,7 +57,7 @@ func TestReapHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := helperReport{Owner: own, PGRoot: c.Root, DataDir: c.DataDir, BinDir: c.BinDir, PGPID: c.PID(t), PGPort: c.Port,
-		SSHDir: s.Dir, SSHPID: s.cmd.Process.Pid, SSHStart: start, SSHPort: s.Port}
+		SSHDir: s.Dir, SSHPID: s.cmd.Process.Pid, SSHStart: start, SSHPort: s.Port, Home: os.Getenv("HOME")}
 	b, _ := json.Marshal(r)
 	if err := os.WriteFile(out+".tmp", b, 0o600); err != nil {
 		t.Fatal(err)
@@ -93,6 +97,10 @@ func startHelper(t *testing.T, name string) *helper {
 		<-h.done
 		if t.Failed() {
 			t.Logf("helper %s:\n%s", name, h.out.String())
+		}
+		// A copy killed before its clean-up leaves testenv's HOME.
+		if home := h.report.Home; filepath.IsAbs(home) && strings.HasPrefix(filepath.Base(home), "pgtune-test-home-") {
+			_ = os.RemoveAll(home)
 		}
 	})
 	return h
@@ -145,7 +153,17 @@ func TestReapKilledTest(t *testing.T) {
 	mine := Postgres(t)
 	minePID := mine.PID(t)
 
+	var helpers []*helper
+	// Registered first, so run last: no copy's temporary HOME is left.
+	t.Cleanup(func() {
+		for _, h := range helpers {
+			if h.report.Home != "" && exists(h.report.Home) {
+				t.Errorf("a helper's temporary HOME %s was left behind", h.report.Home)
+			}
+		}
+	})
 	killed, live := startHelper(t, "killed"), startHelper(t, "live")
+	helpers = append(helpers, killed, live)
 	var wg sync.WaitGroup
 	for _, x := range []struct {
 		h    *helper

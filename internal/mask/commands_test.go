@@ -9,7 +9,7 @@ import (
 // inventory commands that used to reach output (review h104), and values
 // around them that must stay visible.
 func TestTextCommandCredentials(t *testing.T) {
-	tests := []struct{ name, in, want string }{
+	tests := []textCase{
 		{"uri password with #", "curl -fsS https://u:p#ss@h/wal/%f -o %p", "curl -fsS https://u:(sensitive)@h/wal/%f -o %p"},
 		{"uri password with ?", "postgresql://rep:p?ss@h/db", "postgresql://rep:(sensitive)@h/db"},
 		{"uri password with @", "postgresql://rep:p@ss@h/db", "postgresql://rep:(sensitive)@h/db"},
@@ -47,17 +47,7 @@ func TestTextCommandCredentials(t *testing.T) {
 		{"key file path", "ssl_key_file = '/etc/ssl/private/server.key'", "ssl_key_file = '/etc/ssl/private/server.key'"},
 		{"keytab path", "krb_server_keyfile = 'FILE:/etc/krb5.keytab'", "krb_server_keyfile = 'FILE:/etc/krb5.keytab'"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Text(tc.in)
-			if got != tc.want {
-				t.Errorf("Text(%q)\n got %q\nwant %q", tc.in, got, tc.want)
-			}
-			if again := Text(got); again != got {
-				t.Errorf("not idempotent: %q -> %q", got, again)
-			}
-		})
-	}
+	checkTexts(t, tests)
 }
 
 // TestSecretsFromCommands: what Text hides is reported, so pgtune hides

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,15 +197,16 @@ func reapOwner(dir string, logf func(string, ...any)) error {
 		}
 		recs[f] = r
 	}
-	known := map[string]bool{"process": true, "postgres": true, "dir": true}
+	// In this order: processes first, then clusters, then directories.
+	kinds := []string{"process", "postgres", "dir"}
 	for f, r := range recs {
-		if !known[r.Kind] {
+		if !slices.Contains(kinds, r.Kind) {
 			// Written by another version of this package (a branch on
 			// a shared machine): left for a reaper that knows it.
 			logf("testhost: reap: %s: unknown kind %q (left)", f, r.Kind)
 		}
 	}
-	for _, kind := range []string{"process", "postgres", "dir"} {
+	for _, kind := range kinds {
 		for f, r := range recs {
 			if r.Kind != kind {
 				continue

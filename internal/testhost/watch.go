@@ -33,17 +33,10 @@ func AwaitFiles(t testing.TB, what string, dirs []string, stop <-chan struct{}, 
 		unix.IN_CLOSE_WRITE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE_SELF
 	watched := map[string]bool{}
 	watch := func() {
-		for _, d := range dirs {
-			for p := filepath.Clean(d); !watched[p]; p = filepath.Dir(p) {
-				if _, err := unix.InotifyAddWatch(fd, p, mask); err == nil {
-					watched[p] = true
-					break
-				}
-				if p == "/" {
-					break
-				}
-			}
-		}
+		watchDeepest(dirs, watched, func(p string) error {
+			_, err := unix.InotifyAddWatch(fd, p, mask)
+			return err
+		})
 	}
 	watch()
 
@@ -80,6 +73,30 @@ func AwaitFiles(t testing.TB, what string, dirs []string, stop <-chan struct{}, 
 			return cond()
 		case <-guard.C:
 			t.Fatalf("still waiting for %s after %v", what, HangGuard)
+		}
+	}
+}
+
+// watchDeepest adds a watch on the deepest existing directory on the way to
+// each of dirs. It walks again until a walk adds nothing: a directory made
+// between the failed attempt on it and the watch on its parent raised its
+// event before anything watched the parent, and a wait that stopped at the
+// parent would miss everything made inside it (CI hung three minutes on
+// exactly that).
+func watchDeepest(dirs []string, watched map[string]bool, add func(dir string) error) {
+	for added := true; added; {
+		added = false
+		for _, d := range dirs {
+			for p := filepath.Clean(d); !watched[p]; p = filepath.Dir(p) {
+				if add(p) == nil {
+					watched[p] = true
+					added = true
+					break
+				}
+				if p == "/" {
+					break
+				}
+			}
 		}
 	}
 }

@@ -33,3 +33,28 @@ func TestAwaitFiles(t *testing.T) {
 		t.Error("AwaitFiles reported a condition that does not hold")
 	}
 }
+
+// TestWatchDeepestFollowsADirectoryMadeMidWalk makes the child directory in
+// the window between the failed watch on it and the watch on its parent:
+// the walk must still end on the child, or a file written there later
+// raises no event and the wait hangs.
+func TestWatchDeepestFollowsADirectoryMadeMidWalk(t *testing.T) {
+	dir := t.TempDir()
+	parent := filepath.Join(dir, "later")
+	child := filepath.Join(parent, "deeper")
+	watched := map[string]bool{}
+	var tried []string
+	watchDeepest([]string{child}, watched, func(p string) error {
+		tried = append(tried, p)
+		if p == parent {
+			if err := os.MkdirAll(child, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := os.Stat(p)
+		return err
+	})
+	if !watched[child] {
+		t.Fatalf("watched %v after trying %v; want %s watched", watched, tried, child)
+	}
+}

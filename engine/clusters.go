@@ -187,6 +187,7 @@ func (s *Session) members() []topology.Member {
 		m := topology.Member{Host: hr.host.Name, Names: src.names(hr.host.Conn.Address)}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
+			m.Receiver, m.ReceiverRead = receiverOf(hr.facts)
 			if m.Topo != nil {
 				m.PatroniHosts = hr.patroniHosts
 				if hr.addrsResolved {
@@ -200,6 +201,15 @@ func (s *Session) members() []topology.Member {
 		out = append(out, m)
 	}
 	return out
+}
+
+// receiverOf is the WAL receiver's connections of the server f's
+// topology describes, as the gather read them with its postmaster.
+func receiverOf(f *facts.Facts) ([]facts.Conn, bool) {
+	if f.Postgres == nil {
+		return nil, false
+	}
+	return f.Postgres.WALReceiver, f.Postgres.WALReceiverRead
 }
 
 // resolveMembers resolves, on the controller and under ctx, the
@@ -574,6 +584,7 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 		m := topology.Member{Host: h.Name, Names: src.names(h.Address)}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
+			m.Receiver, m.ReceiverRead = receiverOf(h.Facts)
 		}
 		members = append(members, m)
 		srcs = append(srcs, src)

@@ -126,6 +126,12 @@ type Postgres struct {
 	// StartTime is the postmaster's start time in clock ticks since boot
 	// (/proc/PID/stat field 22): it changes exactly when postgres restarts.
 	StartTime int64 `json:"start_time,omitempty"`
+	// WALReceiver are the established TCP connections of a running
+	// standby's WAL receiver, read as root from the kernel (walrecv.go),
+	// and WALReceiverRead whether they could be read: they tie the
+	// standby to its upstream's WAL sender (topology.Match).
+	WALReceiver     []Conn `json:"wal_receiver,omitempty"`
+	WALReceiverRead bool   `json:"wal_receiver_read,omitempty"`
 	// Cluster is Debian's cluster name (e.g. "main") when known.
 	Cluster string `json:"cluster,omitempty"`
 	// BinFromInventory says BinDir is the inventory's pg_bin, whose

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,7 +233,7 @@ func TestDiscoverRunsOwnersBinaryAsOwner(t *testing.T) {
 		}
 		got := *pg
 		got.StartTime = 0
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("got  %+v\nwant %+v", got, want)
 		}
 		checkRuns(t)

@@ -102,7 +102,7 @@ cd /
 ` + RunBinFn + `
 rec() { printf '%s=%s\0' "$1" "$2"; }
 blk() { printf '[%s]\0' "$1"; }
-num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
+` + walRecvFn + `num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
 # readsafe FILE, only as $(readsafe FILE): the subshell becomes dd.
 readsafe() { exec dd if="$1" iflag=nofollow,nonblock bs=4096 count=1 2>/dev/null; }
 nl='
@@ -178,6 +178,7 @@ procinfo() {
   st=${st##*) }
   set -- $st
   rec starttime "${20:-}"
+  walrecv "$pi" "$pc"
   sed -z 's/^/arg=/' 2>/dev/null < "/proc/$pi/cmdline"
   printf '\0'
 }
@@ -831,6 +832,7 @@ func describe(b block, source string) (*Postgres, error) {
 		if st, err := strconv.ParseInt(b.get("starttime"), 10, 64); err == nil && st > 0 {
 			pg.StartTime = st
 		}
+		pg.WALReceiver, pg.WALReceiverRead = parseWALReceiver(b.get("walrecv"))
 	}
 	return pg, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -227,7 +228,7 @@ func TestChoosePostgres(t *testing.T) {
 				}
 				return
 			}
-			if got == nil || *got != *tc.want {
+			if got == nil || !reflect.DeepEqual(*got, *tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -262,7 +263,7 @@ func TestDiscoverLive(t *testing.T) {
 		t.Errorf("version %q start time %d", got.Version, got.StartTime)
 	}
 	got.Version, got.StartTime = "", 0
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
 

@@ -79,8 +79,12 @@ var LiveSettingsSQL = `SELECT name || '=' || setting FROM pg_settings WHERE name
 
 // StandbyInfo is one row of pg_stat_replication.
 type StandbyInfo struct {
-	Name  string `json:"name"` // application_name
-	Addr  string `json:"addr,omitempty"`
+	Name string `json:"name"` // application_name
+	Addr string `json:"addr,omitempty"`
+	// Port is the client's TCP port (client_port): with Addr, the
+	// connection's end on the standby's machine; 0 when not asked, -1
+	// for a unix socket.
+	Port  int    `json:"port,omitempty"`
 	State string `json:"state"`
 	// LagBytes is how far its replay is behind this server's WAL.
 	LagBytes int64 `json:"lag_bytes"`
@@ -212,7 +216,7 @@ UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
 UNION ALL (SELECT 'walsender=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, r.replay_lsn)::bigint, -1)
-  || ' ' || coalesce(r.state, '') || ' ' || coalesce(host(r.client_addr), 'local') || ' ' || (r.write_lsn IS NOT NULL) || ' ' || (r.replay_lsn IS NOT NULL)
+  || ' ' || coalesce(r.state, '') || ' ' || coalesce(host(r.client_addr), 'local') || ' ' || coalesce(r.client_port, -1) || ' ' || (r.write_lsn IS NOT NULL) || ' ' || (r.replay_lsn IS NOT NULL)
   || ' ' || coalesce(s.slot_type, 'none') || ' ' || r.application_name
   FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid ORDER BY s.slot_type = 'logical' DESC NULLS LAST, r.pid)
 UNION ALL SELECT 'slot_name=' || current_setting('primary_slot_name') WHERE pg_is_in_recovery()
@@ -555,21 +559,29 @@ func ValidSlotName(s string) bool {
 	return true
 }
 
-// parseWALSender reads "LAG STATE ADDR WRITES REPLAYS SLOTTYPE NAME"
-// (NAME may hold spaces): a standby, or (non-nil) a client that is none.
+// parseWALSender reads "LAG STATE ADDR PORT WRITES REPLAYS SLOTTYPE
+// NAME" (NAME may hold spaces): a standby, or (non-nil) a client that is
+// none.
 func parseWALSender(v string) (StandbyInfo, *WALClient, error) {
-	f := strings.SplitN(v, " ", 7)
-	if len(f) != 7 {
+	f := strings.SplitN(v, " ", 8)
+	if len(f) != 8 {
 		return StandbyInfo{}, nil, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
 	}
 	lag, err := ParseInt("standby lag (bytes)", f[0], -1, MaxBytes)
 	if err != nil {
 		return StandbyInfo{}, nil, err
 	}
-	state, addr, name := clientText(f[1], 16), clientAddr(f[2]), clientText(f[6], maxClientName)
-	kind := classifyWALSender(state, f[3] == "true", f[4] == "true", f[5])
+	port, err := ParseInt("client_port", f[3], -1, 65535)
+	if err != nil {
+		return StandbyInfo{}, nil, err
+	}
+	state, addr, name := clientText(f[1], 16), clientAddr(f[2]), clientText(f[7], maxClientName)
+	kind := classifyWALSender(state, f[4] == "true", f[5] == "true", f[6])
 	if kind == "" {
-		return StandbyInfo{LagBytes: lag, State: state, Addr: addr, Name: name}, nil, nil
+		if port == 0 {
+			port = -1 // no TCP port PostgreSQL reports: never a tie
+		}
+		return StandbyInfo{LagBytes: lag, State: state, Addr: addr, Port: int(port), Name: name}, nil, nil
 	}
 	return StandbyInfo{}, &WALClient{Name: name, Addr: addr, State: state, Kind: kind}, nil
 }

@@ -43,23 +43,23 @@ func TestParseTopology(t *testing.T) {
 	}{{
 		name: "primary with standbys",
 		out: rec("conf_line", "# plain") + rec("role", "primary") + rec("sysid", "7312345678901234567") + rec("timeline", "1") +
-			rec("cluster_name", "") + rec("conninfo", "") + rec("walsender", "0 streaming 127.0.0.1 true true physical standby1") + rec("walsender", "4096 catchup local true true none my standby") + "\n",
+			rec("cluster_name", "") + rec("conninfo", "") + rec("walsender", "0 streaming 127.0.0.1 40001 true true physical standby1") + rec("walsender", "4096 catchup local -1 true true none my standby") + "\n",
 		want: Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 1, Standbys: []StandbyInfo{
-			{Name: "standby1", Addr: "127.0.0.1", State: "streaming"}, {Name: "my standby", Addr: "local", State: "catchup", LagBytes: 4096}}},
+			{Name: "standby1", Addr: "127.0.0.1", Port: 40001, State: "streaming"}, {Name: "my standby", Addr: "local", Port: -1, State: "catchup", LagBytes: 4096}}},
 	}, {
 		name: "primary: WAL clients that are no standby",
 		out: rec("role", "primary") + rec("sysid", "42") +
-			rec("walsender", "-1 streaming 10.0.0.9 true false logical debezium") +
-			rec("walsender", "-1 streaming 10.0.0.7 true false physical barman_receive_wal") +
-			rec("walsender", "-1 streaming local true false none pg_receivewal") +
-			rec("walsender", "-1 backup 10.0.0.7 false false none pg_basebackup") +
-			rec("walsender", "-1 catchup local false false logical sub_1") +
-			rec("walsender", "0 streaming 10.0.0.2 true true physical standby1") +
+			rec("walsender", "-1 streaming 10.0.0.9 40009 true false logical debezium") +
+			rec("walsender", "-1 streaming 10.0.0.7 40007 true false physical barman_receive_wal") +
+			rec("walsender", "-1 streaming local -1 true false none pg_receivewal") +
+			rec("walsender", "-1 backup 10.0.0.7 40017 false false none pg_basebackup") +
+			rec("walsender", "-1 catchup local -1 false false logical sub_1") +
+			rec("walsender", "0 streaming 10.0.0.2 40002 true true physical standby1") +
 			// Nothing reported yet (just connected, or status updates
 			// off): it cannot be told from a standby, and counts as one.
-			rec("walsender", "-1 startup 10.0.0.3 false false none standby2"),
+			rec("walsender", "-1 startup 10.0.0.3 40003 false false none standby2"),
 		want: Topology{Role: "primary", SystemID: "42",
-			Standbys: []StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", State: "streaming"}, {Name: "standby2", Addr: "10.0.0.3", State: "startup", LagBytes: -1}},
+			Standbys: []StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", Port: 40002, State: "streaming"}, {Name: "standby2", Addr: "10.0.0.3", Port: 40003, State: "startup", LagBytes: -1}},
 			Clients: []WALClient{
 				{Name: "debezium", Addr: "10.0.0.9", State: "streaming", Kind: ClientLogical},
 				{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: ClientArchiver},
@@ -69,12 +69,12 @@ func TestParseTopology(t *testing.T) {
 	}, {
 		name: "hostile WAL clients: names and addresses checked and clipped, the count bounded",
 		out: rec("role", "primary") + rec("sysid", "42") +
-			rec("walsender", "-1 streaming 10.0.0.7; true false none \x1b]0;pwned\x07 $(reboot) "+strings.Repeat("x", 100)) +
-			rec("walsender", "-1 streaming\x1b[2J local true false logical caf\xc3\xa9") +
-			rec("walsender", "0 streaming local true true physical evil\nstandby") +
-			strings.Repeat(rec("walsender", "-1 streaming local true false none many"), MaxWALClients+3),
+			rec("walsender", "-1 streaming 10.0.0.7; 40007 true false none \x1b]0;pwned\x07 $(reboot) "+strings.Repeat("x", 100)) +
+			rec("walsender", "-1 streaming\x1b[2J local -1 true false logical caf\xc3\xa9") +
+			rec("walsender", "0 streaming local -1 true true physical evil\nstandby") +
+			strings.Repeat(rec("walsender", "-1 streaming local -1 true false none many"), MaxWALClients+3),
 		want: Topology{Role: "primary", SystemID: "42",
-			Standbys: []StandbyInfo{{Name: "evil?standby", Addr: "local", State: "streaming"}},
+			Standbys: []StandbyInfo{{Name: "evil?standby", Addr: "local", Port: -1, State: "streaming"}},
 			Clients: append([]WALClient{
 				{Name: "?]0;pwned? $(reboot) " + strings.Repeat("x", 63-len("?]0;pwned? $(reboot) ")), Addr: "?", State: "streaming", Kind: ClientArchiver},
 				{Name: "caf??", Addr: "local", State: "streaming?[2J", Kind: ClientLogical}},
@@ -83,7 +83,9 @@ func TestParseTopology(t *testing.T) {
 	}, {
 		name: "forged WAL sender row", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming local standby1"), err: "pg_stat_replication",
 	}, {
-		name: "forged WAL sender lag", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "-2 streaming local true true none s"), err: "standby lag",
+		name: "forged WAL sender lag", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "-2 streaming local -1 true true none s"), err: "standby lag",
+	}, {
+		name: "forged WAL sender port", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming 10.0.0.2 65536 true true none s"), err: "client_port",
 	}, {
 		name: "standby: upstream from the receiver, never the password",
 		out: rec("role", "standby") + rec("sysid", "42") + rec("timeline", "3") + rec("conninfo", "host=p port=1 password=hunter2") +

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -442,6 +444,70 @@ func TestUnlinkedStandbyNamesWhoTookItsSender(t *testing.T) {
 			c := Group(tc.members).ClusterOf("p")
 			if got := strings.Join(c.Unverified, "; "); got != tc.want {
 				t.Errorf("unverified\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestColocatedClaimantTakesNoSender: a hostile server of the run on the
+// machine (the address) of an honest standby outside the run claims that
+// standby's WAL sender. The address fits both; the connection is the
+// honest standby's, and the claimant's kernel shows no WAL receiver
+// holding it: the claimant gets no sender, the cluster is unverified, the
+// honest standby stays outside the run. The claimant holding the
+// connection's end, or a sender read without ports (as a switchover
+// re-reads them), ties as before.
+func TestColocatedClaimantTakesNoSender(t *testing.T) {
+	conn := func(local string) facts.Conn {
+		return facts.Conn{Local: netip.MustParseAddrPort(local), Remote: netip.MustParseAddrPort("10.0.0.1:5432")}
+	}
+	// The claimant's upstream is the primary as the run reaches it
+	// (Match), or an address no member has (tried against the
+	// primary's senders all the same).
+	for _, reach := range [][]string{{"10.0.0.1:5432"}, nil} {
+		prim := func(port int) Member {
+			p := &facts.Topology{Role: "primary", SystemID: "42", Standbys: []facts.StandbyInfo{{Name: "walreceiver", Addr: "10.0.0.2", Port: port, State: "streaming"}}}
+			return Member{Host: "p", Topo: p, Machine: "p", Addrs: []string{"10.0.0.1"}, Reach: reach}
+		}
+		colocated(t, reach != nil, prim, conn)
+	}
+}
+
+func colocated(t *testing.T, linked bool, prim func(int) Member, conn func(string) facts.Conn) {
+	claimant := func(read bool, conns ...facts.Conn) Member {
+		return Member{Host: "evil", Topo: standby("42"), Machine: "m2", Addrs: []string{"10.0.0.2"}, Receiver: conns, ReceiverRead: read}
+	}
+	for _, tc := range []struct {
+		name     string
+		members  []Member
+		verified bool
+		why      string
+	}{
+		{"the honest standby's connection, not the claimant's", []Member{prim(45678), claimant(true, conn("10.0.0.2:45679"))}, false, "no WAL receiver of evil holds that connection"},
+		{"the same port on another address of the machine", []Member{prim(45678), claimant(true, conn("192.168.0.2:45678"))}, false, "no WAL receiver of evil holds that connection"},
+		{"no receiver connection read", []Member{prim(45678), claimant(false)}, false, "could not be read"},
+		{"a port PostgreSQL never reports", []Member{prim(-1), claimant(true, conn("10.0.0.2:45678"))}, false, "no WAL receiver of evil holds"},
+		{"its own connection", []Member{prim(45678), claimant(true, conn("10.0.0.2:45678"))}, true, ""},
+		{"its own connection, IPv4-mapped", []Member{prim(45678), claimant(true, facts.Conn{Local: netip.MustParseAddrPort("[::ffff:10.0.0.2]:45678"), Remote: netip.MustParseAddrPort("[::ffff:10.0.0.1]:5432")})}, true, ""},
+		{"senders read without ports", []Member{prim(0), claimant(false)}, true, ""},
+	} {
+		t.Run(fmt.Sprintf("%s, linked %v", tc.name, linked), func(t *testing.T) {
+			c := Group(tc.members).ClusterOf("p")
+			if tc.verified {
+				if len(c.Unverified) > 0 || len(c.Outside) > 0 {
+					t.Fatalf("not verified: %s (unverified %q)", c, c.Unverified)
+				}
+				return
+			}
+			if len(c.Unverified) != 1 || !strings.Contains(c.Unverified[0], tc.why) {
+				t.Fatalf("unverified %q; want one reason saying %q", c.Unverified, tc.why)
+			}
+			if len(c.Outside) == 0 {
+				t.Fatalf("the honest standby's sender is not outside the run: %s", c)
+			}
+			own := Own(tc.members[0], tc.members[1], -1)
+			if len(own) != 0 {
+				t.Fatalf("Own gives the claimant senders %v", own)
 			}
 		})
 	}

@@ -43,6 +43,13 @@ type Member struct {
 	// controller's, like Addrs; the list is the primary's own word, which
 	// decides the cluster's members anyway.
 	PatroniHosts map[string]Resolved
+	// Receiver are the TCP connections of the host's WAL receiver as its
+	// kernel lists them (facts.Postgres.WALReceiver, read as root), and
+	// ReceiverRead whether they could be read: a WAL sender whose client
+	// port PostgreSQL reports is the member's only when one of them has
+	// that address and port as its own end (sameConn).
+	Receiver     []facts.Conn
+	ReceiverRead bool
 }
 
 // Resolved is the controller's answer for a name: the IP addresses it

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -43,15 +44,20 @@ func Match(up Member, claimants []Member) (map[string]int, []string) {
 
 // unmatched is a claimant Match left without a sender: rivals are the
 // claimants holding the senders its address fits (none: no sender of
-// the upstream is at an address the controller knows it by).
+// the upstream is at an address the controller knows it by); others are
+// the senders at its address whose connection is not its WAL receiver's.
 type unmatched struct {
 	m      Member
 	rivals []string
+	others []facts.StandbyInfo
 }
 
 // reason says why u has no sender of up.
 func (u unmatched) reason(up Member) string {
 	m := u.m
+	if why := u.connWhy(up); why != "" {
+		return fmt.Sprintf("%s says it streams from %s, and %s", m.Host, up.Host, why)
+	}
 	if len(u.rivals) == 0 {
 		var rows []facts.StandbyInfo
 		if up.Topo != nil {
@@ -64,6 +70,21 @@ func (u unmatched) reason(up Member) string {
 		m.Host, up.Host, up.Host, strings.Join(u.rivals, ", "), up.Host)
 }
 
+// connWhy says, when up's only senders at u's address are connections
+// u's WAL receiver does not hold (sameConn), why u has none; else "".
+func (u unmatched) connWhy(up Member) string {
+	m := u.m
+	if len(u.rivals) > 0 || len(u.others) == 0 {
+		return ""
+	}
+	if !m.ReceiverRead {
+		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's WAL receiver connections could not be read to tie one to it (they are read as root: set become)",
+			up.Host, rowEnds(u.others), m.Host)
+	}
+	return fmt.Sprintf("%s has a WAL sender to its address (%s), but no WAL receiver of %s holds that connection (its receiver's connections: %s): another server on its machine streams there, or it connected again between the two reads (check again)",
+		up.Host, rowEnds(u.others), m.Host, connList(m.Receiver))
+}
+
 // match is Match, with the claimants left without a sender as unmatched.
 func match(up Member, claimants []Member) (map[string]int, []unmatched) {
 	var rows []facts.StandbyInfo
@@ -74,9 +95,14 @@ func match(up Member, claimants []Member) (map[string]int, []unmatched) {
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Host < cs[j].Host })
 	edges := make([][]int, len(cs))
 	named := make([][]int, len(cs))
+	others := make([][]facts.StandbyInfo, len(cs))
 	for i, m := range cs {
 		for r, row := range rows {
 			if !sameClient(up, m, row.Addr) {
+				continue
+			}
+			if !sameConn(m, row) {
+				others[i] = append(others[i], row)
 				continue
 			}
 			edges[i] = append(edges[i], r)
@@ -124,7 +150,7 @@ func match(up Member, claimants []Member) (map[string]int, []unmatched) {
 		if _, ok := got[m.Host]; ok {
 			continue
 		}
-		u := unmatched{m: m}
+		u := unmatched{m: m, others: others[i]}
 		for _, r := range edges[i] {
 			if o := owner[r]; o >= 0 && !slices.Contains(u.rivals, cs[o].Host) {
 				u.rivals = append(u.rivals, cs[o].Host)
@@ -147,11 +173,52 @@ func Own(up, m Member, matched int) []int {
 	}
 	var out []int
 	for i, r := range rows {
-		if sameClient(up, m, r.Addr) {
+		if sameClient(up, m, r.Addr) && sameConn(m, r) {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// sameConn reports whether row, a WAL sender whose client address fits
+// m, is m's by its connection: the client's address and port are the
+// local end of a connection m's WAL receiver holds, as m's kernel lists
+// it. The address alone does not tell apart two servers on one machine
+// (an honest standby outside the run and a hostile one in it). A row
+// with no port asked (0: read without it, as a switchover re-reads the
+// senders of a cluster the layout verified) or over a unix socket
+// ("local") has no connection to tie.
+func sameConn(m Member, row facts.StandbyInfo) bool {
+	if row.Port == 0 || row.Addr == "local" {
+		return true
+	}
+	ip, err := netip.ParseAddr(row.Addr)
+	if err != nil || row.Port < 0 || !m.ReceiverRead {
+		return false
+	}
+	return facts.HoldsEnd(m.Receiver, ip, row.Port)
+}
+
+// rowEnds lists the senders' client ends, for a message.
+func rowEnds(rows []facts.StandbyInfo) string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%q from %s port %d", clip(r.Name), r.Addr, r.Port))
+	}
+	return strings.Join(out, ", ")
+}
+
+// connList lists a WAL receiver's connections by their local end, for a
+// message.
+func connList(conns []facts.Conn) string {
+	if len(conns) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, c := range conns {
+		out = append(out, c.Local.String()+" to "+c.Remote.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // sameClient reports whether a WAL sender of up whose client is at addr
@@ -272,6 +339,10 @@ func (c *Cluster) verify(members []Member, parent map[string]string) int {
 			from := fmt.Sprintf("from upstream %q, which matches no member of the run", clip(m.Topo.Upstream))
 			if m.Topo.Upstream == "" {
 				from = "but names no upstream"
+			}
+			if why := u.connWhy(p); why != "" {
+				c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and the primary %s", m.Host, from, why))
+				continue
 			}
 			if len(u.rivals) > 0 {
 				c.Unverified = append(c.Unverified, fmt.Sprintf("%s says it streams %s, and the WAL senders of the primary %s at an address the controller knows %s by (%s) are claimed by %s: more members claim them than %s serves",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (sw *switchover) streamingDirect() []*swMember {
 // primary's WAL senders to standbys): each one's sender, and why a
 // standby has none.
 func (sw *switchover) matchSenders(senders []facts.StandbyInfo) (map[*swMember]facts.StandbyInfo, map[*swMember]int, []string) {
-	up := topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: senders})
+	up := topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: byAddress(senders)})
 	var claimants []topology.Member
 	byName := map[string]*swMember{}
 	for _, m := range sw.streamingDirect() {
@@ -85,7 +86,22 @@ func (sw *switchover) ownSenders(senders []facts.StandbyInfo, m *swMember) []int
 	if !ok {
 		return nil
 	}
-	return topology.Own(topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: senders}), topoMember(m, m.t.Facts.Topology), i)
+	return topology.Own(topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: byAddress(senders)}), topoMember(m, m.t.Facts.Topology), i)
+}
+
+// byAddress is senders without their client ports: a switchover ties a
+// standby to the old primary's sender by address. Its senders are read
+// again as it goes, but the standbys' WAL receiver connections are as old
+// as their facts, and a standby this run restarted streams over a new
+// one. The tie by connection (topology.sameConn) was made with the run's
+// layout, from facts of one moment: a cluster it left unverified gets no
+// switchover.
+func byAddress(senders []facts.StandbyInfo) []facts.StandbyInfo {
+	out := slices.Clone(senders)
+	for i := range out {
+		out[i].Port = 0
+	}
+	return out
 }
 
 // primaryLag is the lag the old primary shows for m's WAL sender (the

@@ -301,7 +301,7 @@ func maskCurlUser(s string, found func(string)) string {
 			}
 		}
 		body := rest[len(q):]
-		var user, pw string
+		var user, pw, closing string
 		if q == "" {
 			u := strings.IndexAny(body, " \t'\""+seps)
 			if u <= 0 || !strings.ContainsRune(seps, rune(body[u])) {
@@ -315,19 +315,61 @@ func maskCurlUser(s string, found func(string)) string {
 				continue // no password: curl asks for it
 			}
 			user, pw = body[:u], body[u+1:end]
+			// A shell word goes on past its closing quote ('pa''ss' is
+			// pass, 'abc'"def" abcdef): the password is masked to the
+			// word's end, and the quote closed.
+			if word := len(value.FindString(rest)); (q == "'" || q == `"`) && word > len(q)+end+len(q) {
+				pw, closing = rest[len(q)+u+1:word], q
+			}
 		}
 		if pw == "" || pw == Masked {
 			continue
 		}
 		report(found, pw)
+		if v := shellUnquote(pw, q); v != pw && v != "" {
+			report(found, v)
+		}
 		b.WriteString(s[last:loc[1]])
-		b.WriteString(q + user + body[len(user):len(user)+1] + Masked)
+		b.WriteString(q + user + body[len(user):len(user)+1] + Masked + closing)
 		last = loc[1] + len(q) + len(user) + 1 + len(pw)
 	}
 	if last == 0 {
 		return s
 	}
 	b.WriteString(s[last:])
+	return b.String()
+}
+
+// shellUnquote is the value of pw, the end of a shell word whose
+// first segment was opened with q ("" when unquoted; else pw runs to
+// that segment's closing quote or past it): its quotes and backslash
+// escapes taken out, as the shell does, so that Secrets reports what the
+// command was given. Quotes of another layer (” in a configuration
+// string, \') are left as they are.
+func shellUnquote(pw, q string) string {
+	if q != "" && q != "'" && q != `"` {
+		return pw
+	}
+	var b strings.Builder
+	in := q // the quote open at pw's start
+	for i := 0; i < len(pw); i++ {
+		c := pw[i]
+		switch {
+		case in == "'" && c == '\'':
+			in = ""
+		case in == "'":
+			b.WriteByte(c)
+		case in == `"` && c == '"':
+			in = ""
+		case c == '\\' && i+1 < len(pw) && (in == "" || strings.IndexByte(`"\$`+"`", pw[i+1]) >= 0):
+			i++
+			b.WriteByte(pw[i])
+		case in == "" && (c == '\'' || c == '"'):
+			in = string(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
 	return b.String()
 }
 

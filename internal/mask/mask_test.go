@@ -39,6 +39,9 @@ func TestText(t *testing.T) {
 		{"curl user unterminated quote", "curl -u 'wal:s3cr3t -T %p", "curl -u 'wal:(sensitive)"},
 		{"curl user quoted password part", `curl -u wal:"s3 cr3t" -T %p`, "curl -u wal:(sensitive) -T %p"},
 		{"curl user without password", "curl -u 'wal' -T %p", "curl -u 'wal' -T %p"},
+		{"curl user quote continued", "curl -u 'admin:pa''ss' https://h/%f", "curl -u 'admin:(sensitive)' https://h/%f"},
+		{"curl user quote then double quote", `curl --user 'admin:abc'"d e f"x -T %p`, "curl --user 'admin:(sensitive)' -T %p"},
+		{"curl user unquoted then quoted", `curl -u admin:pa'ss' https://h/%f`, "curl -u admin:(sensitive) https://h/%f"},
 		{"shell pwd kept", "PWD=/var/lib cd $PWD", "PWD=/var/lib cd $PWD"},
 		// Audit h98: what used to be left after the masked word.
 		{"unquoted command to the end of the line", "ssl_passphrase_command=echo s3cr3t", "ssl_passphrase_command=(sensitive)"},
@@ -153,6 +156,15 @@ func TestSecrets(t *testing.T) {
 	}
 	if got, want := Secrets(`curl -u 'admin:pa$$w0rd' -X POST https://ctl/restart`), []string{"pa$$w0rd"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Secrets of a quoted curl user = %q, want %q", got, want)
+	}
+	for in, want := range map[string][]string{
+		`curl -u 'admin:pa''ss' https://ctl/restart`:    {"pa''ss'", "pass"},
+		`curl -u admin:'abc'"d\$f" https://ctl/restart`: {`'abc'"d\$f"`, "abcd$f"},
+		`curl -u "admin:p\"w" https://ctl/restart`:      {`p\"w`, `p"w`},
+	} {
+		if got := Secrets(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("Secrets(%s) = %q, want %q", in, got, want)
+		}
 	}
 	if got := Secrets("systemctl restart postgresql"); got != nil {
 		t.Errorf("Secrets of a plain command = %q", got)

@@ -178,7 +178,7 @@ procinfo() {
   st=${st##*) }
   set -- $st
   rec starttime "${20:-}"
-  walrecv "$pi" "$pc"
+  walrecv "$pi" "$pc" "$pu_r" "$pf_port"
   sed -z 's/^/arg=/' 2>/dev/null < "/proc/$pi/cmdline"
   printf '\0'
 }

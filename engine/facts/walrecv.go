@@ -14,31 +14,46 @@ import (
 // the standby's machine: which process holds the connection whose local
 // end is that address and port. The gather reads it as root, for a
 // postmaster whose data directory says it is a standby, from the kernel
-// alone: the postmaster's children whose title names a WAL receiver
-// (the title is the owner's to write: a lie hides its own connection,
-// nothing more), the socket inodes of their descriptors (stat -L: the
-// kind is the kernel's, a file named like a socket is a file), and those
-// sockets' ends in the postmaster's network namespace, which must be the
-// gather's own (in a namespace of its own, an unprivileged owner could
-// give any address to a socket).
+// alone:
+//   - the postmaster's children whose title names a WAL receiver (the
+//     title is the owner's to write: a lie hides its own connection,
+//     nothing more; a child titled so by chance only costs a look);
+//   - their descriptors that are sockets: the link is exactly
+//     socket:[INODE] (find -lname; an O_PATH descriptor of a socket file
+//     links to its path, and stat would call it a socket);
+//   - those sockets in the gather's own network namespace's table
+//     (/proc/self/net/tcp{,6}: a socket made in a namespace of the
+//     owner's own, where any address can be given, is not there),
+//     established, made by the owner's uid, and not a client connection
+//     the server accepted (local port the server's);
+//   - and only a local end no other established connection there has:
+//     Linux gives a connect() a local port another connection holds when
+//     the destination differs, so an owner can hold the honest standby's
+//     local end towards somewhere else.
 
 // MaxReceiverConns bounds the connections a host may report for its WAL
 // receiver (it holds one).
 const MaxReceiverConns = 8
 
-// Conn is one established TCP connection's two ends.
+// Conn is one established TCP connection's two ends, and the remote
+// ports of the other established connections that share its local end
+// (-1: more than the gather lists).
 type Conn struct {
-	Local  netip.AddrPort `json:"local"`
-	Remote netip.AddrPort `json:"remote"`
+	Local       netip.AddrPort `json:"local"`
+	Remote      netip.AddrPort `json:"remote"`
+	SharedPorts []int          `json:"shared_ports,omitempty"`
 }
 
-// walRecvAwk prints, for the postmaster pm (awk -v pm=PID), "ok" and
-// its WAL receivers' established TCP connections, each
-// LOCAL-REMOTE with both ends ADDRHEX:PORTHEX, the address in network
-// byte order (/proc/net/tcp prints each 32-bit word in the host's order:
-// the byte order is read off awk's own ELF header). Nothing when they
-// cannot be read (not root nor the owner, another network namespace, no
-// /proc/PID/task/PID/children). It keeps MaxReceiverConns (8).
+// walRecvAwk prints, for the postmaster pm run by uid, whose server
+// listens on port (awk -v pm=PID -v uid=UID -v port=PORT), "ok" and its
+// WAL receivers' connections (see above): each LOCAL-REMOTE with both
+// ends ADDRHEX:PORTHEX, the address in network byte order
+// (/proc/net/tcp prints each 32-bit word in the host's order: the byte
+// order is read off awk's own ELF header), followed by a ~PORTHEX for
+// each other established connection from the same local end (its remote
+// port; at most 16, then ~*). Nothing when they cannot be read (not root
+// nor the owner, no /proc/PID/task/PID/children). It keeps
+// MaxReceiverConns (8) connections.
 const walRecvAwk = `
 function canon(h,   out, i, w) {
   if (h !~ /^[0-9A-F]+$/ || (length(h) != 8 && length(h) != 32)) return ""
@@ -56,7 +71,8 @@ function end(e,   a) {
   return a[1] == "" ? "" : a[1] ":" a[2]
 }
 BEGIN {
-  if (pm !~ /^[1-9][0-9]*$/) exit
+  if (pm !~ /^[1-9][0-9]*$/ || uid !~ /^[0-9]+$/) exit
+  if (port !~ /^[1-9][0-9]*$/) port = 0
   le = 1
   if ((getline h < "/proc/self/exe") > 0 && substr(h, 6, 1) == "\002") le = 0
   close("/proc/self/exe")
@@ -64,66 +80,91 @@ BEGIN {
   r = getline l < f
   close(f)
   if (r < 0) exit
-  nk = split(l, kid, " "); args = ""; nw = 0
+  nk = split(l, kid, " "); args = ""
   for (i = 1; i <= nk; i++) {
     k = kid[i]
     if (k !~ /^[1-9][0-9]*$/) continue
     c = "/proc/" k "/cmdline"; t = ""
     getline t < c; close(c)
-    if (index(t, "walreceiver") == 0) continue
-    args = args " /proc/" k "/fd/*"; want[k] = 1; nw++
+    if (index(t, "walreceiver") || index(t, "wal receiver")) args = args " /proc/" k "/fd"
   }
-  if (nw == 0) { print "ok"; exit }
-  cmd = "exec stat -L -c \"%n|%F|%i\" /proc/self/ns/net /proc/" pm "/ns/net" args " 2>/dev/null"
-  ns = ""; pmns = ""
+  if (args == "") { print "ok"; exit }
+  cmd = "exec find" args " -maxdepth 1 \\( -type d -readable -printf \"r\\n\" \\) -o \\( -lname \"socket:\\[*\" -printf \"s %l\\n\" \\) 2>/dev/null"
+  rd = 0
   while ((cmd | getline l) > 0) {
-    if (split(l, x, "|") != 3 || x[3] !~ /^[0-9]+$/) continue
-    if (x[1] == "/proc/self/ns/net") { ns = x[3]; continue }
-    if (x[1] == "/proc/" pm "/ns/net") { pmns = x[3]; continue }
-    if (split(x[1], y, "/") != 5 || !(y[3] in want) || y[4] != "fd") continue
-    got[y[3]] = 1
-    if (x[2] == "socket") ino[x[3]] = 1
+    if (l == "r") rd = 1
+    else if (l ~ /^s socket:\[[0-9]+\]$/) ino[substr(l, 11, length(l) - 11)] = 1
   }
   close(cmd)
-  if (ns == "" || ns != pmns) exit
-  for (k in want) if (!(k in got)) exit
-  out = "ok"; n = 0
+  if (!rd) exit
   for (j = 1; j <= 2; j++) {
-    f = "/proc/" pm "/net/" (j == 1 ? "tcp" : "tcp6")
+    f = "/proc/self/net/" (j == 1 ? "tcp" : "tcp6")
     while ((getline l < f) > 0) {
-      if (split(l, x, " ") < 10 || x[4] != "01" || !(x[10] in ino) || n >= 8) continue
+      if (split(l, x, " ") < 10 || x[4] != "01") continue
       lo = end(x[2]); ro = end(x[3])
-      if (lo != "" && ro != "") { out = out " " lo "-" ro; n++ }
+      if (lo == "" || ro == "") continue
+      key = lo
+      if (substr(key, 1, 24) == "00000000000000000000FFFF") key = substr(key, 25)
+      i = ++cnt[key]; rport[key, i] = substr(ro, length(ro) - 3)
+      if ((x[10] in ino) && x[8] == uid && substr(lo, length(lo) - 3) != sprintf("%04X", port)) { held[key] = i; conn[key] = lo "-" ro }
     }
     close(f)
+  }
+  out = "ok"; n = 0
+  for (key in held) {
+    if (n++ >= 8) break
+    out = out " " conn[key]; m = 0
+    for (i = 1; i <= cnt[key]; i++) {
+      if (i == held[key]) continue
+      if (++m > 16) { out = out " ~*"; break }
+      out = out " ~" rport[key, i]
+    }
   }
   print out
 }
 `
 
-// walRecvFn is the gather's shell function: walrecv PID DIR records
-// walRecvAwk's answer for the postmaster PID when DIR, its working
-// directory, says it is a standby (standby.signal, or recovery.conf
-// before PostgreSQL 12): on a primary there is no receiver to look for,
-// and no process is spent.
+// walRecvFn is the gather's shell function: walrecv PID DIR UID PORT
+// records walRecvAwk's answer for the postmaster PID, run by UID,
+// listening on PORT, when DIR, its working directory, says it is a
+// standby (standby.signal, or recovery.conf before PostgreSQL 12): on a
+// primary there is no receiver to look for, and no process is spent.
 const walRecvFn = `walrecv() {
   [ -n "$2" ] && { [ -f "$2/standby.signal" ] || [ -f "$2/recovery.conf" ]; } || return 0
-  rec walrecv "$(awk -v pm="$1" '` + walRecvAwk + `' </dev/null 2>/dev/null)"
+  rec walrecv "$(awk -v pm="$1" -v uid="$3" -v port="$4" '` + walRecvAwk + `' </dev/null 2>/dev/null)"
 }
 `
 
 // parseWALReceiver reads walRecvAwk's answer: the connections, and
-// whether they were read at all. Host input: an entry that is not two
-// well-formed ends is left out, and no more than MaxReceiverConns kept.
+// whether they were read at all. Host input: a connection that is not two
+// well-formed ends is left out with what follows it, and no more than
+// MaxReceiverConns kept.
 func parseWALReceiver(s string) ([]Conn, bool) {
 	f := strings.Fields(s)
 	if len(f) == 0 || f[0] != "ok" {
 		return nil, false
 	}
 	var out []Conn
+	last := -1 // the connection a ~PORT follows; -1 none (or left out)
 	for _, e := range f[1:] {
+		if p, ok := strings.CutPrefix(e, "~"); ok {
+			if last < 0 {
+				continue
+			}
+			n := -1
+			if p != "*" {
+				v, err := strconv.ParseUint(p, 16, 16)
+				if err != nil || len(p) != 4 {
+					continue
+				}
+				n = int(v)
+			}
+			out[last].SharedPorts = append(out[last].SharedPorts, n)
+			continue
+		}
+		last = -1
 		if len(out) == MaxReceiverConns {
-			break
+			continue
 		}
 		l, r, ok := strings.Cut(e, "-")
 		if !ok {
@@ -133,6 +174,7 @@ func parseWALReceiver(s string) ([]Conn, bool) {
 		ro, ok2 := parseEnd(r)
 		if ok1 && ok2 {
 			out = append(out, Conn{Local: lo, Remote: ro})
+			last = len(out) - 1
 		}
 	}
 	return out, true
@@ -160,13 +202,28 @@ func parseEnd(s string) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(addr, uint16(port)), true
 }
 
-// HoldsEnd reports whether one of conns has the local end addr:port
-// (IPv4-mapped IPv6 addresses compare as IPv4).
-func HoldsEnd(conns []Conn, addr netip.Addr, port int) bool {
+// ReceiverFor reports whether conns, a standby's WAL receiver
+// connections, hold the one connection from addr:port (a WAL sender's
+// client end, as its upstream shows it) to the upstream's port upPort,
+// with no other connection from that local end to a port upPort: the
+// kernel lets another process hold the same local end towards another
+// destination, and which of them the upstream serves is then not known.
+// IPv4-mapped IPv6 addresses compare as IPv4.
+func ReceiverFor(conns []Conn, addr netip.Addr, port, upPort int) bool {
+	n := 0
 	for _, c := range conns {
-		if c.Local.Addr().Unmap() == addr.Unmap() && int(c.Local.Port()) == port {
-			return true
+		if c.Local.Addr().Unmap() != addr.Unmap() || int(c.Local.Port()) != port {
+			continue
 		}
+		if int(c.Remote.Port()) != upPort {
+			return false
+		}
+		for _, p := range c.SharedPorts {
+			if p == upPort || p < 0 {
+				return false
+			}
+		}
+		n++
 	}
-	return false
+	return n == 1
 }

@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,11 +31,14 @@ func TestParseWALReceiver(t *testing.T) {
 		{"nothing read", "", nil, false},
 		{"not ok", "7F000001:B26E-7F000001:1538", nil, false},
 		{"read, no receiver", "ok", nil, true},
-		{"v4", "ok 7F000001:B26E-7F000001:1538", []Conn{{lo, pg}}, true},
-		{"v6", "ok 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538", []Conn{{v6, v6pg}}, true},
+		{"v4", "ok 7F000001:B26E-7F000001:1538", []Conn{{Local: lo, Remote: pg}}, true},
+		{"shared local end", "ok 7F000001:B26E-7F000001:1538 ~0050 ~* ~zz ~12345 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538",
+			[]Conn{{Local: lo, Remote: pg, SharedPorts: []int{80, -1}}, {Local: v6, Remote: v6pg}}, true},
+		{"shared port of a connection left out", "ok ~0050 7F00001:B26E-7F000001:1538 ~0050", nil, true},
+		{"v6", "ok 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538", []Conn{{Local: v6, Remote: v6pg}}, true},
 		{"malformed entries left out", "ok 7F000001:B26E 7F00001:B26E-7F000001:1538 7F000001:B26E-7F000001:15389 ZZ000001:B26E-7F000001:1538 7F000001:B26E-7F000001:1538",
-			[]Conn{{lo, pg}}, true},
-		{"bounded", "ok" + strings.Repeat(" 7F000001:B26E-7F000001:1538", 20), slicesRepeat(Conn{lo, pg}, MaxReceiverConns), true},
+			[]Conn{{Local: lo, Remote: pg}}, true},
+		{"bounded", "ok" + strings.Repeat(" 7F000001:B26E-7F000001:1538", 20), slicesRepeat(Conn{Local: lo, Remote: pg}, MaxReceiverConns), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, read := parseWALReceiver(tc.in)
@@ -41,13 +46,13 @@ func TestParseWALReceiver(t *testing.T) {
 				t.Fatalf("parseWALReceiver(%q) = %v, %v; want %v, %v", tc.in, got, read, tc.want, tc.read)
 			}
 			for i := range got {
-				if got[i] != tc.want[i] {
+				if !reflect.DeepEqual(got[i], tc.want[i]) {
 					t.Fatalf("parseWALReceiver(%q)[%d] = %v; want %v", tc.in, i, got[i], tc.want[i])
 				}
 			}
 		})
 	}
-	if !strings.Contains(walRecvAwk, "n >= "+strconv.Itoa(MaxReceiverConns)+")") {
+	if !strings.Contains(walRecvAwk, "if (n++ >= "+strconv.Itoa(MaxReceiverConns)+")") {
 		t.Fatal("walRecvAwk's bound is not MaxReceiverConns")
 	}
 }
@@ -61,50 +66,66 @@ func slicesRepeat(c Conn, n int) []Conn {
 }
 
 // startPostmaster starts a stand-in postmaster (sh) whose one child is
-// titled title and runs body (bash), the way a postmaster's walreceiver
-// child is titled: it returns the stand-in's PID. prefix runs the
-// stand-in (unshare, say).
-func startPostmaster(t *testing.T, title, body string, prefix ...string) int {
+// this test binary as a WAL receiver (walRecvChild doing child), titled
+// title as a postmaster's children are: it returns the stand-in's PID,
+// the child's connections established. prefix runs the stand-in
+// (unshare, say). Both are killed, as a process group, at the end.
+func startPostmaster(t *testing.T, title, child string, prefix ...string) int {
 	t.Helper()
-	for _, bin := range []string{"bash", "awk", "stat"} {
+	for _, bin := range []string{"bash", "awk", "find"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s: %v (Debian has it in every install)", bin, err)
 		}
 	}
-	args := append(prefix, "sh", "-c", `bash -c 'exec -a "$T" bash -c "$B"' & wait`)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(prefix, "sh", "-c", `bash -c 'exec -a "$T" "$BIN"' & wait`)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "T="+title, "B="+body)
+	cmd.Env = append(os.Environ(), "T="+title, "BIN="+exe, walRecvChildEnv+"="+child)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
 	return cmd.Process.Pid
 }
 
-// childTitled waits until pm has a child whose command line starts with
-// title (the child's exec done).
-func childTitled(t *testing.T, pm int, title string) {
+// childHolds waits until pm's child titled title holds n sockets (its
+// connections made, or its listener and both ends of one).
+func childHolds(t *testing.T, pm int, title string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/task/" + strconv.Itoa(pm) + "/children")
 		for _, k := range strings.Fields(string(b)) {
 			c, _ := os.ReadFile("/proc/" + k + "/cmdline")
-			if strings.HasPrefix(string(c), title+"\x00") {
+			if !strings.HasPrefix(string(c), title+"\x00") {
+				continue
+			}
+			fds, _ := os.ReadDir("/proc/" + k + "/fd")
+			socks := 0
+			for _, fd := range fds {
+				if l, err := os.Readlink("/proc/" + k + "/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
+					socks++
+				}
+			}
+			if socks >= n {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no child of %d titled %q", pm, title)
+	t.Fatalf("no child of %d titled %q holding %d sockets", pm, title, n)
 }
 
-func runWALRecvAwk(t *testing.T, pm int) string {
+func runWALRecvAwk(t *testing.T, pm, uid int) string {
 	t.Helper()
-	out, err := exec.Command("awk", "-v", "pm="+strconv.Itoa(pm), walRecvAwk).Output()
+	out, err := exec.Command("awk", "-v", "pm="+strconv.Itoa(pm), "-v", "uid="+strconv.Itoa(uid), "-v", "port=5432", walRecvAwk).Output()
 	if err != nil {
 		t.Fatalf("walRecvAwk: %v", err)
 	}
@@ -112,30 +133,39 @@ func runWALRecvAwk(t *testing.T, pm int) string {
 }
 
 // TestWALRecvAwkReadsTheKernel runs the gather's WAL receiver read
-// against real processes and a real TCP connection: the connection the
+// against real processes and real TCP connections: the connection a
 // receiver-titled child holds is found by its two ends (the kernel's
-// /proc/net/tcp, its byte order turned); a child titled otherwise is not
-// looked at; a postmaster in a network namespace of its own is not read.
+// /proc/net/tcp, its byte order turned). Not reported: the connection of
+// a child titled otherwise, one made by another uid, one whose local end
+// another connection shares (Linux lets a connect() reuse a local port
+// towards another destination: an owner could hold an honest standby's
+// local end), one in a network namespace other than the gather's.
 func TestWALRecvAwkReadsTheKernel(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	body := "exec 3<>/dev/tcp/127.0.0.1/" + strconv.Itoa(port) + "; read -r x <&3"
-
-	t.Run("receiver", func(t *testing.T) {
-		const title = "postgres: 15/main: walreceiver streaming 0/3000148"
-		pm := startPostmaster(t, title, body)
-		ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-		c, err := ln.Accept()
+	listen := func() (net.Listener, func() net.Conn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		childTitled(t, pm, title)
-		out := runWALRecvAwk(t, pm)
+		t.Cleanup(func() { ln.Close() })
+		return ln, func() net.Conn {
+			ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+	}
+	const title = "postgres: 15/main: walreceiver streaming 0/3000148"
+	uid := os.Geteuid()
+
+	t.Run("receiver", func(t *testing.T) {
+		ln, accept := listen()
+		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+		c := accept()
+		childHolds(t, pm, title, 1)
+		out := runWALRecvAwk(t, pm, uid)
 		conns, read := parseWALReceiver(out)
 		if !read {
 			t.Fatalf("not read: %q", out)
@@ -145,22 +175,63 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		if len(conns) != 1 || conns[0].Local != local || conns[0].Remote != remote {
 			t.Fatalf("walRecvAwk = %q: %v; want the one connection %v-%v", out, conns, local, remote)
 		}
-		if !HoldsEnd(conns, local.Addr(), int(local.Port())) || HoldsEnd(conns, local.Addr(), int(local.Port())+1) || HoldsEnd(conns, remote.Addr(), int(remote.Port())) {
-			t.Fatalf("HoldsEnd does not tell the receiver's own end from others: %v", conns)
+		up := int(remote.Port())
+		if !ReceiverFor(conns, local.Addr(), int(local.Port()), up) || ReceiverFor(conns, local.Addr(), int(local.Port())+1, up) ||
+			ReceiverFor(conns, remote.Addr(), up, up) || ReceiverFor(conns, local.Addr(), int(local.Port()), up+1) {
+			t.Fatalf("ReceiverFor does not tell the receiver's own connection from others: %v", conns)
+		}
+		if out := runWALRecvAwk(t, pm, uid+1); strings.TrimSpace(out) != "ok" {
+			t.Fatalf("walRecvAwk = %q for a postmaster of another uid: its connection was made by another", out)
+		}
+	})
+
+	t.Run("local end shared", func(t *testing.T) {
+		ln, accept := listen()
+		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+		c := accept()
+		childHolds(t, pm, title, 1)
+		local := netip.MustParseAddrPort(c.RemoteAddr().String())
+		up := ln.Addr().(*net.TCPAddr).Port
+		// Another connection from the receiver's very local end, to
+		// another port: the receiver's is still the one to up's port.
+		ln2, accept2 := listen()
+		other, err := reuseDialer(local.String()).Dial("tcp", ln2.Addr().String())
+		if err != nil {
+			t.Fatalf("bind a second connection to the receiver's local end %s: %v", local, err)
+		}
+		defer other.Close()
+		accept2()
+		conns, _ := parseWALReceiver(runWALRecvAwk(t, pm, uid))
+		if !ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
+			t.Fatalf("%v: the receiver's connection to %d, with another from its local end to %d, is not told", conns, up, ln2.Addr().(*net.TCPAddr).Port)
+		}
+		// And one to the same port at another address (127.0.0.2 is
+		// loopback too): which of the two the upstream serves is not
+		// known.
+		ln3, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", up))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln3.Close()
+		third, err := reuseDialer(local.String()).Dial("tcp", ln3.Addr().String())
+		if err != nil {
+			t.Fatalf("bind a third connection to the receiver's local end %s: %v", local, err)
+		}
+		defer third.Close()
+		out := runWALRecvAwk(t, pm, uid)
+		conns, _ = parseWALReceiver(out)
+		if ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
+			t.Fatalf("walRecvAwk = %q: a local end two connections to port %d share is tied", out, up)
 		}
 	})
 
 	t.Run("other child", func(t *testing.T) {
-		const title = "postgres: 15/main: checkpointer"
-		pm := startPostmaster(t, title, body)
-		ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		childTitled(t, pm, title)
-		if out := runWALRecvAwk(t, pm); strings.TrimSpace(out) != "ok" {
+		const other = "postgres: 15/main: checkpointer"
+		ln, accept := listen()
+		pm := startPostmaster(t, other, "dial "+ln.Addr().String())
+		accept()
+		childHolds(t, pm, other, 1)
+		if out := runWALRecvAwk(t, pm, uid); strings.TrimSpace(out) != "ok" {
 			t.Fatalf("walRecvAwk = %q: a connection of a child that is no WAL receiver", out)
 		}
 	})
@@ -172,19 +243,10 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		if os.Geteuid() != 0 {
 			prefix = []string{"unshare", "-r", "-n"}
 		}
-		const title = "postgres: walreceiver streaming"
-		// Not bash's last command: that one is exec'd, title and all.
-		const stayUp = "sleep 60; :"
-		pm := startPostmaster(t, title, stayUp, prefix...)
-		childTitled(t, pm, title)
-		if out := runWALRecvAwk(t, pm); out != "" {
-			t.Fatalf("walRecvAwk = %q for a postmaster in another network namespace; want nothing read", out)
-		}
-		// The same outside one: read, no connection.
-		pm = startPostmaster(t, title, stayUp)
-		childTitled(t, pm, title)
-		if out := runWALRecvAwk(t, pm); strings.TrimSpace(out) != "ok" {
-			t.Fatalf("walRecvAwk = %q; want ok and no connection", out)
+		pm := startPostmaster(t, title, "loop", prefix...)
+		childHolds(t, pm, title, 3)
+		if out := runWALRecvAwk(t, pm, uid); strings.TrimSpace(out) != "ok" {
+			t.Fatalf("walRecvAwk = %q for a receiver in another network namespace", out)
 		}
 	})
 }
@@ -227,7 +289,7 @@ func TestWALReceiverOverTCP(t *testing.T) {
 	if !pg.WALReceiverRead || len(pg.WALReceiver) != 1 {
 		t.Fatalf("standby's WAL receiver: read %v, %v; want its one connection", pg.WALReceiverRead, pg.WALReceiver)
 	}
-	if c := pg.WALReceiver[0]; !HoldsEnd(pg.WALReceiver, netip.MustParseAddr("127.0.0.1"), row.Port) || int(c.Remote.Port()) != set.Primary.Port {
+	if c := pg.WALReceiver[0]; !ReceiverFor(pg.WALReceiver, netip.MustParseAddr("127.0.0.1"), row.Port, set.Primary.Port) {
 		t.Fatalf("standby's WAL receiver connection %v; the primary shows the client at 127.0.0.1:%d, and listens on %d", c, row.Port, set.Primary.Port)
 	}
 	ppg, err := DiscoverPostgres(ctx, transport.NewLocal(), Options{PGData: set.Primary.DataDir})

@@ -50,6 +50,9 @@ type Member struct {
 	// that address and port as its own end (sameConn).
 	Receiver     []facts.Conn
 	ReceiverRead bool
+	// Port is the port the host's server listens on (its
+	// postmaster.pid): a standby's WAL receiver connects to it.
+	Port int
 }
 
 // Resolved is the controller's answer for a name: the IP addresses it

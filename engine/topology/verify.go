@@ -81,6 +81,10 @@ func (u unmatched) connWhy(up Member) string {
 		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's WAL receiver connections could not be read to tie one to it (they are read as root: set become)",
 			up.Host, rowEnds(u.others), m.Host)
 	}
+	if len(m.Receiver) == 0 {
+		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's kernel shows no WAL receiver connection of its own to tie it to (one in a network namespace of its own, a container's, or through a proxy, cannot be tied; nor one whose local end another connection shares)",
+			up.Host, rowEnds(u.others), m.Host)
+	}
 	return fmt.Sprintf("%s has a WAL sender to its address (%s), but no WAL receiver of %s holds that connection (its receiver's connections: %s): another server on its machine streams there, or it connected again between the two reads (check again)",
 		up.Host, rowEnds(u.others), m.Host, connList(m.Receiver))
 }
@@ -101,7 +105,7 @@ func match(up Member, claimants []Member) (map[string]int, []unmatched) {
 			if !sameClient(up, m, row.Addr) {
 				continue
 			}
-			if !sameConn(m, row) {
+			if !sameConn(up, m, row) {
 				others[i] = append(others[i], row)
 				continue
 			}
@@ -173,30 +177,31 @@ func Own(up, m Member, matched int) []int {
 	}
 	var out []int
 	for i, r := range rows {
-		if sameClient(up, m, r.Addr) && sameConn(m, r) {
+		if sameClient(up, m, r.Addr) && sameConn(up, m, r) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
-// sameConn reports whether row, a WAL sender whose client address fits
-// m, is m's by its connection: the client's address and port are the
-// local end of a connection m's WAL receiver holds, as m's kernel lists
-// it. The address alone does not tell apart two servers on one machine
+// sameConn reports whether row, a WAL sender of up whose client address
+// fits m, is m's by its connection: the client's address and port are
+// the local end of the connection to up's port that m's WAL receiver
+// holds, as m's kernel lists it, and no other connection from that end
+// goes to such a port (facts.ReceiverFor). The address alone does not tell apart two servers on one machine
 // (an honest standby outside the run and a hostile one in it). A row
 // with no port asked (0: read without it, as a switchover re-reads the
 // senders of a cluster the layout verified) or over a unix socket
 // ("local") has no connection to tie.
-func sameConn(m Member, row facts.StandbyInfo) bool {
+func sameConn(up, m Member, row facts.StandbyInfo) bool {
 	if row.Port == 0 || row.Addr == "local" {
 		return true
 	}
 	ip, err := netip.ParseAddr(row.Addr)
-	if err != nil || row.Port < 0 || !m.ReceiverRead {
+	if err != nil || row.Port < 0 || !m.ReceiverRead || up.Port <= 0 {
 		return false
 	}
-	return facts.HoldsEnd(m.Receiver, ip, row.Port)
+	return facts.ReceiverFor(m.Receiver, ip, row.Port, up.Port)
 }
 
 // rowEnds lists the senders' client ends, for a message.

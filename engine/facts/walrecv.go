@@ -2,6 +2,7 @@ package facts
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -26,10 +27,18 @@ import (
 //     owner's own, where any address can be given, is not there),
 //     established, made by the owner's uid, and not a client connection
 //     the server accepted (local port the server's);
-//   - and only a local end no other established connection there has:
-//     Linux gives a connect() a local port another connection holds when
-//     the destination differs, so an owner can hold the honest standby's
-//     local end towards somewhere else.
+//   - listed with the remote ports of the other established connections
+//     from the same local end: Linux gives a connect() a local port
+//     another connection holds when the destination differs, so an owner
+//     can hold the honest standby's local end towards somewhere else
+//     (ReceiverFor refuses a tie when one goes to the upstream's port);
+//   - and marked shared (~*) when the machine translates addresses
+//     (conntrack) and a translated connection has that local end as its
+//     reply's destination (another namespace's connection, a container's,
+//     leaving as this machine's address and port: the owner could bind
+//     that end here, where it is free), or the receiver's own connection
+//     was translated; or when conntrack runs and its table cannot be
+//     read. Without conntrack nothing is translated.
 
 // MaxReceiverConns bounds the connections a host may report for its WAL
 // receiver (it holds one).
@@ -51,7 +60,8 @@ type Conn struct {
 // (/proc/net/tcp prints each 32-bit word in the host's order: the byte
 // order is read off awk's own ELF header), followed by a ~PORTHEX for
 // each other established connection from the same local end (its remote
-// port; at most 16, then ~*). Nothing when they cannot be read (not root
+// port; at most 16, then ~*), and ~* for a translated one (see above;
+// -v ct=FILE -v ctc=FILE name other conntrack files, for tests). Nothing when they cannot be read (not root
 // nor the owner, no /proc/PID/task/PID/children). It keeps
 // MaxReceiverConns (8) connections.
 const walRecvAwk = `
@@ -64,6 +74,17 @@ function canon(h,   out, i, w) {
     out = out w
   }
   return out
+}
+function dec(h,   i, n) {
+  n = 0
+  for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789ABCDEF", substr(h, i, 1)) - 1
+  return n
+}
+function text(e,   a, i, t) {
+  split(e, a, ":")
+  if (length(a[1]) == 8) t = dec(substr(a[1], 1, 2)) "." dec(substr(a[1], 3, 2)) "." dec(substr(a[1], 5, 2)) "." dec(substr(a[1], 7, 2))
+  else for (i = 1; i <= 32; i += 4) t = t (i > 1 ? ":" : "") tolower(substr(a[1], i, 4))
+  return t " " dec(a[2])
 }
 function end(e,   a) {
   if (split(e, a, ":") != 2 || a[2] !~ /^[0-9A-F][0-9A-F][0-9A-F][0-9A-F]$/) return ""
@@ -110,10 +131,35 @@ BEGIN {
     }
     close(f)
   }
+  nh = 0
+  for (key in held) { want[text(key)] = key; nh++ }
+  if (nh) {
+    if (ct == "") ct = "/proc/net/nf_conntrack"
+    if (ctc == "") ctc = "/proc/sys/net/netfilter/nf_conntrack_count"
+    r = getline l < ct
+    if (r < 0) {
+      if ((getline l < ctc) > 0) for (key in held) nat[key] = 1
+    } else do {
+      ns = 0; nd = 0; nsp = 0; ndp = 0
+      nf = split(l, x, " ")
+      for (i = 4; i <= nf; i++) {
+        if (substr(x[i], 1, 4) == "src=") s[++ns] = substr(x[i], 5)
+        else if (substr(x[i], 1, 4) == "dst=") d[++nd] = substr(x[i], 5)
+        else if (substr(x[i], 1, 6) == "sport=") sp[++nsp] = substr(x[i], 7)
+        else if (substr(x[i], 1, 6) == "dport=") dp[++ndp] = substr(x[i], 7)
+      }
+      if (x[3] != "tcp" || ns < 2 || nd < 2 || nsp < 2 || ndp < 2) continue
+      o = s[1] " " sp[1]; rp = d[2] " " dp[2]
+      if ((rp in want) && o != rp) nat[want[rp]] = 1
+      if ((o in want) && rp != o) nat[want[o]] = 1
+    } while ((getline l < ct) > 0)
+    close(ct)
+  }
   out = "ok"; n = 0
   for (key in held) {
     if (n++ >= 8) break
     out = out " " conn[key]; m = 0
+    if (key in nat) out = out " ~*"
     for (i = 1; i <= cnt[key]; i++) {
       if (i == held[key]) continue
       if (++m > 16) { out = out " ~*"; break }
@@ -205,25 +251,41 @@ func parseEnd(s string) (netip.AddrPort, bool) {
 // ReceiverFor reports whether conns, a standby's WAL receiver
 // connections, hold the one connection from addr:port (a WAL sender's
 // client end, as its upstream shows it) to the upstream's port upPort,
-// with no other connection from that local end to a port upPort: the
-// kernel lets another process hold the same local end towards another
-// destination, and which of them the upstream serves is then not known.
-// IPv4-mapped IPv6 addresses compare as IPv4.
+// with no other connection from that local end to a port upPort and
+// none translated (see walRecvAwk): the kernel lets another process hold
+// the same local end towards another destination, and which of them the
+// upstream serves is then not known. IPv4-mapped IPv6 addresses compare
+// as IPv4.
 func ReceiverFor(conns []Conn, addr netip.Addr, port, upPort int) bool {
+	return ReceiverWhy(conns, addr, port, upPort) == ""
+}
+
+// ReceiverWhy is why ReceiverFor is false, "" when it is true.
+func ReceiverWhy(conns []Conn, addr netip.Addr, port, upPort int) string {
 	n := 0
+	end := netip.AddrPortFrom(addr.Unmap(), uint16(port))
 	for _, c := range conns {
 		if c.Local.Addr().Unmap() != addr.Unmap() || int(c.Local.Port()) != port {
 			continue
 		}
 		if int(c.Remote.Port()) != upPort {
-			return false
+			return fmt.Sprintf("its WAL receiver's connection from %s goes to port %d, not to the upstream's port %d (a port forwarded on the way cannot be tied)", end, c.Remote.Port(), upPort)
 		}
 		for _, p := range c.SharedPorts {
-			if p == upPort || p < 0 {
-				return false
+			if p < 0 {
+				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with other connections, or the machine translates addresses (conntrack) and the end cannot be told as its own", end)
+			}
+			if p == upPort {
+				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with another connection to port %d: which one the upstream serves is not known", end, upPort)
 			}
 		}
 		n++
 	}
-	return n == 1
+	if n == 0 {
+		return fmt.Sprintf("no WAL receiver connection of its holds %s", end)
+	}
+	if n > 1 {
+		return fmt.Sprintf("more than one WAL receiver connection of its holds %s", end)
+	}
+	return ""
 }

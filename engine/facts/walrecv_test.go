@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pgtune/pgtune/engine/transport"
 	"github.com/pgtune/pgtune/internal/testhost"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseWALReceiver(t *testing.T) {
@@ -123,9 +125,15 @@ func childHolds(t *testing.T, pm int, title string, n int) {
 	t.Fatalf("no child of %d titled %q holding %d sockets", pm, title, n)
 }
 
-func runWALRecvAwk(t *testing.T, pm, uid int) string {
+// runWALRecvAwk runs walRecvAwk for pm and uid; vars are more awk
+// variables (ct=FILE: a conntrack table of the test's).
+func runWALRecvAwk(t *testing.T, pm, uid int, vars ...string) string {
 	t.Helper()
-	out, err := exec.Command("awk", "-v", "pm="+strconv.Itoa(pm), "-v", "uid="+strconv.Itoa(uid), "-v", "port=5432", walRecvAwk).Output()
+	args := []string{"-v", "pm=" + strconv.Itoa(pm), "-v", "uid=" + strconv.Itoa(uid), "-v", "port=5432"}
+	for _, v := range vars {
+		args = append(args, "-v", v)
+	}
+	out, err := exec.Command("awk", append(args, walRecvAwk)...).Output()
 	if err != nil {
 		t.Fatalf("walRecvAwk: %v", err)
 	}
@@ -222,6 +230,84 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		conns, _ = parseWALReceiver(out)
 		if ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
 			t.Fatalf("walRecvAwk = %q: a local end two connections to port %d share is tied", out, up)
+		}
+	})
+
+	t.Run("local end shared by an IPv4-mapped IPv6 socket", func(t *testing.T) {
+		ln, accept := listen()
+		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+		c := accept()
+		childHolds(t, pm, title, 1)
+		local := netip.MustParseAddrPort(c.RemoteAddr().String())
+		up := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", up))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln2.Close()
+		// Go dials a mapped address over IPv4: the socket is made here.
+		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet6{Port: int(local.Port()), Addr: netip.AddrFrom16(local.Addr().As16()).As16()}); err != nil {
+			t.Fatalf("bind an IPv6 socket to the receiver's local end %s: %v", local, err)
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet6{Port: up, Addr: netip.MustParseAddr("::ffff:127.0.0.2").As16()}); err != nil {
+			t.Fatalf("connect from the receiver's local end over IPv6: %v", err)
+		}
+		out := runWALRecvAwk(t, pm, uid)
+		if conns, _ := parseWALReceiver(out); ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
+			t.Fatalf("walRecvAwk = %q: a local end an IPv4-mapped socket shares towards port %d is tied", out, up)
+		}
+	})
+
+	t.Run("translated", func(t *testing.T) {
+		ln, accept := listen()
+		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+		c := accept()
+		childHolds(t, pm, title, 1)
+		local := netip.MustParseAddrPort(c.RemoteAddr().String())
+		up := ln.Addr().(*net.TCPAddr).Port
+		x := int(local.Port())
+		dir := t.TempDir()
+		count := filepath.Join(dir, "count")
+		if err := os.WriteFile(count, []byte("3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		flow := func(osrc string, osport int, rdport int) string {
+			return fmt.Sprintf("ipv4     2 tcp      6 431999 ESTABLISHED src=%s dst=127.0.0.1 sport=%d dport=%d packets=3 bytes=180 src=127.0.0.1 dst=127.0.0.1 sport=%d dport=%d [ASSURED] mark=0 zone=0 use=2\n",
+				osrc, osport, up, up, rdport)
+		}
+		for _, tc := range []struct {
+			name, table string
+			tied        bool
+		}{
+			{"its own flow as it is", flow("127.0.0.1", x, x) + flow("10.9.9.9", 5555, 5555), true},
+			{"another namespace's flow leaves as its end", flow("127.0.0.1", x, x) + flow("172.17.0.2", 40000, x), false},
+			{"its own flow translated", flow("127.0.0.1", x, x+1), false},
+			{"conntrack unreadable", "", false},
+		} {
+			ct := filepath.Join(dir, "nf_conntrack")
+			if tc.table == "" {
+				ct = filepath.Join(dir, "missing")
+			} else if err := os.WriteFile(ct, []byte(tc.table), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := runWALRecvAwk(t, pm, uid, "ct="+ct, "ctc="+count)
+			conns, _ := parseWALReceiver(out)
+			if got := ReceiverFor(conns, local.Addr(), x, up); got != tc.tied {
+				t.Errorf("%s: walRecvAwk = %q: tied %v, want %v", tc.name, out, got, tc.tied)
+			}
+		}
+		// No conntrack at all: nothing is translated.
+		out := runWALRecvAwk(t, pm, uid, "ct="+filepath.Join(dir, "missing"), "ctc="+filepath.Join(dir, "missing"))
+		if conns, _ := parseWALReceiver(out); !ReceiverFor(conns, local.Addr(), x, up) {
+			t.Errorf("without conntrack: walRecvAwk = %q: not tied", out)
 		}
 	})
 

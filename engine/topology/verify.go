@@ -85,8 +85,14 @@ func (u unmatched) connWhy(up Member) string {
 		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's kernel shows no WAL receiver connection of its own to tie it to (one in a network namespace of its own, a container's, or through a proxy, cannot be tied; nor one whose local end another connection shares)",
 			up.Host, rowEnds(u.others), m.Host)
 	}
-	return fmt.Sprintf("%s has a WAL sender to its address (%s), but no WAL receiver of %s holds that connection (its receiver's connections: %s): another server on its machine streams there, or it connected again between the two reads (check again)",
-		up.Host, rowEnds(u.others), m.Host, connList(m.Receiver))
+	why := "no WAL receiver connection of its holds that end"
+	if u.others[0].Port < 0 {
+		why = "the sender shows no client port to tie it by"
+	} else if ip, err := netip.ParseAddr(u.others[0].Addr); err == nil {
+		why = facts.ReceiverWhy(m.Receiver, ip, u.others[0].Port, up.Port)
+	}
+	return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s: %s (its receiver's connections: %s); another server on its machine may stream there, or it connected again between the two reads (check again)",
+		up.Host, rowEnds(u.others), m.Host, why, connList(m.Receiver))
 }
 
 // match is Match, with the claimants left without a sender as unmatched.

@@ -32,13 +32,15 @@ import (
 //     another connection holds when the destination differs, so an owner
 //     can hold the honest standby's local end towards somewhere else
 //     (ReceiverFor refuses a tie when one goes to the upstream's port);
-//   - and marked shared (~*) when the machine translates addresses
-//     (conntrack) and a translated connection has that local end as its
-//     reply's destination (another namespace's connection, a container's,
-//     leaving as this machine's address and port: the owner could bind
-//     that end here, where it is free), or the receiver's own connection
-//     was translated; or when conntrack runs and its table cannot be
-//     read. Without conntrack nothing is translated.
+//   - and, where the machine translates addresses (conntrack), with the
+//     port a translated connection that leaves as that local end goes to
+//     (its reply's source: another namespace's connection, a
+//     container's, masqueraded as this machine's address and port; the
+//     owner could bind that end here, where it is free), or marked
+//     shared (~*) when the receiver's own connection was translated.
+//     Without a readable table (no conntrack, a kernel without
+//     /proc/net/nf_conntrack, not root) none is seen: SECURITY.md says
+//     what is left.
 
 // MaxReceiverConns bounds the connections a host may report for its WAL
 // receiver (it holds one).
@@ -59,11 +61,12 @@ type Conn struct {
 // ends ADDRHEX:PORTHEX, the address in network byte order
 // (/proc/net/tcp prints each 32-bit word in the host's order: the byte
 // order is read off awk's own ELF header), followed by a ~PORTHEX for
-// each other established connection from the same local end (its remote
-// port; at most 16, then ~*), and ~* for a translated one (see above;
-// -v ct=FILE -v ctc=FILE name other conntrack files, for tests). Nothing when they cannot be read (not root
-// nor the owner, no /proc/PID/task/PID/children). It keeps
-// MaxReceiverConns (8) connections.
+// each other connection from the same local end, established or
+// translated (the port it goes to; at most 16 of each, then ~*), and ~*
+// when its own was translated (-v ct=FILE names another conntrack table,
+// for tests). Nothing when they cannot be read (not root nor the owner,
+// no /proc/PID/task/PID/children). It keeps MaxReceiverConns (8)
+// connections.
 const walRecvAwk = `
 function canon(h,   out, i, w) {
   if (h !~ /^[0-9A-F]+$/ || (length(h) != 8 && length(h) != 32)) return ""
@@ -135,11 +138,8 @@ BEGIN {
   for (key in held) { want[text(key)] = key; nh++ }
   if (nh) {
     if (ct == "") ct = "/proc/net/nf_conntrack"
-    if (ctc == "") ctc = "/proc/sys/net/netfilter/nf_conntrack_count"
     r = getline l < ct
-    if (r < 0) {
-      if ((getline l < ctc) > 0) for (key in held) nat[key] = 1
-    } else do {
+    if (r > 0) do {
       ns = 0; nd = 0; nsp = 0; ndp = 0
       nf = split(l, x, " ")
       for (i = 4; i <= nf; i++) {
@@ -150,7 +150,11 @@ BEGIN {
       }
       if (x[3] != "tcp" || ns < 2 || nd < 2 || nsp < 2 || ndp < 2) continue
       o = s[1] " " sp[1]; rp = d[2] " " dp[2]
-      if ((rp in want) && o != rp) nat[want[rp]] = 1
+      if ((rp in want) && o != rp && sp[2] ~ /^[0-9]+$/ && sp[2] < 65536) {
+        k = want[rp]
+        if (++nt[k] > 16) nat[k] = 1
+        else tr[k] = tr[k] " ~" sprintf("%04X", sp[2])
+      }
       if ((o in want) && rp != o) nat[want[o]] = 1
     } while ((getline l < ct) > 0)
     close(ct)
@@ -160,6 +164,7 @@ BEGIN {
     if (n++ >= 8) break
     out = out " " conn[key]; m = 0
     if (key in nat) out = out " ~*"
+    out = out tr[key]
     for (i = 1; i <= cnt[key]; i++) {
       if (i == held[key]) continue
       if (++m > 16) { out = out " ~*"; break }
@@ -273,10 +278,10 @@ func ReceiverWhy(conns []Conn, addr netip.Addr, port, upPort int) string {
 		}
 		for _, p := range c.SharedPorts {
 			if p < 0 {
-				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with other connections, or the machine translates addresses (conntrack) and the end cannot be told as its own", end)
+				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with more connections than listed, or was itself translated (NAT on its machine)", end)
 			}
 			if p == upPort {
-				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with another connection to port %d: which one the upstream serves is not known", end, upPort)
+				return fmt.Sprintf("its WAL receiver's connection from %s shares that end with another connection to port %d (on its machine, or translated to that end from a namespace of its own): which one the upstream serves is not known", end, upPort)
 			}
 		}
 		n++

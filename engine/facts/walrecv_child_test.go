@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,7 +32,11 @@ func walRecvChild() {
 	var hold []net.Conn
 	switch {
 	case len(spec) > 5 && spec[:5] == "dial ":
-		c, err := reuseDialer("127.0.0.1:0").Dial("tcp", spec[5:])
+		from := "127.0.0.1:0"
+		if strings.HasPrefix(spec[5:], "[") {
+			from = "[::1]:0"
+		}
+		c, err := reuseDialer(from).Dial("tcp", spec[5:])
 		if err != nil {
 			os.Exit(2)
 		}

@@ -267,47 +267,61 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 	})
 
 	t.Run("translated", func(t *testing.T) {
-		ln, accept := listen()
-		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
-		c := accept()
-		childHolds(t, pm, title, 1)
-		local := netip.MustParseAddrPort(c.RemoteAddr().String())
-		up := ln.Addr().(*net.TCPAddr).Port
-		x := int(local.Port())
-		dir := t.TempDir()
-		count := filepath.Join(dir, "count")
-		if err := os.WriteFile(count, []byte("3\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		flow := func(osrc string, osport int, rdport int) string {
-			return fmt.Sprintf("ipv4     2 tcp      6 431999 ESTABLISHED src=%s dst=127.0.0.1 sport=%d dport=%d packets=3 bytes=180 src=127.0.0.1 dst=127.0.0.1 sport=%d dport=%d [ASSURED] mark=0 zone=0 use=2\n",
-				osrc, osport, up, up, rdport)
-		}
-		for _, tc := range []struct {
-			name, table string
-			tied        bool
-		}{
-			{"its own flow as it is", flow("127.0.0.1", x, x) + flow("10.9.9.9", 5555, 5555), true},
-			{"another namespace's flow leaves as its end", flow("127.0.0.1", x, x) + flow("172.17.0.2", 40000, x), false},
-			{"its own flow translated", flow("127.0.0.1", x, x+1), false},
-			{"conntrack unreadable", "", false},
+		// The conntrack table is the test's (-v ct): a row as the
+		// kernel prints it (print_tuple: %pI4, %pI6 in full, %hu),
+		// over a real receiver of each family.
+		for _, fam := range []struct{ listen, ip, other string }{
+			{"127.0.0.1:0", "127.0.0.1", "172.17.0.2"},
+			{"[::1]:0", "0000:0000:0000:0000:0000:0000:0000:0001", "fd00:0000:0000:0000:0000:0000:0000:0002"},
 		} {
-			ct := filepath.Join(dir, "nf_conntrack")
-			if tc.table == "" {
-				ct = filepath.Join(dir, "missing")
-			} else if err := os.WriteFile(ct, []byte(tc.table), 0o644); err != nil {
+			ln, err := net.Listen("tcp", fam.listen)
+			if err != nil {
 				t.Fatal(err)
 			}
-			out := runWALRecvAwk(t, pm, uid, "ct="+ct, "ctc="+count)
-			conns, _ := parseWALReceiver(out)
-			if got := ReceiverFor(conns, local.Addr(), x, up); got != tc.tied {
-				t.Errorf("%s: walRecvAwk = %q: tied %v, want %v", tc.name, out, got, tc.tied)
+			defer ln.Close()
+			pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+			ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		// No conntrack at all: nothing is translated.
-		out := runWALRecvAwk(t, pm, uid, "ct="+filepath.Join(dir, "missing"), "ctc="+filepath.Join(dir, "missing"))
-		if conns, _ := parseWALReceiver(out); !ReceiverFor(conns, local.Addr(), x, up) {
-			t.Errorf("without conntrack: walRecvAwk = %q: not tied", out)
+			defer c.Close()
+			childHolds(t, pm, title, 1)
+			local := netip.MustParseAddrPort(c.RemoteAddr().String())
+			up := ln.Addr().(*net.TCPAddr).Port
+			x := int(local.Port())
+			proto := map[bool]string{true: "ipv4     2", false: "ipv6     10"}[local.Addr().Is4()]
+			// flow: from osrc:osport to the receiver's upstream at
+			// port dport, answered from rsport to the end rdport.
+			flow := func(osrc string, osport, dport, rsport, rdport int) string {
+				return fmt.Sprintf("%s tcp      6 431999 ESTABLISHED src=%s dst=%s sport=%d dport=%d packets=3 bytes=180 src=%s dst=%s sport=%d dport=%d [ASSURED] mark=0 zone=0 use=2\n",
+					proto, osrc, fam.ip, osport, dport, fam.ip, fam.ip, rsport, rdport)
+			}
+			own := flow(fam.ip, x, up, up, x)
+			dir := t.TempDir()
+			for _, tc := range []struct {
+				name, table string
+				tied        bool
+			}{
+				{"its own flow as it is", own + flow(fam.other, 5555, up, up, 5555), true},
+				{"another namespace's flow to the upstream's port leaves as its end", own + flow(fam.other, 40000, up, up, x), false},
+				{"another namespace's flow elsewhere leaves as its end", own + flow(fam.other, 40000, 443, 443, x), true},
+				{"its own flow translated", flow(fam.ip, x, up, up, x+1), false},
+				{"an empty table", "", true},
+				{"no table (no conntrack, or not readable)", "-", true},
+			} {
+				ct := filepath.Join(dir, "nf_conntrack")
+				if tc.table == "-" {
+					ct = filepath.Join(dir, "missing")
+				} else if err := os.WriteFile(ct, []byte(tc.table), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out := runWALRecvAwk(t, pm, uid, "ct="+ct)
+				conns, _ := parseWALReceiver(out)
+				if got := ReceiverFor(conns, local.Addr(), x, up); got != tc.tied {
+					t.Errorf("%s, %s: walRecvAwk = %q: tied %v, want %v", local, tc.name, out, got, tc.tied)
+				}
+			}
 		}
 	})
 
@@ -384,5 +398,26 @@ func TestWALReceiverOverTCP(t *testing.T) {
 	}
 	if ppg.WALReceiverRead || len(ppg.WALReceiver) != 0 {
 		t.Fatalf("primary: WAL receiver read %v, %v; want nothing", ppg.WALReceiverRead, ppg.WALReceiver)
+	}
+}
+
+// TestWALRecvAwkConntrackText: an end as walRecvAwk holds it, written as
+// the kernel writes conntrack rows (print_tuple: %pI4, %pI6 in full and
+// lower case, %hu), by walRecvAwk's own functions.
+func TestWALRecvAwkConntrackText(t *testing.T) {
+	funcs := walRecvAwk[:strings.Index(walRecvAwk, "BEGIN {")]
+	for in, want := range map[string]string{
+		"0A000001:1538":                         "10.0.0.1 5432",
+		"FFFFFFFF:FFFF":                         "255.255.255.255 65535",
+		"20010DB80000000000000000000000AB:1F90": "2001:0db8:0000:0000:0000:0000:0000:00ab 8080",
+		"00000000000000000000000000000001:0001": "0000:0000:0000:0000:0000:0000:0000:0001 1",
+	} {
+		out, err := exec.Command("awk", "-v", "e="+in, funcs+"BEGIN { print text(e) }").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("text(%s) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -496,7 +496,7 @@ func colocated(t *testing.T, linked bool, prim func(int) Member, conn func(strin
 		{"its own connection", []Member{prim(45678), claimant(true, conn("10.0.0.2:45678"))}, true, ""},
 		{"its own connection, its local end shared towards another port", []Member{prim(45678), claimant(true, shared(conn("10.0.0.2:45678"), 80))}, true, ""},
 		{"its local end shared towards the upstream's port", []Member{prim(45678), claimant(true, shared(conn("10.0.0.2:45678"), 5432))}, false, "shares that end with another connection to port 5432"},
-		{"its local end shared more than listed", []Member{prim(45678), claimant(true, shared(conn("10.0.0.2:45678"), -1))}, false, "or the machine translates addresses"},
+		{"its local end shared more than listed", []Member{prim(45678), claimant(true, shared(conn("10.0.0.2:45678"), -1))}, false, "or was itself translated"},
 		{"its connection to another port", []Member{prim(45678), claimant(true, facts.Conn{Local: netip.MustParseAddrPort("10.0.0.2:45678"), Remote: netip.MustParseAddrPort("10.0.0.9:5433")})}, false, "goes to port 5433, not to the upstream's port 5432"},
 		{"its own connection, IPv4-mapped", []Member{prim(45678), claimant(true, facts.Conn{Local: netip.MustParseAddrPort("[::ffff:10.0.0.2]:45678"), Remote: netip.MustParseAddrPort("[::ffff:10.0.0.1]:5432")})}, true, ""},
 		{"senders read without ports", []Member{prim(0), claimant(false)}, true, ""},

@@ -167,23 +167,28 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 	}
 	const title = "postgres: 15/main: walreceiver streaming 0/3000148"
 	uid := os.Geteuid()
-
-	t.Run("receiver", func(t *testing.T) {
+	// receiver starts a stand-in postmaster whose receiver connects to
+	// a listener of the test's: its PID, the receiver's local end, the
+	// listener's end (the upstream's, its port up).
+	receiver := func(t *testing.T) (pm int, local, upEnd netip.AddrPort, up int) {
 		ln, accept := listen()
-		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
+		pm = startPostmaster(t, title, "dial "+ln.Addr().String())
 		c := accept()
 		childHolds(t, pm, title, 1)
+		upEnd = netip.MustParseAddrPort(c.LocalAddr().String())
+		return pm, netip.MustParseAddrPort(c.RemoteAddr().String()), upEnd, int(upEnd.Port())
+	}
+
+	t.Run("receiver", func(t *testing.T) {
+		pm, local, remote, up := receiver(t)
 		out := runWALRecvAwk(t, pm, uid)
 		conns, read := parseWALReceiver(out)
 		if !read {
 			t.Fatalf("not read: %q", out)
 		}
-		local := netip.MustParseAddrPort(c.RemoteAddr().String())
-		remote := netip.MustParseAddrPort(c.LocalAddr().String())
 		if len(conns) != 1 || conns[0].Local != local || conns[0].Remote != remote {
 			t.Fatalf("walRecvAwk = %q: %v; want the one connection %v-%v", out, conns, local, remote)
 		}
-		up := int(remote.Port())
 		if !ReceiverFor(conns, local.Addr(), int(local.Port()), up) || ReceiverFor(conns, local.Addr(), int(local.Port())+1, up) ||
 			ReceiverFor(conns, remote.Addr(), up, up) || ReceiverFor(conns, local.Addr(), int(local.Port()), up+1) {
 			t.Fatalf("ReceiverFor does not tell the receiver's own connection from others: %v", conns)
@@ -194,12 +199,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 	})
 
 	t.Run("local end shared", func(t *testing.T) {
-		ln, accept := listen()
-		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
-		c := accept()
-		childHolds(t, pm, title, 1)
-		local := netip.MustParseAddrPort(c.RemoteAddr().String())
-		up := ln.Addr().(*net.TCPAddr).Port
+		pm, local, _, up := receiver(t)
 		// Another connection from the receiver's very local end, to
 		// another port: the receiver's is still the one to up's port.
 		ln2, accept2 := listen()
@@ -234,12 +234,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 	})
 
 	t.Run("local end shared by an IPv4-mapped IPv6 socket", func(t *testing.T) {
-		ln, accept := listen()
-		pm := startPostmaster(t, title, "dial "+ln.Addr().String())
-		c := accept()
-		childHolds(t, pm, title, 1)
-		local := netip.MustParseAddrPort(c.RemoteAddr().String())
-		up := ln.Addr().(*net.TCPAddr).Port
+		pm, local, _, up := receiver(t)
 		ln2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", up))
 		if err != nil {
 			t.Fatal(err)

@@ -211,13 +211,7 @@ func sameConn(up, m Member, row facts.StandbyInfo) bool {
 }
 
 // rowEnds lists the senders' client ends, for a message.
-func rowEnds(rows []facts.StandbyInfo) string {
-	var out []string
-	for _, r := range rows {
-		out = append(out, fmt.Sprintf("%q from %s port %d", clip(r.Name), r.Addr, r.Port))
-	}
-	return strings.Join(out, ", ")
-}
+func rowEnds(rows []facts.StandbyInfo) string { return rowList(rows, true) }
 
 // connList lists a WAL receiver's connections by their local end, for a
 // message.
@@ -285,13 +279,21 @@ func addrList(addrs []string) string {
 	return strings.Join(addrs, ", ")
 }
 
-func rowAddrs(rows []facts.StandbyInfo) string {
+func rowAddrs(rows []facts.StandbyInfo) string { return rowList(rows, false) }
+
+// rowList lists senders by name and client address (and port), "none"
+// for none.
+func rowList(rows []facts.StandbyInfo, ports bool) string {
 	if len(rows) == 0 {
 		return "none"
 	}
 	var out []string
 	for _, r := range rows {
-		out = append(out, fmt.Sprintf("%q from %s", clip(r.Name), r.Addr))
+		e := fmt.Sprintf("%q from %s", clip(r.Name), r.Addr)
+		if ports {
+			e += fmt.Sprintf(" port %d", r.Port)
+		}
+		out = append(out, e)
 	}
 	return strings.Join(out, ", ")
 }

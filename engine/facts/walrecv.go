@@ -150,7 +150,7 @@ BEGIN {
       }
       if (x[3] != "tcp" || ns < 2 || nd < 2 || nsp < 2 || ndp < 2) continue
       o = s[1] " " sp[1]; rp = d[2] " " dp[2]
-      if ((rp in want) && o != rp && sp[2] ~ /^[0-9]+$/ && sp[2] < 65536) {
+      if ((rp in want) && o != rp && sp[2] ~ /^[0-9]+$/ && length(sp[2]) <= 5 && sp[2] + 0 < 65536) {
         k = want[rp]
         if (++nt[k] > 16) nat[k] = 1
         else tr[k] = tr[k] " ~" sprintf("%04X", sp[2])

@@ -317,6 +317,20 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 					t.Errorf("%s, %s: walRecvAwk = %q: tied %v, want %v", local, tc.name, out, got, tc.tied)
 				}
 			}
+			// Every port a translated flow goes to is listed, as a
+			// number: 7432, 8080 and 999 sort above 65536 as text.
+			table := own
+			for _, p := range []int{7432, 8080, 999, 65535} {
+				table += flow(fam.other, 40000+p%1000, p, p, x)
+			}
+			ct := filepath.Join(dir, "nf_conntrack")
+			if err := os.WriteFile(ct, []byte(table), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := runWALRecvAwk(t, pm, uid, "ct="+ct)
+			if conns, _ := parseWALReceiver(out); len(conns) != 1 || !reflect.DeepEqual(conns[0].SharedPorts, []int{7432, 8080, 999, 65535}) {
+				t.Errorf("%s: walRecvAwk = %q: %+v; want the translated flows' ports 7432, 8080, 999, 65535", local, out, conns)
+			}
 		}
 	})
 

@@ -121,6 +121,7 @@ BEGIN {
   }
   close(cmd)
   if (!rd) exit
+  own = sprintf("%04X", port)
   for (j = 1; j <= 2; j++) {
     f = "/proc/self/net/" (j == 1 ? "tcp" : "tcp6")
     while ((getline l < f) > 0) {
@@ -130,7 +131,7 @@ BEGIN {
       key = lo
       if (substr(key, 1, 24) == "00000000000000000000FFFF") key = substr(key, 25)
       i = ++cnt[key]; rport[key, i] = substr(ro, length(ro) - 3)
-      if ((x[10] in ino) && x[8] == uid && substr(lo, length(lo) - 3) != sprintf("%04X", port)) { held[key] = i; conn[key] = lo "-" ro }
+      if ((x[10] in ino) && x[8] == uid && substr(lo, length(lo) - 3) != own) { held[key] = i; conn[key] = lo "-" ro }
     }
     close(f)
   }

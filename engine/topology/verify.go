@@ -77,22 +77,12 @@ func (u unmatched) connWhy(up Member) string {
 	if len(u.rivals) > 0 || len(u.others) == 0 {
 		return ""
 	}
-	if !m.ReceiverRead {
-		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's WAL receiver connections could not be read to tie one to it (they are read as root: set become)",
-			up.Host, rowEnds(u.others), m.Host)
+	seen := ""
+	if len(m.Receiver) > 0 {
+		seen = fmt.Sprintf(" (its receiver's connections: %s); another server on its machine may stream there, or it connected again between the two reads (check again)", connList(m.Receiver))
 	}
-	if len(m.Receiver) == 0 {
-		return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s's kernel shows no WAL receiver connection of its own to tie it to (one in a network namespace of its own, a container's, or through a proxy, cannot be tied; nor one whose local end another connection shares)",
-			up.Host, rowEnds(u.others), m.Host)
-	}
-	why := "no WAL receiver connection of its holds that end"
-	if u.others[0].Port < 0 {
-		why = "the sender shows no client port to tie it by"
-	} else if ip, err := netip.ParseAddr(u.others[0].Addr); err == nil {
-		why = facts.ReceiverWhy(m.Receiver, ip, u.others[0].Port, up.Port)
-	}
-	return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s: %s (its receiver's connections: %s); another server on its machine may stream there, or it connected again between the two reads (check again)",
-		up.Host, rowEnds(u.others), m.Host, why, connList(m.Receiver))
+	return fmt.Sprintf("%s has a WAL sender to its address (%s), but %s: %s%s",
+		up.Host, rowEnds(u.others), m.Host, notOwnConn(up, m, u.others[0]), seen)
 }
 
 // match is Match, with the claimants left without a sender as unmatched.
@@ -194,20 +184,39 @@ func Own(up, m Member, matched int) []int {
 // fits m, is m's by its connection: the client's address and port are
 // the local end of the connection to up's port that m's WAL receiver
 // holds, as m's kernel lists it, and no other connection from that end
-// goes to such a port (facts.ReceiverFor). The address alone does not tell apart two servers on one machine
-// (an honest standby outside the run and a hostile one in it). A row
-// with no port asked (0: read without it, as a switchover re-reads the
-// senders of a cluster the layout verified) or over a unix socket
-// ("local") has no connection to tie.
+// goes to such a port (facts.ReceiverFor). The address alone does not
+// tell apart two servers on one machine (an honest standby outside the
+// run and a hostile one in it). A row with no port asked (0: read
+// without it, as a switchover re-reads the senders of a cluster the
+// layout verified) or over a unix socket ("local") has no connection to
+// tie.
 func sameConn(up, m Member, row facts.StandbyInfo) bool {
+	return notOwnConn(up, m, row) == ""
+}
+
+// notOwnConn is why row is not m's by its connection (sameConn), ""
+// when it is.
+func notOwnConn(up, m Member, row facts.StandbyInfo) string {
 	if row.Port == 0 || row.Addr == "local" {
-		return true
+		return ""
+	}
+	if !m.ReceiverRead {
+		return "its WAL receiver connections could not be read to tie one to it (they are read as root: set become)"
+	}
+	if len(m.Receiver) == 0 {
+		return "its kernel shows no WAL receiver connection of its own to tie it to (one in a network namespace of its own, a container's, or through a proxy, cannot be tied; nor one whose local end another connection shares)"
+	}
+	if row.Port < 0 {
+		return "the sender shows no client port to tie it by"
 	}
 	ip, err := netip.ParseAddr(row.Addr)
-	if err != nil || row.Port < 0 || !m.ReceiverRead || up.Port <= 0 {
-		return false
+	if err != nil {
+		return fmt.Sprintf("the sender's client address %q is no IP address", row.Addr)
 	}
-	return facts.ReceiverFor(m.Receiver, ip, row.Port, up.Port)
+	if up.Port <= 0 {
+		return fmt.Sprintf("the port %s listens on is not known", up.Host)
+	}
+	return facts.ReceiverWhy(m.Receiver, ip, row.Port, up.Port)
 }
 
 // rowEnds lists the senders' client ends, for a message.

@@ -187,7 +187,7 @@ func (s *Session) members() []topology.Member {
 		m := topology.Member{Host: hr.host.Name, Names: src.names(hr.host.Conn.Address)}
 		if hr.facts != nil {
 			m.Topo, m.Server = hr.facts.Topology, serverOf(hr.facts)
-			m.Receiver, m.ReceiverRead, m.Port = receiverOf(hr.facts)
+			setReceiver(&m, hr.facts)
 			if m.Topo != nil {
 				m.PatroniHosts = hr.patroniHosts
 				if hr.addrsResolved {
@@ -203,14 +203,13 @@ func (s *Session) members() []topology.Member {
 	return out
 }
 
-// receiverOf is the WAL receiver's connections of the server f's
-// topology describes, as the gather read them with its postmaster, and
-// the port that server listens on.
-func receiverOf(f *facts.Facts) ([]facts.Conn, bool, int) {
-	if f.Postgres == nil {
-		return nil, false, 0
+// setReceiver gives m the WAL receiver's connections and sockets of the
+// server f's topology describes, as the gather read them with its
+// postmaster, and the port that server listens on.
+func setReceiver(m *topology.Member, f *facts.Facts) {
+	if pg := f.Postgres; pg != nil {
+		m.Receiver, m.ReceiverRead, m.ReceiverSockets, m.Port = pg.WALReceiver, pg.WALReceiverRead, pg.WALReceiverSockets, pg.Port
 	}
-	return f.Postgres.WALReceiver, f.Postgres.WALReceiverRead, f.Postgres.Port
 }
 
 // resolveMembers resolves, on the controller and under ctx, the
@@ -585,7 +584,7 @@ func ClusterLayout(ctx context.Context, hosts []HostFacts, limit int) (l *topolo
 		m := topology.Member{Host: h.Name, Names: src.names(h.Address)}
 		if h.Facts != nil {
 			m.Topo, m.Server = h.Facts.Topology, serverOf(h.Facts)
-			m.Receiver, m.ReceiverRead, m.Port = receiverOf(h.Facts)
+			setReceiver(&m, h.Facts)
 		}
 		members = append(members, m)
 		srcs = append(srcs, src)

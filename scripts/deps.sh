@@ -21,6 +21,9 @@ command -v sudo >/dev/null || need+=(sudo)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 command -v sysctl >/dev/null || need+=(procps)
 command -v flock >/dev/null || need+=(util-linux)
+# A WAL sender over a unix socket is tied to its standby by the socket's
+# other end, which only ss (sock_diag) lists.
+command -v ss >/dev/null || need+=(iproute2)
 # The inventory corpus is compared with what Ansible itself resolves
 # (ansible-core alone: ansible-inventory, ~20 s to install).
 command -v ansible-inventory >/dev/null || need+=(ansible-core)

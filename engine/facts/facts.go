@@ -132,6 +132,10 @@ type Postgres struct {
 	// standby to its upstream's WAL sender (topology.Match).
 	WALReceiver     []Conn `json:"wal_receiver,omitempty"`
 	WALReceiverRead bool   `json:"wal_receiver_read,omitempty"`
+	// WALReceiverSockets are the inodes of the sockets its WAL receiver
+	// holds, read with them: one that is the other end of a WAL sender's
+	// unix socket ties the standby to that sender (walsend.go).
+	WALReceiverSockets []uint64 `json:"wal_receiver_sockets,omitempty"`
 	// Cluster is Debian's cluster name (e.g. "main") when known.
 	Cluster string `json:"cluster,omitempty"`
 	// BinFromInventory says BinDir is the inventory's pg_bin, whose

@@ -832,7 +832,7 @@ func describe(b block, source string) (*Postgres, error) {
 		if st, err := strconv.ParseInt(b.get("starttime"), 10, 64); err == nil && st > 0 {
 			pg.StartTime = st
 		}
-		pg.WALReceiver, pg.WALReceiverRead = parseWALReceiver(b.get("walrecv"))
+		pg.WALReceiver, pg.WALReceiverSockets, pg.WALReceiverRead = parseWALReceiver(b.get("walrecv"))
 	}
 	return pg, nil
 }

@@ -86,6 +86,15 @@ type StandbyInfo struct {
 	// for a unix socket.
 	Port  int    `json:"port,omitempty"`
 	State string `json:"state"`
+	// PID is the WAL sender's process on the server's machine. For a
+	// sender over a unix socket (Addr "local"), Peers are the inodes of
+	// the other ends of the unix sockets it holds (the standby's WAL
+	// receiver's, walsend.go), PeersRead whether they were read,
+	// PeersNote why none could be (the controller's words).
+	PID       int      `json:"pid,omitempty"`
+	Peers     []uint64 `json:"peers,omitempty"`
+	PeersRead bool     `json:"peers_read,omitempty"`
+	PeersNote string   `json:"peers_note,omitempty"`
 	// LagBytes is how far its replay is behind this server's WAL.
 	LagBytes int64 `json:"lag_bytes"`
 }
@@ -216,7 +225,7 @@ UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
 UNION ALL (SELECT 'walsender=' || coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, r.replay_lsn)::bigint, -1)
-  || ' ' || coalesce(r.state, '') || ' ' || coalesce(host(r.client_addr), 'local') || ' ' || coalesce(r.client_port, -1) || ' ' || (r.write_lsn IS NOT NULL) || ' ' || (r.replay_lsn IS NOT NULL)
+  || ' ' || coalesce(r.state, '') || ' ' || coalesce(host(r.client_addr), 'local') || ' ' || coalesce(r.client_port, -1) || ' ' || r.pid || ' ' || (r.write_lsn IS NOT NULL) || ' ' || (r.replay_lsn IS NOT NULL)
   || ' ' || coalesce(s.slot_type, 'none') || ' ' || r.application_name
   FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid ORDER BY s.slot_type = 'logical' DESC NULLS LAST, r.pid)
 UNION ALL SELECT 'slot_name=' || current_setting('primary_slot_name') WHERE pg_is_in_recovery()
@@ -360,6 +369,7 @@ func GatherTopology(ctx context.Context, t transport.Transport, become bool, pg 
 	if err != nil {
 		return nil, fmt.Errorf("replication topology: %w", err)
 	}
+	readSenderPeers(ctx, t, become, pg, topo)
 	if pat != nil {
 		topo.Patroni = pat
 		if pat.APIURL != "" {
@@ -559,12 +569,12 @@ func ValidSlotName(s string) bool {
 	return true
 }
 
-// parseWALSender reads "LAG STATE ADDR PORT WRITES REPLAYS SLOTTYPE
-// NAME" (NAME may hold spaces): a standby, or (non-nil) a client that is
-// none.
+// parseWALSender reads "LAG STATE ADDR PORT PID WRITES REPLAYS
+// SLOTTYPE NAME" (NAME may hold spaces): a standby, or (non-nil) a client
+// that is none.
 func parseWALSender(v string) (StandbyInfo, *WALClient, error) {
-	f := strings.SplitN(v, " ", 8)
-	if len(f) != 8 {
+	f := strings.SplitN(v, " ", 9)
+	if len(f) != 9 {
 		return StandbyInfo{}, nil, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
 	}
 	lag, err := ParseInt("standby lag (bytes)", f[0], -1, MaxBytes)
@@ -575,13 +585,17 @@ func parseWALSender(v string) (StandbyInfo, *WALClient, error) {
 	if err != nil {
 		return StandbyInfo{}, nil, err
 	}
-	state, addr, name := clientText(f[1], 16), clientAddr(f[2]), clientText(f[7], maxClientName)
-	kind := classifyWALSender(state, f[4] == "true", f[5] == "true", f[6])
+	pid, err := ParseInt("WAL sender pid", f[4], 1, maxPID)
+	if err != nil {
+		return StandbyInfo{}, nil, err
+	}
+	state, addr, name := clientText(f[1], 16), clientAddr(f[2]), clientText(f[8], maxClientName)
+	kind := classifyWALSender(state, f[5] == "true", f[6] == "true", f[7])
 	if kind == "" {
 		if port == 0 {
 			port = -1 // no TCP port PostgreSQL reports: never a tie
 		}
-		return StandbyInfo{LagBytes: lag, State: state, Addr: addr, Port: int(port), Name: name}, nil, nil
+		return StandbyInfo{LagBytes: lag, State: state, Addr: addr, Port: int(port), PID: int(pid), Name: name}, nil, nil
 	}
 	return StandbyInfo{}, &WALClient{Name: name, Addr: addr, State: state, Kind: kind}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,23 +44,23 @@ func TestParseTopology(t *testing.T) {
 	}{{
 		name: "primary with standbys",
 		out: rec("conf_line", "# plain") + rec("role", "primary") + rec("sysid", "7312345678901234567") + rec("timeline", "1") +
-			rec("cluster_name", "") + rec("conninfo", "") + rec("walsender", "0 streaming 127.0.0.1 40001 true true physical standby1") + rec("walsender", "4096 catchup local -1 true true none my standby") + "\n",
+			rec("cluster_name", "") + rec("conninfo", "") + rec("walsender", "0 streaming 127.0.0.1 40001 1001 true true physical standby1") + rec("walsender", "4096 catchup local -1 1002 true true none my standby") + "\n",
 		want: Topology{Role: "primary", SystemID: "7312345678901234567", Timeline: 1, Standbys: []StandbyInfo{
-			{Name: "standby1", Addr: "127.0.0.1", Port: 40001, State: "streaming"}, {Name: "my standby", Addr: "local", Port: -1, State: "catchup", LagBytes: 4096}}},
+			{Name: "standby1", Addr: "127.0.0.1", Port: 40001, PID: 1001, State: "streaming"}, {Name: "my standby", Addr: "local", Port: -1, PID: 1002, State: "catchup", LagBytes: 4096}}},
 	}, {
 		name: "primary: WAL clients that are no standby",
 		out: rec("role", "primary") + rec("sysid", "42") +
-			rec("walsender", "-1 streaming 10.0.0.9 40009 true false logical debezium") +
-			rec("walsender", "-1 streaming 10.0.0.7 40007 true false physical barman_receive_wal") +
-			rec("walsender", "-1 streaming local -1 true false none pg_receivewal") +
-			rec("walsender", "-1 backup 10.0.0.7 40017 false false none pg_basebackup") +
-			rec("walsender", "-1 catchup local -1 false false logical sub_1") +
-			rec("walsender", "0 streaming 10.0.0.2 40002 true true physical standby1") +
+			rec("walsender", "-1 streaming 10.0.0.9 40009 1003 true false logical debezium") +
+			rec("walsender", "-1 streaming 10.0.0.7 40007 1004 true false physical barman_receive_wal") +
+			rec("walsender", "-1 streaming local -1 1005 true false none pg_receivewal") +
+			rec("walsender", "-1 backup 10.0.0.7 40017 1006 false false none pg_basebackup") +
+			rec("walsender", "-1 catchup local -1 1007 false false logical sub_1") +
+			rec("walsender", "0 streaming 10.0.0.2 40002 1008 true true physical standby1") +
 			// Nothing reported yet (just connected, or status updates
 			// off): it cannot be told from a standby, and counts as one.
-			rec("walsender", "-1 startup 10.0.0.3 40003 false false none standby2"),
+			rec("walsender", "-1 startup 10.0.0.3 40003 1009 false false none standby2"),
 		want: Topology{Role: "primary", SystemID: "42",
-			Standbys: []StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", Port: 40002, State: "streaming"}, {Name: "standby2", Addr: "10.0.0.3", Port: 40003, State: "startup", LagBytes: -1}},
+			Standbys: []StandbyInfo{{Name: "standby1", Addr: "10.0.0.2", Port: 40002, PID: 1008, State: "streaming"}, {Name: "standby2", Addr: "10.0.0.3", Port: 40003, PID: 1009, State: "startup", LagBytes: -1}},
 			Clients: []WALClient{
 				{Name: "debezium", Addr: "10.0.0.9", State: "streaming", Kind: ClientLogical},
 				{Name: "barman_receive_wal", Addr: "10.0.0.7", State: "streaming", Kind: ClientArchiver},
@@ -69,12 +70,12 @@ func TestParseTopology(t *testing.T) {
 	}, {
 		name: "hostile WAL clients: names and addresses checked and clipped, the count bounded",
 		out: rec("role", "primary") + rec("sysid", "42") +
-			rec("walsender", "-1 streaming 10.0.0.7; 40007 true false none \x1b]0;pwned\x07 $(reboot) "+strings.Repeat("x", 100)) +
-			rec("walsender", "-1 streaming\x1b[2J local -1 true false logical caf\xc3\xa9") +
-			rec("walsender", "0 streaming local -1 true true physical evil\nstandby") +
-			strings.Repeat(rec("walsender", "-1 streaming local -1 true false none many"), MaxWALClients+3),
+			rec("walsender", "-1 streaming 10.0.0.7; 40007 1010 true false none \x1b]0;pwned\x07 $(reboot) "+strings.Repeat("x", 100)) +
+			rec("walsender", "-1 streaming\x1b[2J local -1 1011 true false logical caf\xc3\xa9") +
+			rec("walsender", "0 streaming local -1 1012 true true physical evil\nstandby") +
+			strings.Repeat(rec("walsender", "-1 streaming local -1 1013 true false none many"), MaxWALClients+3),
 		want: Topology{Role: "primary", SystemID: "42",
-			Standbys: []StandbyInfo{{Name: "evil?standby", Addr: "local", Port: -1, State: "streaming"}},
+			Standbys: []StandbyInfo{{Name: "evil?standby", Addr: "local", Port: -1, PID: 1012, State: "streaming"}},
 			Clients: append([]WALClient{
 				{Name: "?]0;pwned? $(reboot) " + strings.Repeat("x", 63-len("?]0;pwned? $(reboot) ")), Addr: "?", State: "streaming", Kind: ClientArchiver},
 				{Name: "caf??", Addr: "local", State: "streaming?[2J", Kind: ClientLogical}},
@@ -83,9 +84,13 @@ func TestParseTopology(t *testing.T) {
 	}, {
 		name: "forged WAL sender row", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming local standby1"), err: "pg_stat_replication",
 	}, {
-		name: "forged WAL sender lag", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "-2 streaming local -1 true true none s"), err: "standby lag",
+		name: "forged WAL sender lag", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "-2 streaming local -1 1014 true true none s"), err: "standby lag",
 	}, {
-		name: "forged WAL sender port", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming 10.0.0.2 65536 true true none s"), err: "client_port",
+		name: "forged WAL sender port", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming 10.0.0.2 65536 1015 true true none s"), err: "client_port",
+	}, {
+		name: "forged WAL sender pid", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming local -1 4194305 true true none s"), err: "WAL sender pid",
+	}, {
+		name: "WAL sender pid not a number", out: rec("role", "primary") + rec("sysid", "1") + rec("walsender", "0 streaming local -1 1e3 true true none s"), err: "WAL sender pid",
 	}, {
 		name: "standby: upstream from the receiver, never the password",
 		out: rec("role", "standby") + rec("sysid", "42") + rec("timeline", "3") + rec("conninfo", "host=p port=1 password=hunter2") +
@@ -242,6 +247,24 @@ func TestTopologyStreaming(t *testing.T) {
 		b, _ := json.Marshal(topo)
 		if strings.Contains(string(b), testhost.ReplicaPassword) {
 			t.Errorf("standby%d: the password of primary_conninfo reached the facts: %s", i+1, b)
+		}
+	}
+	// Both stream over the primary's unix socket, from one machine: each
+	// sender is tied to its standby by the other end of its socket, which
+	// that standby's WAL receiver holds and the other's does not.
+	for i, s := range set.Standbys {
+		pg, err := DiscoverPostgres(context.Background(), transport.NewLocal(), Options{PGData: s.DataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range primary.Standbys {
+			if r.Addr != "local" || r.PID <= 0 || !r.PeersRead || r.PeersNote != "" || len(r.Peers) != 1 {
+				t.Fatalf("primary's sender %+v: want its one socket peer read", r)
+			}
+			why := PeerWhy(r, pg.WALReceiverSockets)
+			if mine := r.Name == fmt.Sprintf("standby%d", i+1); mine != (why == "") {
+				t.Errorf("standby%d (receiver sockets %v), sender %q (peers %v): tied %v (%s)", i+1, pg.WALReceiverSockets, r.Name, r.Peers, why == "", why)
+			}
 		}
 	}
 	if len(primary.IdleSlots) != 0 {

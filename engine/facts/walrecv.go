@@ -64,9 +64,11 @@ type Conn struct {
 // each other connection from the same local end, established or
 // translated (the port it goes to; at most 16 of each, then ~*), and ~*
 // when its own was translated (-v ct=FILE names another conntrack table,
-// for tests). Nothing when they cannot be read (not root nor the owner,
-// no /proc/PID/task/PID/children). It keeps MaxReceiverConns (8)
-// connections.
+// for tests). Before the connections, a #INODE for each socket the
+// receivers hold (at most 8): a unix socket's ties it to a WAL sender
+// over a unix socket (walsend.go). Nothing when they cannot be read (not
+// root nor the owner, no /proc/PID/task/PID/children). It keeps
+// MaxReceiverConns (8) connections.
 const walRecvAwk = `
 function canon(h,   out, i, w) {
   if (h !~ /^[0-9A-F]+$/ || (length(h) != 8 && length(h) != 32)) return ""
@@ -161,6 +163,8 @@ BEGIN {
     close(ct)
   }
   out = "ok"; n = 0
+  for (sk in ino) if (n++ < 8) out = out " #" sk
+  n = 0
   for (key in held) {
     if (n++ >= 8) break
     out = out " " conn[key]; m = 0
@@ -187,18 +191,26 @@ const walRecvFn = `walrecv() {
 }
 `
 
-// parseWALReceiver reads walRecvAwk's answer: the connections, and
-// whether they were read at all. Host input: a connection that is not two
-// well-formed ends is left out with what follows it, and no more than
-// MaxReceiverConns kept.
-func parseWALReceiver(s string) ([]Conn, bool) {
+// parseWALReceiver reads walRecvAwk's answer: the connections, the
+// sockets, and whether they were read at all. Host input: a connection
+// that is not two well-formed ends is left out with what follows it, and
+// no more than MaxReceiverConns connections and MaxReceiverConns sockets
+// kept.
+func parseWALReceiver(s string) ([]Conn, []uint64, bool) {
 	f := strings.Fields(s)
 	if len(f) == 0 || f[0] != "ok" {
-		return nil, false
+		return nil, nil, false
 	}
 	var out []Conn
+	var socks []uint64
 	last := -1 // the connection a ~PORT follows; -1 none (or left out)
 	for _, e := range f[1:] {
+		if p, ok := strings.CutPrefix(e, "#"); ok {
+			if v, err := strconv.ParseUint(p, 10, 64); err == nil && v > 0 && len(socks) < MaxReceiverConns {
+				socks = append(socks, v)
+			}
+			continue
+		}
 		if p, ok := strings.CutPrefix(e, "~"); ok {
 			if last < 0 {
 				continue
@@ -229,7 +241,7 @@ func parseWALReceiver(s string) ([]Conn, bool) {
 			last = len(out) - 1
 		}
 	}
-	return out, true
+	return out, socks, true
 }
 
 // parseEnd reads ADDRHEX:PORTHEX (8 or 32 hex digits, network order; 4

@@ -14,7 +14,9 @@ import (
 // walRecvChildEnv makes this test binary a WAL receiver stand-in
 // (startPostmaster's child, titled like one): "dial ADDR" connects to
 // ADDR from a port of its own with SO_REUSEADDR set, so that the test
-// may bind another connection to the same local end; "loop" brings up
+// may bind another connection to the same local end; "accept PATH"
+// listens on the unix socket PATH and holds the first client it accepts
+// (a WAL sender stand-in); "loop" brings up
 // the loopback device of the network namespace it was started in and
 // connects to a listener of its own there. It holds its connections
 // until it is signalled.
@@ -39,6 +41,18 @@ func walRecvChild() {
 		c, err := reuseDialer(from).Dial("tcp", spec[5:])
 		if err != nil {
 			os.Exit(2)
+		}
+		hold = append(hold, c)
+	case len(spec) > 7 && spec[:7] == "accept ":
+		// A WAL sender stand-in: one client of the unix socket it
+		// listens on, accepted and held.
+		ln, err := net.Listen("unix", spec[7:])
+		if err != nil {
+			os.Exit(8)
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(9)
 		}
 		hold = append(hold, c)
 	case spec == "loop":

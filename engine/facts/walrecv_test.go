@@ -29,23 +29,28 @@ func TestParseWALReceiver(t *testing.T) {
 		name, in string
 		want     []Conn
 		read     bool
+		socks    []uint64
 	}{
-		{"nothing read", "", nil, false},
-		{"not ok", "7F000001:B26E-7F000001:1538", nil, false},
-		{"read, no receiver", "ok", nil, true},
-		{"v4", "ok 7F000001:B26E-7F000001:1538", []Conn{{Local: lo, Remote: pg}}, true},
+		{"nothing read", "", nil, false, nil},
+		{"not ok", "7F000001:B26E-7F000001:1538", nil, false, nil},
+		{"read, no receiver", "ok", nil, true, nil},
+		{"v4", "ok 7F000001:B26E-7F000001:1538", []Conn{{Local: lo, Remote: pg}}, true, nil},
 		{"shared local end", "ok 7F000001:B26E-7F000001:1538 ~0050 ~* ~zz ~12345 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538",
-			[]Conn{{Local: lo, Remote: pg, SharedPorts: []int{80, -1}}, {Local: v6, Remote: v6pg}}, true},
-		{"shared port of a connection left out", "ok ~0050 7F00001:B26E-7F000001:1538 ~0050", nil, true},
-		{"v6", "ok 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538", []Conn{{Local: v6, Remote: v6pg}}, true},
+			[]Conn{{Local: lo, Remote: pg, SharedPorts: []int{80, -1}}, {Local: v6, Remote: v6pg}}, true, nil},
+		{"shared port of a connection left out", "ok ~0050 7F00001:B26E-7F000001:1538 ~0050", nil, true, nil},
+		{"v6", "ok 20010DB8000000000000000000000007:9C40-20010DB8000000000000000000000001:1538", []Conn{{Local: v6, Remote: v6pg}}, true, nil},
 		{"malformed entries left out", "ok 7F000001:B26E 7F00001:B26E-7F000001:1538 7F000001:B26E-7F000001:15389 ZZ000001:B26E-7F000001:1538 7F000001:B26E-7F000001:1538",
-			[]Conn{{Local: lo, Remote: pg}}, true},
-		{"bounded", "ok" + strings.Repeat(" 7F000001:B26E-7F000001:1538", 20), slicesRepeat(Conn{Local: lo, Remote: pg}, MaxReceiverConns), true},
+			[]Conn{{Local: lo, Remote: pg}}, true, nil},
+		{"bounded", "ok" + strings.Repeat(" 7F000001:B26E-7F000001:1538", 20), slicesRepeat(Conn{Local: lo, Remote: pg}, MaxReceiverConns), true, nil},
+		{"sockets", "ok #123 #4294967295 7F000001:B26E-7F000001:1538", []Conn{{Local: lo, Remote: pg}}, true, []uint64{123, 4294967295}},
+		{"malformed sockets left out", "ok #0 #-1 #x #18446744073709551616 # #7", nil, true, []uint64{7}},
+		{"sockets not read", "#7", nil, false, nil},
+		{"sockets bounded", "ok" + strings.Repeat(" #9", 20), nil, true, []uint64{9, 9, 9, 9, 9, 9, 9, 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, read := parseWALReceiver(tc.in)
-			if read != tc.read || len(got) != len(tc.want) {
-				t.Fatalf("parseWALReceiver(%q) = %v, %v; want %v, %v", tc.in, got, read, tc.want, tc.read)
+			got, socks, read := parseWALReceiver(tc.in)
+			if read != tc.read || len(got) != len(tc.want) || !reflect.DeepEqual(socks, tc.socks) {
+				t.Fatalf("parseWALReceiver(%q) = %v, %v, %v; want %v, %v, %v", tc.in, got, socks, read, tc.want, tc.socks, tc.read)
 			}
 			for i := range got {
 				if !reflect.DeepEqual(got[i], tc.want[i]) {
@@ -125,6 +130,32 @@ func childHolds(t *testing.T, pm int, title string, n int) {
 	t.Fatalf("no child of %d titled %q holding %d sockets", pm, title, n)
 }
 
+// childSockets are the inodes of the sockets pm's children hold, as
+// /proc lists them.
+func childSockets(t *testing.T, pm int) []uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pm) + "/task/" + strconv.Itoa(pm) + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, k := range strings.Fields(string(b)) {
+		fds, _ := os.ReadDir("/proc/" + k + "/fd")
+		for _, fd := range fds {
+			l, err := os.Readlink("/proc/" + k + "/fd/" + fd.Name())
+			if err != nil || !strings.HasPrefix(l, "socket:[") {
+				continue
+			}
+			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // runWALRecvAwk runs walRecvAwk for pm and uid; vars are more awk
 // variables (ct=FILE: a conntrack table of the test's).
 func runWALRecvAwk(t *testing.T, pm, uid int, vars ...string) string {
@@ -182,9 +213,12 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 	t.Run("receiver", func(t *testing.T) {
 		pm, local, remote, up := receiver(t)
 		out := runWALRecvAwk(t, pm, uid)
-		conns, read := parseWALReceiver(out)
+		conns, socks, read := parseWALReceiver(out)
 		if !read {
 			t.Fatalf("not read: %q", out)
+		}
+		if want := childSockets(t, pm); !reflect.DeepEqual(socks, want) || len(want) != 1 {
+			t.Fatalf("walRecvAwk = %q: sockets %v; want the receiver's one socket %v", out, socks, want)
 		}
 		if len(conns) != 1 || conns[0].Local != local || conns[0].Remote != remote {
 			t.Fatalf("walRecvAwk = %q: %v; want the one connection %v-%v", out, conns, local, remote)
@@ -193,8 +227,8 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 			ReceiverFor(conns, remote.Addr(), up, up) || ReceiverFor(conns, local.Addr(), int(local.Port()), up+1) {
 			t.Fatalf("ReceiverFor does not tell the receiver's own connection from others: %v", conns)
 		}
-		if out := runWALRecvAwk(t, pm, uid+1); strings.TrimSpace(out) != "ok" {
-			t.Fatalf("walRecvAwk = %q for a postmaster of another uid: its connection was made by another", out)
+		if out := runWALRecvAwk(t, pm, uid+1); !strings.HasPrefix(out, "ok #") || strings.Contains(out, "-") {
+			t.Fatalf("walRecvAwk = %q for a postmaster of another uid: its connection was made by another (its socket is listed)", out)
 		}
 	})
 
@@ -209,7 +243,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		}
 		defer other.Close()
 		accept2()
-		conns, _ := parseWALReceiver(runWALRecvAwk(t, pm, uid))
+		conns, _, _ := parseWALReceiver(runWALRecvAwk(t, pm, uid))
 		if !ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
 			t.Fatalf("%v: the receiver's connection to %d, with another from its local end to %d, is not told", conns, up, ln2.Addr().(*net.TCPAddr).Port)
 		}
@@ -227,7 +261,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		}
 		defer third.Close()
 		out := runWALRecvAwk(t, pm, uid)
-		conns, _ = parseWALReceiver(out)
+		conns, _, _ = parseWALReceiver(out)
 		if ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
 			t.Fatalf("walRecvAwk = %q: a local end two connections to port %d share is tied", out, up)
 		}
@@ -256,7 +290,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 			t.Fatalf("connect from the receiver's local end over IPv6: %v", err)
 		}
 		out := runWALRecvAwk(t, pm, uid)
-		if conns, _ := parseWALReceiver(out); ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
+		if conns, _, _ := parseWALReceiver(out); ReceiverFor(conns, local.Addr(), int(local.Port()), up) {
 			t.Fatalf("walRecvAwk = %q: a local end an IPv4-mapped socket shares towards port %d is tied", out, up)
 		}
 	})
@@ -312,7 +346,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 				out := runWALRecvAwk(t, pm, uid, "ct="+ct)
-				conns, _ := parseWALReceiver(out)
+				conns, _, _ := parseWALReceiver(out)
 				if got := ReceiverFor(conns, local.Addr(), x, up); got != tc.tied {
 					t.Errorf("%s, %s: walRecvAwk = %q: tied %v, want %v", local, tc.name, out, got, tc.tied)
 				}
@@ -328,7 +362,7 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := runWALRecvAwk(t, pm, uid, "ct="+ct)
-			if conns, _ := parseWALReceiver(out); len(conns) != 1 || !reflect.DeepEqual(conns[0].SharedPorts, []int{7432, 8080, 999, 65535}) {
+			if conns, _, _ := parseWALReceiver(out); len(conns) != 1 || !reflect.DeepEqual(conns[0].SharedPorts, []int{7432, 8080, 999, 65535}) {
 				t.Errorf("%s: walRecvAwk = %q: %+v; want the translated flows' ports 7432, 8080, 999, 65535", local, out, conns)
 			}
 		}
@@ -354,8 +388,11 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		}
 		pm := startPostmaster(t, title, "loop", prefix...)
 		childHolds(t, pm, title, 3)
-		if out := runWALRecvAwk(t, pm, uid); strings.TrimSpace(out) != "ok" {
-			t.Fatalf("walRecvAwk = %q for a receiver in another network namespace", out)
+		// Its sockets are listed (a unix socket's inode is the machine's),
+		// its connections not.
+		out := runWALRecvAwk(t, pm, uid)
+		if conns, socks, read := parseWALReceiver(out); !read || len(conns) != 0 || len(socks) != 3 {
+			t.Fatalf("walRecvAwk = %q for a receiver in another network namespace; want its 3 sockets and no connection", out)
 		}
 	})
 }

@@ -522,3 +522,62 @@ func colocated(t *testing.T, linked bool, prim func(int) Member, conn func(strin
 		})
 	}
 }
+
+// TestUnixSocketSenderTiedByPeer: a WAL sender over a unix socket (a
+// standby on the primary's own machine) fits any server there that is
+// reached at the primary's address. It is a claimant's only when the
+// other end of the sender's socket, as the primary's machine lists it, is
+// a socket the claimant's WAL receiver holds: a hostile server of the run
+// there does not get the sender of an honest standby outside the run.
+func TestUnixSocketSenderTiedByPeer(t *testing.T) {
+	prim := func(row facts.StandbyInfo) Member {
+		p := &facts.Topology{Role: "primary", SystemID: "42", Standbys: []facts.StandbyInfo{row}}
+		return Member{Host: "p", Topo: p, Machine: "m", Addrs: []string{"10.0.0.1"}, Reach: []string{"/run/postgresql:5432"}, Port: 5432}
+	}
+	row := func(read bool, note string, peers ...uint64) facts.StandbyInfo {
+		return facts.StandbyInfo{Name: "walreceiver", Addr: "local", Port: -1, PID: 77, State: "streaming", PeersRead: read, PeersNote: note, Peers: peers}
+	}
+	claimant := func(read bool, socks ...uint64) Member {
+		return Member{Host: "s", Topo: &facts.Topology{Role: "standby", SystemID: "42", Upstream: "/run/postgresql:5432", Receiver: "streaming"},
+			Machine: "m", Addrs: []string{"10.0.0.1"}, ReceiverRead: read, ReceiverSockets: socks, Port: 5433}
+	}
+	for _, tc := range []struct {
+		name     string
+		row      facts.StandbyInfo
+		claimant Member
+		why      string // "": verified
+	}{
+		{"its receiver holds the other end", row(true, "", 9001), claimant(true, 17, 9001), ""},
+		{"one of the sender's peers", row(true, "", 5, 9001), claimant(true, 9001), ""},
+		{"another socket: the honest standby's is outside the run", row(true, "", 9001), claimant(true, 9002), "no WAL receiver socket of its is the other end of that sender's unix socket (peer inode 9001)"},
+		{"its receiver holds no socket", row(true, "", 9001), claimant(true), "no WAL receiver socket of its"},
+		{"its receiver not read", row(true, "", 9001), claimant(false, 9001), "its WAL receiver connections could not be read"},
+		{"the sender not read", row(false, ""), claimant(true, 9001), "could not be read to tie it (read as the cluster owner"},
+		{"no ss on the primary's machine", row(true, "no ss there"), claimant(true, 9001), "no ss there"},
+		{"no peer listed", row(true, ""), claimant(true, 9001), "has no socket peer to tie it by"},
+		{"read without ports, as a switchover re-reads", facts.StandbyInfo{Name: "walreceiver", Addr: "local", State: "streaming"}, claimant(false), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := []Member{prim(tc.row), tc.claimant}
+			c := Group(ms).ClusterOf("p")
+			if tc.why == "" {
+				if len(c.Unverified) > 0 || len(c.Outside) > 0 {
+					t.Fatalf("not verified: %s (unverified %q)", c, c.Unverified)
+				}
+				if own := Own(ms[0], ms[1], -1); len(own) != 1 {
+					t.Fatalf("Own gives the claimant %v; want its sender", own)
+				}
+				return
+			}
+			if len(c.Unverified) != 1 || !strings.Contains(c.Unverified[0], tc.why) {
+				t.Fatalf("unverified %q; want one reason saying %q", c.Unverified, tc.why)
+			}
+			if len(c.Outside) == 0 {
+				t.Fatalf("the sender is not outside the run: %s", c)
+			}
+			if own := Own(ms[0], ms[1], -1); len(own) != 0 {
+				t.Fatalf("Own gives the claimant senders %v", own)
+			}
+		})
+	}
+}

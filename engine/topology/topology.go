@@ -50,6 +50,11 @@ type Member struct {
 	// that address and port as its own end (sameConn).
 	Receiver     []facts.Conn
 	ReceiverRead bool
+	// ReceiverSockets are the inodes of the sockets the host's WAL
+	// receiver holds, read with Receiver: a WAL sender over a unix
+	// socket is the member's only when one of them is the other end of
+	// the sender's socket (facts.PeerWhy).
+	ReceiverSockets []uint64
 	// Port is the port the host's server listens on (its
 	// postmaster.pid): a standby's WAL receiver connects to it.
 	Port int

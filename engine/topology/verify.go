@@ -184,12 +184,13 @@ func Own(up, m Member, matched int) []int {
 // fits m, is m's by its connection: the client's address and port are
 // the local end of the connection to up's port that m's WAL receiver
 // holds, as m's kernel lists it, and no other connection from that end
-// goes to such a port (facts.ReceiverFor). The address alone does not
-// tell apart two servers on one machine (an honest standby outside the
-// run and a hostile one in it). A row with no port asked (0: read
+// goes to such a port (facts.ReceiverFor). Over a unix socket
+// ("local"), the other end of the sender's socket must be one of the
+// sockets m's WAL receiver holds (facts.PeerWhy). The address alone does
+// not tell apart two servers on one machine (an honest standby outside
+// the run and a hostile one in it). A row with no port asked (0: read
 // without it, as a switchover re-reads the senders of a cluster the
-// layout verified) or over a unix socket ("local") has no connection to
-// tie.
+// layout verified) has no connection to tie.
 func sameConn(up, m Member, row facts.StandbyInfo) bool {
 	return notOwnConn(up, m, row) == ""
 }
@@ -197,11 +198,14 @@ func sameConn(up, m Member, row facts.StandbyInfo) bool {
 // notOwnConn is why row is not m's by its connection (sameConn), ""
 // when it is.
 func notOwnConn(up, m Member, row facts.StandbyInfo) string {
-	if row.Port == 0 || row.Addr == "local" {
+	if row.Port == 0 {
 		return ""
 	}
 	if !m.ReceiverRead {
 		return "its WAL receiver connections could not be read to tie one to it (they are read as root: set become)"
+	}
+	if row.Addr == "local" {
+		return facts.PeerWhy(row, m.ReceiverSockets)
 	}
 	if len(m.Receiver) == 0 {
 		return "its kernel shows no WAL receiver connection of its own to tie it to (one in a network namespace of its own, a container's, or through a proxy, cannot be tied; nor one whose local end another connection shares)"

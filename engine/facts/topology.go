@@ -32,6 +32,9 @@ type Topology struct {
 	Timeline int64  `json:"timeline,omitempty"`
 	// ClusterName is the cluster_name setting (Patroni sets its scope).
 	ClusterName string `json:"cluster_name,omitempty"`
+	// SocketDirs is the unix_socket_directories setting as the server
+	// reports it: where a standby on its machine connects (walsend.go).
+	SocketDirs string `json:"-"`
 	// Upstream is where a standby streams from: "host:port" from
 	// pg_stat_wal_receiver, else from primary_conninfo (only host and
 	// port are ever read out of it: it may hold a password).
@@ -221,6 +224,7 @@ var topologySQL = `SELECT 'role=' || CASE WHEN pg_is_in_recovery() THEN 'standby
 UNION ALL SELECT 'sysid=' || system_identifier FROM pg_control_system()
 UNION ALL SELECT 'timeline=' || timeline_id FROM pg_control_checkpoint()
 UNION ALL SELECT 'cluster_name=' || current_setting('cluster_name')
+UNION ALL SELECT 'socket_dirs=' || current_setting('unix_socket_directories')
 UNION ALL SELECT 'conninfo=' || current_setting('primary_conninfo')
 UNION ALL SELECT 'receiver=' || status || ' ' || coalesce(sender_host, '') || ' ' || coalesce(sender_port::text, '') FROM pg_stat_wal_receiver
 UNION ALL SELECT 'replay_lag=' || greatest(coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, 0), 0) WHERE pg_is_in_recovery()
@@ -516,6 +520,7 @@ func parseTopology(out []byte, dataDir string) (*Topology, *Patroni, error) {
 		topo.Timeline = tl
 	}
 	topo.ClusterName = kv["cluster_name"]
+	topo.SocketDirs = kv["socket_dirs"]
 	if topo.Role == "standby" && ValidSlotName(kv["slot_name"]) {
 		topo.SlotName = kv["slot_name"]
 	}

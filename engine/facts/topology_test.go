@@ -249,6 +249,9 @@ func TestTopologyStreaming(t *testing.T) {
 			t.Errorf("standby%d: the password of primary_conninfo reached the facts: %s", i+1, b)
 		}
 	}
+	if primary.SocketDirs != set.Primary.SocketDir {
+		t.Errorf("primary's unix_socket_directories %q, want %q", primary.SocketDirs, set.Primary.SocketDir)
+	}
 	// Both stream over the primary's unix socket, from one machine: each
 	// sender is tied to its standby by the other end of its socket, which
 	// that standby's WAL receiver holds and the other's does not.

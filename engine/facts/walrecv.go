@@ -65,10 +65,17 @@ type Conn struct {
 // translated (the port it goes to; at most 16 of each, then ~*), and ~*
 // when its own was translated (-v ct=FILE names another conntrack table,
 // for tests). Before the connections, a #INODE for each socket the
-// receivers hold (at most 8): a unix socket's ties it to a WAL sender
-// over a unix socket (walsend.go). Nothing when they cannot be read (not
-// root nor the owner, no /proc/PID/task/PID/children). It keeps
-// MaxReceiverConns (8) connections.
+// receivers hold that is in no TCP or UDP table here and that no other
+// process holds (at most 8): a unix socket's ties it to a WAL sender over
+// a unix socket (walsend.go). The kernel numbers sockets with a 32-bit
+// counter that wraps, so an owner who makes sockets until one gets the
+// number of the honest receiver's (which any user can read) holds a
+// socket of that number too; every process's descriptors are looked
+// through (only when there is such a socket: a receiver over TCP holds
+// none) and a number another process holds ties nothing. Nothing when
+// they cannot be read (not root nor the owner, no
+// /proc/PID/task/PID/children). It keeps MaxReceiverConns (8)
+// connections.
 const walRecvAwk = `
 function canon(h,   out, i, w) {
   if (h !~ /^[0-9A-F]+$/ || (length(h) != 8 && length(h) != 32)) return ""
@@ -112,7 +119,7 @@ BEGIN {
     if (k !~ /^[1-9][0-9]*$/) continue
     c = "/proc/" k "/cmdline"; t = ""
     getline t < c; close(c)
-    if (index(t, "walreceiver") || index(t, "wal receiver")) args = args " /proc/" k "/fd"
+    if (index(t, "walreceiver") || index(t, "wal receiver")) { args = args " /proc/" k "/fd"; rk[k] = 1 }
   }
   if (args == "") { print "ok"; exit }
   cmd = "exec find" args " -maxdepth 1 \\( -type d -readable -printf \"r\\n\" \\) -o \\( -lname \"socket:\\[*\" -printf \"s %l\\n\" \\) 2>/dev/null"
@@ -124,10 +131,12 @@ BEGIN {
   close(cmd)
   if (!rd) exit
   own = sprintf("%04X", port)
-  for (j = 1; j <= 2; j++) {
-    f = "/proc/self/net/" (j == 1 ? "tcp" : "tcp6")
+  for (j = 1; j <= 4; j++) {
+    f = "/proc/self/net/" (j == 1 ? "tcp" : j == 2 ? "tcp6" : j == 3 ? "udp" : "udp6")
     while ((getline l < f) > 0) {
-      if (split(l, x, " ") < 10 || x[4] != "01") continue
+      if (split(l, x, " ") < 10) continue
+      if (x[10] in ino) inet[x[10]] = 1
+      if (j > 2 || x[4] != "01") continue
       lo = end(x[2]); ro = end(x[3])
       if (lo == "" || ro == "") continue
       key = lo
@@ -162,8 +171,19 @@ BEGIN {
     } while ((getline l < ct) > 0)
     close(ct)
   }
+  pat = ""
+  for (sk in ino) if (!(sk in inet)) pat = pat (pat == "" ? "" : " -o") " -lname \"socket:\\[" sk "\\]\""
+  if (pat != "") {
+    cmd = "exec find /proc/[0-9]*/fd -maxdepth 1 \\(" pat " \\) -printf \"%h %l\\n\" 2>/dev/null"
+    while ((cmd | getline l) > 0) {
+      if (split(l, x, " ") != 2 || x[2] !~ /^socket:\[[0-9]+\]$/) continue
+      k = substr(x[1], 7, length(x[1]) - 9)
+      if (!(k in rk)) other[substr(x[2], 9, length(x[2]) - 9)] = 1
+    }
+    close(cmd)
+  }
   out = "ok"; n = 0
-  for (sk in ino) if (n++ < 8) out = out " #" sk
+  for (sk in ino) if (pat != "" && !(sk in inet) && !(sk in other) && n++ < 8) out = out " #" sk
   n = 0
   for (key in held) {
     if (n++ >= 8) break

@@ -14,7 +14,8 @@ import (
 // walRecvChildEnv makes this test binary a WAL receiver stand-in
 // (startPostmaster's child, titled like one): "dial ADDR" connects to
 // ADDR from a port of its own with SO_REUSEADDR set, so that the test
-// may bind another connection to the same local end; "accept PATH"
+// may bind another connection to the same local end; "unix PATH"
+// connects to the unix socket PATH; "accept PATH"
 // listens on the unix socket PATH and holds the first client it accepts
 // (a WAL sender stand-in); "loop" brings up
 // the loopback device of the network namespace it was started in and
@@ -41,6 +42,12 @@ func walRecvChild() {
 		c, err := reuseDialer(from).Dial("tcp", spec[5:])
 		if err != nil {
 			os.Exit(2)
+		}
+		hold = append(hold, c)
+	case len(spec) > 5 && spec[:5] == "unix ":
+		c, err := net.Dial("unix", spec[5:])
+		if err != nil {
+			os.Exit(10)
 		}
 		hold = append(hold, c)
 	case len(spec) > 7 && spec[:7] == "accept ":

@@ -3,7 +3,6 @@ package facts
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,25 +25,27 @@ import (
 // ss prints a socket's path as it is, newlines included, and any user
 // can bind a socket at a path of their choice: a line of its output can
 // be forged. So ss is asked only for the sockets named as the server's
-// own socket file (an accepted connection bears its listener's name;
+// own socket files (an accepted connection bears its listener's name;
 // ss's src filter, which matches case-insensitively but no wildcard
-// here): the path from postmaster.pid, given only when it holds nothing
-// but letters, digits and / . _ - (no space, which ss's filter cannot
-// take, no glob character). A name that must equal it holds no newline,
-// so no line can be forged; a sender's socket still counts only when
-// exactly one line ends with its inode, the peer's name and the peer's
-// inode.
+// here): one in each of unix_socket_directories (postmaster.pid's when
+// the server did not say), each given only when it holds nothing but
+// letters, digits and / . _ - after its leading / or @ (an abstract
+// name): no space, which ss's filter cannot take, no glob character. A
+// name that must equal one holds no newline, so no line can be forged;
+// a sender's socket still counts only when exactly one line ends with
+// its inode, the peer's name and the peer's inode.
 
 // MaxSenderPeers bounds the socket peers kept for one WAL sender (it
 // holds one socket).
 const MaxSenderPeers = 4
 
-// senderPeersAwk prints "ok" (" noss": ss could not be run; " path": the
+// senderPeersAwk prints "ok" (" noss": ss could not be run; " path": a
 // socket path cannot be given to ss), then "PID PEER..." for each of
-// pids (awk -v pm=POSTMASTER -v sock=PATH -v pids="PID ..."), a WAL
-// sender of pm: a child of pm titled walsender, pm being in the pid
-// namespace of this /proc (its NSpid one number: the pids the server
-// reports are then this /proc's). Nothing when pm is not that.
+// pids (awk -v pm=POSTMASTER -v sock="PATH..." -v pids="PID ..."), a WAL
+// sender of pm: a child of pm titled walsender (PostgreSQL 10: wal
+// sender), pm being in the pid namespace of this /proc (its NSpid one
+// number: the pids the server reports are then this /proc's). Nothing
+// when pm is not that.
 const senderPeersAwk = `
 function num(s) { return s ~ /^[1-9][0-9]*$/ && length(s) <= 10 }
 BEGIN {
@@ -63,7 +64,7 @@ BEGIN {
     if (!j || split(substr(l, j + 2), a, " ") < 2 || a[2] != pm) continue
     f = "/proc/" k "/cmdline"; t = ""
     getline t < f; close(f)
-    if (!index(t, "walsender")) continue
+    if (!index(t, "walsender") && !index(t, "wal sender")) continue
     want[k] = 1; args = args " /proc/" k "/fd"
   }
   out = "ok"
@@ -76,9 +77,15 @@ BEGIN {
     }
     close(cmd)
   }
-  if (m && sock !~ /^\/[A-Za-z0-9\/._-]+$/) { out = out " path"; m = 0 }
-  if (m) {
-    cmd = "if command -v ss >/dev/null 2>&1; then exec ss -xH src " sock " 2>/dev/null; else echo pgtune:noss; fi"
+  flt = ""
+  n = split(sock, sp, " ")
+  for (i = 1; i <= n; i++) {
+    if (sp[i] !~ /^[\/@][A-Za-z0-9\/._-]+$/) { bad = 1; continue }
+    flt = flt (flt == "" ? "" : " or") " src " sp[i]
+  }
+  if (m && bad) out = out " path"
+  if (m && flt != "") {
+    cmd = "if command -v ss >/dev/null 2>&1; then exec ss -x \\(" flt " \\) 2>/dev/null; else echo pgtune:noss; fi"
     while ((cmd | getline l) > 0) {
       if (l == "pgtune:noss") { out = out " noss"; continue }
       nf = split(l, a, " ")
@@ -97,8 +104,9 @@ BEGIN {
 `
 
 // senderPeersScript runs senderPeersAwk: $1 the postmaster's PID, $2
-// its socket file, the sender PIDs after them.
-const senderPeersScript = `export LC_ALL=C
+// its socket files, the sender PIDs after them. ss is in /usr/sbin where
+// /usr is not merged, off a user's PATH.
+const senderPeersScript = `export LC_ALL=C PATH="$PATH:/usr/sbin:/sbin"
 pm=$1 sock=$2
 shift 2
 exec awk -v pm="$pm" -v sock="$sock" -v pids="$*" '` + senderPeersAwk + `' </dev/null`
@@ -114,11 +122,11 @@ func readSenderPeers(ctx context.Context, t transport.Transport, become bool, pg
 			pids = append(pids, strconv.Itoa(r.PID))
 		}
 	}
-	if len(pids) == 0 || pg.PID <= 0 || pg.SocketDir == "" || pg.Port <= 0 {
+	socks := socketFiles(topo.SocketDirs, pg.SocketDir, pg.Port)
+	if len(pids) == 0 || pg.PID <= 0 || len(socks) == 0 {
 		return
 	}
-	sock := path.Join(pg.SocketDir, ".s.PGSQL."+strconv.Itoa(pg.Port))
-	args := OwnerRunArgs(pg.Owner, senderPeersScript, append([]string{strconv.Itoa(pg.PID), sock}, pids...)...)
+	args := OwnerRunArgs(pg.Owner, senderPeersScript, append([]string{strconv.Itoa(pg.PID), strings.Join(socks, " ")}, pids...)...)
 	res, err := t.Run(ctx, transport.Command{Args: args, Become: become})
 	if err != nil {
 		return
@@ -131,16 +139,52 @@ func readSenderPeers(ctx context.Context, t transport.Transport, become bool, pg
 	case "noss":
 		note = "its upstream's machine has no ss (iproute2) to list the other end of that WAL sender's unix socket: install it there to tie the sender"
 	case "path":
-		note = fmt.Sprintf("its upstream's socket file %q is a path ss cannot be asked for (a space or a glob character in it), so the other end of that WAL sender's unix socket is not read", sock)
+		note = fmt.Sprintf("its upstream's socket files %q hold a path ss cannot be asked for (a space or a character other than letters, digits and / . _ -): a standby connecting through it is not tied", strings.Join(socks, " "))
 	}
 	for i, r := range topo.Standbys {
 		if r.Addr != "local" || r.PID <= 0 {
 			continue
 		}
+		p, ok := peers[r.PID]
 		topo.Standbys[i].PeersRead = true
-		topo.Standbys[i].Peers = peers[r.PID]
+		topo.Standbys[i].Peers = p
 		topo.Standbys[i].PeersNote = note
+		if !ok {
+			topo.Standbys[i].PeersNote = fmt.Sprintf("its upstream's WAL sender %d was, when read, no child of its postmaster titled walsender (it ended since, or the server runs in a PID namespace of its own)", r.PID)
+		}
 	}
+}
+
+// socketFiles are the server's socket files: one in each of dirs (its
+// unix_socket_directories, comma-separated, each maybe double-quoted),
+// else in pidDir (postmaster.pid's), for its port. A path with a space
+// is passed on as one ss cannot take (senderPeersAwk says so).
+func socketFiles(dirs, pidDir string, port int) []string {
+	if port <= 0 {
+		return nil
+	}
+	var list []string
+	for _, d := range strings.Split(dirs, ",") {
+		d = strings.TrimSpace(d)
+		if len(d) >= 2 && d[0] == '"' && d[len(d)-1] == '"' {
+			d = d[1 : len(d)-1]
+		}
+		if d != "" {
+			list = append(list, d)
+		}
+	}
+	if len(list) == 0 && pidDir != "" {
+		list = []string{pidDir}
+	}
+	var out []string
+	for _, d := range list {
+		f := strings.TrimRight(d, "/") + "/.s.PGSQL." + strconv.Itoa(port)
+		if strings.ContainsAny(f, " \t\n") {
+			f = "-" // not asked, said
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // parseSenderPeers reads senderPeersAwk's answer: the peers by sender
@@ -188,18 +232,19 @@ const maxPID = 1 << 22
 // PeerWhy is why a WAL sender over a unix socket is not the one whose
 // peer the WAL receiver sockets socks hold, "" when it is.
 func PeerWhy(row StandbyInfo, socks []uint64) string {
-	switch {
-	case !row.PeersRead:
+	if !row.PeersRead {
 		return "its upstream's WAL sender over the unix socket could not be read to tie it (read as the cluster owner on the upstream's machine)"
-	case row.PeersNote != "":
-		return row.PeersNote
-	case len(row.Peers) == 0:
-		return "its upstream's WAL sender over the unix socket has no socket peer to tie it by (its server in a namespace of its own, or connected through another of its socket directories than the first)"
 	}
 	for _, p := range row.Peers {
 		if slices.Contains(socks, p) {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no WAL receiver socket of its is the other end of that sender's unix socket (peer inode %d)", row.Peers[0])
+	switch {
+	case len(row.Peers) > 0:
+		return fmt.Sprintf("no WAL receiver socket of its is the other end of that sender's unix socket (peer inode %d), or another process holds a socket of that number too", row.Peers[0])
+	case row.PeersNote != "":
+		return row.PeersNote
+	}
+	return "its upstream's WAL sender over the unix socket has no socket peer to tie it by (its server in a network namespace of its own)"
 }

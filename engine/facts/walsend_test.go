@@ -42,6 +42,25 @@ func TestParseSenderPeers(t *testing.T) {
 	}
 }
 
+func TestSocketFiles(t *testing.T) {
+	for _, tc := range []struct {
+		dirs, pidDir string
+		port         int
+		want         []string
+	}{
+		{"/var/run/postgresql", "/var/run/postgresql", 5432, []string{"/var/run/postgresql/.s.PGSQL.5432"}},
+		{"", "/tmp", 5433, []string{"/tmp/.s.PGSQL.5433"}},
+		{"/run/postgresql, /tmp/", "/run/postgresql", 5432, []string{"/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"}},
+		{`"/tmp/a b", @abs`, "/tmp/a b", 5432, []string{"-", "@abs/.s.PGSQL.5432"}},
+		{" , ", "", 5432, nil},
+		{"/tmp", "/tmp", 0, nil},
+	} {
+		if got := socketFiles(tc.dirs, tc.pidDir, tc.port); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("socketFiles(%q, %q, %d) = %q, want %q", tc.dirs, tc.pidDir, tc.port, got, tc.want)
+		}
+	}
+}
+
 // TestSenderPeersAwkReadsTheKernel: senderPeersAwk, run for a stand-in
 // postmaster whose child (titled as a WAL sender) holds the accepted end
 // of a unix socket connection, gives the other end's inode, the test's
@@ -117,6 +136,12 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 			t.Fatalf("senderPeersAwk = %q for processes that are no child of %d", out, other)
 		}
 	})
+	t.Run("PostgreSQL 10's title", func(t *testing.T) {
+		pm, pid, peer, sock := sender(t, "postgres: wal sender process postgres [local] streaming 0/3000148")
+		if got, _, _ := parseSenderPeers(run(t, pm, sock, pid)); !reflect.DeepEqual(got, map[int][]uint64{pid: {peer}}) {
+			t.Fatalf("senderPeersAwk: %v; want sender %d's peer %d", got, pid, peer)
+		}
+	})
 	t.Run("no WAL sender", func(t *testing.T) {
 		pm, pid, _, sock := sender(t, "postgres: 15/main: checkpointer")
 		if out := run(t, pm, sock, pid); strings.TrimSpace(out) != "ok" {
@@ -160,6 +185,29 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 		got, _, read := parseSenderPeers(out)
 		if !read || !reflect.DeepEqual(got, map[int][]uint64{pid: {peer}}) {
 			t.Fatalf("senderPeersAwk = %q; want sender %d's one peer %d, whatever other sockets are named", out, pid, peer)
+		}
+	})
+	t.Run("the server's other socket directory", func(t *testing.T) {
+		pm, pid, peer, sock := sender(t, title)
+		got, note, _ := parseSenderPeers(run(t, pm, "/nonexistent/.s.PGSQL.5432 "+sock, pid))
+		if note != "" || !reflect.DeepEqual(got, map[int][]uint64{pid: {peer}}) {
+			t.Fatalf("senderPeersAwk: %v, %q; want sender %d's peer %d through its second socket file", got, note, pid, peer)
+		}
+	})
+	t.Run("abstract socket", func(t *testing.T) {
+		sock := fmt.Sprintf("@pgtune-test-%d/.s.PGSQL.5432", os.Getpid())
+		pm := startPostmaster(t, title, "accept "+sock)
+		childHolds(t, pm, title, 1)
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		childHolds(t, pm, title, 2)
+		pid := childOf(t, pm)
+		got, note, _ := parseSenderPeers(run(t, pm, sock, pid))
+		if note != "" || len(got[pid]) != 1 {
+			t.Fatalf("senderPeersAwk: %v, %q; want sender %d's one peer on an abstract socket", got, note, pid)
 		}
 	})
 	t.Run("socket path ss cannot be asked for", func(t *testing.T) {

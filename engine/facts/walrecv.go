@@ -72,7 +72,11 @@ type Conn struct {
 // number of the honest receiver's (which any user can read) holds a
 // socket of that number too; every process's descriptors are looked
 // through (only when there is such a socket: a receiver over TCP holds
-// none) and a number another process holds ties nothing. Nothing when
+// none; none at all when there are more than 8, which no receiver holds)
+// and a number another process holds ties nothing; a look that did not
+// end (the find could not run: its end marker and status are missing or
+// not 0 or 1, processes ending mid-look being 1) ties nothing either
+// (-v scan=COMMAND replaces the find, for tests). Nothing when
 // they cannot be read (not root nor the owner, no
 // /proc/PID/task/PID/children). It keeps MaxReceiverConns (8)
 // connections.
@@ -171,19 +175,22 @@ BEGIN {
     } while ((getline l < ct) > 0)
     close(ct)
   }
-  pat = ""
-  for (sk in ino) if (!(sk in inet)) pat = pat (pat == "" ? "" : " -o") " -lname \"socket:\\[" sk "\\]\""
-  if (pat != "") {
-    cmd = "exec find /proc/[0-9]*/fd -maxdepth 1 \\(" pat " \\) -printf \"%h %l\\n\" 2>/dev/null"
+  nc = 0
+  for (sk in ino) if (!(sk in inet)) nc++
+  scanned = 0
+  if (nc > 0 && nc <= 8) {
+    if (scan == "") scan = "find /proc/[0-9]*/fd -maxdepth 1 -lname \"socket:\\[*\" -printf \"%h %l\\n\" 2>/dev/null"
+    cmd = scan "; echo \"pgtune:end $?\""
     while ((cmd | getline l) > 0) {
+      if (l == "pgtune:end 0" || l == "pgtune:end 1") { scanned = 1; continue }
       if (split(l, x, " ") != 2 || x[2] !~ /^socket:\[[0-9]+\]$/) continue
-      k = substr(x[1], 7, length(x[1]) - 9)
-      if (!(k in rk)) other[substr(x[2], 9, length(x[2]) - 9)] = 1
+      k = substr(x[1], 7, length(x[1]) - 9); sk = substr(x[2], 9, length(x[2]) - 9)
+      if ((sk in ino) && !(k in rk)) other[sk] = 1
     }
     close(cmd)
   }
   out = "ok"; n = 0
-  for (sk in ino) if (pat != "" && !(sk in inet) && !(sk in other) && n++ < 8) out = out " #" sk
+  for (sk in ino) if (scanned && !(sk in inet) && !(sk in other) && n++ < 8) out = out " #" sk
   n = 0
   for (key in held) {
     if (n++ >= 8) break

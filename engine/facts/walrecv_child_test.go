@@ -15,7 +15,7 @@ import (
 // (startPostmaster's child, titled like one): "dial ADDR" connects to
 // ADDR from a port of its own with SO_REUSEADDR set, so that the test
 // may bind another connection to the same local end; "unix PATH"
-// connects to the unix socket PATH; "accept PATH"
+// connects to the unix socket PATH ("many PATH": 9 times); "accept PATH"
 // listens on the unix socket PATH and holds the first client it accepts
 // (a WAL sender stand-in); "loop" brings up
 // the loopback device of the network namespace it was started in and
@@ -44,12 +44,18 @@ func walRecvChild() {
 			os.Exit(2)
 		}
 		hold = append(hold, c)
-	case len(spec) > 5 && spec[:5] == "unix ":
-		c, err := net.Dial("unix", spec[5:])
-		if err != nil {
-			os.Exit(10)
+	case len(spec) > 5 && spec[:5] == "unix ", len(spec) > 5 && spec[:5] == "many ":
+		n := 1
+		if spec[:5] == "many " {
+			n = 9
 		}
-		hold = append(hold, c)
+		for range n {
+			c, err := net.Dial("unix", spec[5:])
+			if err != nil {
+				os.Exit(10)
+			}
+			hold = append(hold, c)
+		}
 	case len(spec) > 7 && spec[:7] == "accept ":
 		// A WAL sender stand-in: one client of the unix socket it
 		// listens on, accepted and held.

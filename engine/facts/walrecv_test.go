@@ -416,6 +416,12 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		if conns, socks, read := parseWALReceiver(out); !read || len(conns) != 0 || !reflect.DeepEqual(socks, want) || len(want) != 1 {
 			t.Fatalf("walRecvAwk = %q; want the receiver's one socket %v", out, want)
 		}
+		// A look through the descriptors that did not end ties nothing.
+		for _, scan := range []string{"no-such-command", "exit 3", "kill -9 $$"} {
+			if out := runWALRecvAwk(t, pm, uid, "scan="+scan); strings.TrimSpace(out) != "ok" {
+				t.Fatalf("walRecvAwk = %q when the look through every process's descriptors was %q", out, scan)
+			}
+		}
 		kid := childOf(t, pm)
 		pfd, err := unix.PidfdOpen(kid, 0)
 		if err != nil {
@@ -438,6 +444,29 @@ func TestWALRecvAwkReadsTheKernel(t *testing.T) {
 		defer unix.Close(got)
 		if out := runWALRecvAwk(t, pm, uid); strings.TrimSpace(out) != "ok" {
 			t.Fatalf("walRecvAwk = %q; want no socket that another process holds too", out)
+		}
+	})
+
+	t.Run("more unix sockets than a receiver holds", func(t *testing.T) {
+		sock := filepath.Join(t.TempDir(), ".s.PGSQL.5432")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		pm := startPostmaster(t, title, "many "+sock)
+		childHolds(t, pm, title, 9)
+		if out := runWALRecvAwk(t, pm, uid); strings.TrimSpace(out) != "ok" {
+			t.Fatalf("walRecvAwk = %q; want no socket of a receiver holding 9", out)
 		}
 	})
 

@@ -116,9 +116,11 @@ exec awk -v pm="$pm" -v sock="$sock" -v pids="$*" '` + senderPeersAwk + `' </dev
 // spends no round trip when there is none. A failed read leaves them
 // unread: such a sender then ties to no claimant (topology).
 func readSenderPeers(ctx context.Context, t transport.Transport, become bool, pg *Postgres, topo *Topology) {
+	var local []int // the senders over a unix socket, by index
 	var pids []string
-	for _, r := range topo.Standbys {
+	for i, r := range topo.Standbys {
 		if r.Addr == "local" && r.PID > 0 {
+			local = append(local, i)
 			pids = append(pids, strconv.Itoa(r.PID))
 		}
 	}
@@ -141,10 +143,8 @@ func readSenderPeers(ctx context.Context, t transport.Transport, become bool, pg
 	case "path":
 		note = fmt.Sprintf("its upstream's socket files %q hold a path ss cannot be asked for (a space or a character other than letters, digits and / . _ -): a standby connecting through it is not tied", strings.Join(socks, " "))
 	}
-	for i, r := range topo.Standbys {
-		if r.Addr != "local" || r.PID <= 0 {
-			continue
-		}
+	for _, i := range local {
+		r := topo.Standbys[i]
 		p, ok := peers[r.PID]
 		topo.Standbys[i].PeersRead = true
 		topo.Standbys[i].Peers = p

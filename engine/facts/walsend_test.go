@@ -75,8 +75,7 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 	const title = "postgres: 15/main: walsender postgres [local] streaming 0/3000148"
 	// sender starts the stand-in and connects to it: the postmaster's
 	// PID, the sender's, and the inode of the test's end.
-	sender := func(t *testing.T, title string) (pm, pid int, peer uint64, sock string) {
-		sock = filepath.Join(t.TempDir(), ".s.PGSQL.5432")
+	senderAt := func(t *testing.T, title, sock string) (pm, pid int, peer uint64) {
 		pm = startPostmaster(t, title, "accept "+sock)
 		childHolds(t, pm, title, 1)
 		c, err := net.Dial("unix", sock)
@@ -94,16 +93,12 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kids := strings.Fields(string(b))
-		if len(kids) != 1 {
-			t.Fatalf("stand-in postmaster's children: %q", kids)
-		}
-		pid, _ = strconv.Atoi(kids[0])
-		return pm, pid, st.Ino, sock
+		return pm, childOf(t, pm), st.Ino
+	}
+	sender := func(t *testing.T, title string) (pm, pid int, peer uint64, sock string) {
+		sock = filepath.Join(t.TempDir(), ".s.PGSQL.5432")
+		pm, pid, peer = senderAt(t, title, sock)
+		return pm, pid, peer, sock
 	}
 	run := func(t *testing.T, pm int, sock string, pids ...int) string {
 		t.Helper()
@@ -196,18 +191,10 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 	})
 	t.Run("abstract socket", func(t *testing.T) {
 		sock := fmt.Sprintf("@pgtune-test-%d/.s.PGSQL.5432", os.Getpid())
-		pm := startPostmaster(t, title, "accept "+sock)
-		childHolds(t, pm, title, 1)
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		childHolds(t, pm, title, 2)
-		pid := childOf(t, pm)
+		pm, pid, peer := senderAt(t, title, sock)
 		got, note, _ := parseSenderPeers(run(t, pm, sock, pid))
-		if note != "" || len(got[pid]) != 1 {
-			t.Fatalf("senderPeersAwk: %v, %q; want sender %d's one peer on an abstract socket", got, note, pid)
+		if note != "" || !reflect.DeepEqual(got, map[int][]uint64{pid: {peer}}) {
+			t.Fatalf("senderPeersAwk: %v, %q; want sender %d's peer %d on an abstract socket", got, note, pid, peer)
 		}
 	})
 	t.Run("socket path ss cannot be asked for", func(t *testing.T) {

@@ -555,7 +555,7 @@ func TestUnixSocketSenderTiedByPeer(t *testing.T) {
 		{"the sender not read", row(false, ""), claimant(true, 9001), "could not be read to tie it (read as the cluster owner"},
 		{"no ss on the primary's machine", row(true, "no ss there"), claimant(true, 9001), "no ss there"},
 		{"no peer listed", row(true, ""), claimant(true, 9001), "has no socket peer to tie it by"},
-		{"read without ports, as a switchover re-reads", facts.StandbyInfo{Name: "walreceiver", Addr: "local", State: "streaming"}, claimant(false), ""},
+		{"a row built without a port ties by address (no read gives one)", facts.StandbyInfo{Name: "walreceiver", Addr: "local", State: "streaming"}, claimant(false), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := []Member{prim(tc.row), tc.claimant}

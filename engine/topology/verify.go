@@ -188,9 +188,10 @@ func Own(up, m Member, matched int) []int {
 // ("local"), the other end of the sender's socket must be one of the
 // sockets m's WAL receiver holds (facts.PeerWhy). The address alone does
 // not tell apart two servers on one machine (an honest standby outside
-// the run and a hostile one in it). A row with no port asked (0: read
-// without it, as a switchover re-reads the senders of a cluster the
-// layout verified) has no connection to tie.
+// the run and a hostile one in it). A row with Port 0 ties by address
+// alone: no read of a host gives one (the topology query and the
+// switchover's re-read read a client port 0 as -1, never a tie); tests
+// of the address rules build such rows.
 func sameConn(up, m Member, row facts.StandbyInfo) bool {
 	return notOwnConn(up, m, row) == ""
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,14 +21,31 @@ import (
 // one of them (topology.Match, by the addresses the controller resolved),
 // its lag is the one the old primary shows, and its catch-up is read off
 // the old primary's pg_stat_replication before the primary is stopped.
+//
+// A sender is tied to a standby by its connection, as the run's layout
+// ties it (topology.sameConn): the members are read when the switchover
+// starts (ClusterPeers gathers each one's facts then, its WAL receiver's
+// connections included, after the standbys' restarts), and the old
+// primary's senders with them (readSwitchover), each with its client
+// port and, over a unix socket, its socket's other end. By address
+// alone, a standby of the run could name itself as another standby on
+// its machine and be handed that one's sender: its lag, its catch-up,
+// and with them the promotion. The catch-up is then polled by the tied
+// senders' process IDs (a WAL sender serves one connection for its
+// life): a standby that reconnects meanwhile is no longer tied.
 
-// topoMember is m as topology.Match sees it, with topo as its topology.
+// topoMember is m as topology.Match sees it, with topo as its topology:
+// its WAL receiver's connections and its server's port as its facts,
+// gathered with the switchover, read them.
 func topoMember(m *swMember, topo *facts.Topology) topology.Member {
-	machine := ""
+	tm := topology.Member{Host: m.name(), Topo: topo, Addrs: m.t.Addrs()}
 	if m.t.Facts != nil {
-		machine = m.t.Facts.Hostname
+		tm.Machine = m.t.Facts.Hostname
 	}
-	return topology.Member{Host: m.name(), Topo: topo, Machine: machine, Addrs: m.t.Addrs()}
+	if pg := m.pg; pg != nil {
+		tm.Receiver, tm.ReceiverRead, tm.ReceiverSockets, tm.Port = pg.WALReceiver, pg.WALReceiverRead, pg.WALReceiverSockets, pg.Port
+	}
+	return tm
 }
 
 // streamingDirect are the direct standbys that say they stream: each must
@@ -48,7 +64,7 @@ func (sw *switchover) streamingDirect() []*swMember {
 // primary's WAL senders to standbys): each one's sender, and why a
 // standby has none.
 func (sw *switchover) matchSenders(senders []facts.StandbyInfo) (map[*swMember]facts.StandbyInfo, map[*swMember]int, []string) {
-	up := topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: byAddress(senders)})
+	up := topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: senders})
 	var claimants []topology.Member
 	byName := map[string]*swMember{}
 	for _, m := range sw.streamingDirect() {
@@ -86,20 +102,36 @@ func (sw *switchover) ownSenders(senders []facts.StandbyInfo, m *swMember) []int
 	if !ok {
 		return nil
 	}
-	return topology.Own(topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: byAddress(senders)}), topoMember(m, m.t.Facts.Topology), i)
+	return topology.Own(topoMember(sw.old, &facts.Topology{Role: "primary", Standbys: senders}), topoMember(m, m.t.Facts.Topology), i)
 }
 
-// byAddress is senders without their client ports: a switchover ties a
-// standby to the old primary's sender by address. Its senders are read
-// again as it goes, but the standbys' WAL receiver connections are as old
-// as their facts, and a standby this run restarted streams over a new
-// one. The tie by connection (topology.sameConn) was made with the run's
-// layout, from facts of one moment: a cluster it left unverified gets no
-// switchover.
-func byAddress(senders []facts.StandbyInfo) []facts.StandbyInfo {
-	out := slices.Clone(senders)
-	for i := range out {
-		out[i].Port = 0
+// senderKey is a WAL sender's process and client end: the same in two
+// reads only for the same connection (but for a process ID reused in
+// between, with the same client end).
+type senderKey struct {
+	pid  int
+	addr string
+	port int
+}
+
+func keyOf(r facts.StandbyInfo) senderKey { return senderKey{r.PID, r.Addr, r.Port} }
+
+// stillOwn are the indexes of rows, a later read of the old primary's
+// senders, that are the senders tied to m in the switchover's own read
+// (ownSenders of oldSenders): the same process with the same client end.
+func (sw *switchover) stillOwn(rows []facts.StandbyInfo, m *swMember) []int {
+	senders := sw.oldSenders()
+	tied := map[senderKey]bool{}
+	for _, i := range sw.ownSenders(senders, m) {
+		if senders[i].PID > 0 {
+			tied[keyOf(senders[i])] = true
+		}
+	}
+	var out []int
+	for i, r := range rows {
+		if tied[keyOf(r)] {
+			out = append(out, i)
+		}
 	}
 	return out
 }
@@ -120,9 +152,11 @@ func (sw *switchover) primaryLag(senders []facts.StandbyInfo, m *swMember) (int6
 
 // sendersSQL lists the server's WAL senders to standbys (as
 // facts.classifyWALSender tells them from WAL archivers, base backups and
-// logical decoding clients), each with whether its standby has replayed
-// past $LSN: "client_addr caught hex(application_name)".
-const sendersSQL = `SELECT 'sender=' || coalesce(host(r.client_addr), 'local') || ' ' || coalesce(r.replay_lsn >= '%s'::pg_lsn, false)
+// logical decoding clients), each with its client end and process, and
+// whether its standby has replayed past $LSN: "client_addr client_port
+// pid caught hex(application_name)".
+const sendersSQL = `SELECT 'sender=' || coalesce(host(r.client_addr), 'local') || ' ' || coalesce(r.client_port, -1) || ' ' || r.pid
+  || ' ' || coalesce(r.replay_lsn >= '%s'::pg_lsn, false)
   || ' ' || encode(convert_to(r.application_name, 'UTF8'), 'hex')
   FROM pg_stat_replication r
   WHERE coalesce(r.state, '') <> 'backup' AND NOT (r.write_lsn IS NOT NULL AND r.replay_lsn IS NULL)
@@ -137,19 +171,39 @@ func readCaught(ctx context.Context, old *swMember, lsn string) ([]facts.Standby
 	if err != nil {
 		return nil, nil, fmt.Errorf("read its pg_stat_replication: %w", err)
 	}
+	return parseCaught(string(res.Stdout))
+}
+
+// parseCaught reads sendersSQL's rows. Host input: a row that is not
+// five well-formed fields is an error.
+func parseCaught(out string) ([]facts.StandbyInfo, []bool, error) {
 	var rows []facts.StandbyInfo
 	var caught []bool
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(l), "sender=")
 		if !ok {
 			continue
 		}
-		f := strings.SplitN(v, " ", 3)
-		if len(f) != 3 {
+		f := strings.SplitN(v, " ", 5)
+		if len(f) != 5 {
 			return nil, nil, fmt.Errorf("pg_stat_replication row: %d fields", len(f))
 		}
-		rows = append(rows, facts.StandbyInfo{Addr: f[0], Name: clipText(unhex(f[2])), LagBytes: -1})
-		caught = append(caught, f[1] == "true")
+		port, err := facts.ParseInt("client_port", f[1], -1, 65535)
+		if err != nil {
+			return nil, nil, err
+		}
+		pid, err := facts.ParseInt("WAL sender pid", f[2], 1, 1<<22)
+		if err != nil {
+			return nil, nil, err
+		}
+		if port == 0 {
+			port = -1 // no TCP port PostgreSQL reports: never a tie
+		}
+		if f[3] != "true" && f[3] != "false" {
+			return nil, nil, fmt.Errorf("pg_stat_replication row: replayed %q, not true or false", clipText(f[3]))
+		}
+		rows = append(rows, facts.StandbyInfo{Addr: f[0], Port: int(port), PID: int(pid), Name: clipText(unhex(f[4])), LagBytes: -1})
+		caught = append(caught, f[3] == "true")
 	}
 	return rows, caught, nil
 }
@@ -159,9 +213,9 @@ func readCaught(ctx context.Context, old *swMember, lsn string) ([]facts.Standby
 // written when the wait began: a standby whose replay stalls or falls
 // behind (a long query holding it back, a slow disk) is found out while
 // the primary still serves, and the switchover is refused instead of
-// taking the primary down for it. The senders are matched to the
-// streaming standbys again at each look (a sender that reconnected is a
-// new row).
+// taking the primary down for it. Each look finds cand's senders by
+// process and client end (stillOwn): a sender that reconnected is a new
+// row, tied to nobody.
 func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember, timeout time.Duration) error {
 	primary := sw.old
 	kv, err := ownerQuery(ctx, primary.t, primary.pg, "SELECT 'lsn=' || pg_current_wal_lsn()")
@@ -177,10 +231,9 @@ func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember,
 		if err != nil {
 			return false, err.Error()
 		}
-		own := sw.ownSenders(rows, cand)
+		own := sw.stillOwn(rows, cand)
 		if len(own) == 0 {
-			_, _, why := sw.matchSenders(rows)
-			return false, fmt.Sprintf("%s shows no WAL sender of its own to %s (%s)", primary.name(), cand.name(), strings.Join(why, "; "))
+			return false, fmt.Sprintf("%s no longer shows the WAL sender tied to %s when the switchover began (%s reconnected, or its sender ended)", primary.name(), cand.name(), cand.name())
 		}
 		for _, i := range own {
 			if !caught[i] {

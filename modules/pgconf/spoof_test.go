@@ -2,6 +2,9 @@ package pgconf
 
 import (
 	"context"
+	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +98,123 @@ func TestMatchSendersNamesUnknownStandby(t *testing.T) {
 	_, _, why := sw.matchSenders(sw.oldSenders())
 	if len(why) != 1 || !strings.HasPrefix(why[0], "zz-evil says it streams from db1, but db1 has no WAL sender to a client at an address the controller knows zz-evil by (10.6.6.6") {
 		t.Errorf("unmatched %q, want zz-evil named", why)
+	}
+}
+
+// TestSwitchoverTiesSendersByConnection: two standbys of the run on one
+// machine (one address), one of them hostile, naming itself as the
+// other (its cluster_name) and saying it lags nothing. The old
+// primary's senders, as the switchover reads them, are tied to each by
+// the WAL receiver connection its kernel shows (over TCP: the client
+// end; over a unix socket: the socket's other end): the hostile one gets
+// its own sender, lagging 1 GiB, and the honest one is promoted. By
+// address alone (either sender could be either's) the match gave the
+// honest standby the first sender it tried, the hostile one's, and left
+// the hostile one the sender named as it names itself: the honest
+// standby's lag, its catch-up, and the promotion.
+func TestSwitchoverTiesSendersByConnection(t *testing.T) {
+	conn := func(local string) []facts.Conn {
+		return []facts.Conn{{Local: netip.MustParseAddrPort(local), Remote: netip.MustParseAddrPort("10.0.0.1:5432")}}
+	}
+	for _, tc := range []struct {
+		name            string
+		honest, hostile facts.StandbyInfo
+		setReceiver     func(honest, hostile *facts.Postgres)
+		standbyAddr     string // both standbys' address and machine
+	}{
+		{"over TCP", facts.StandbyInfo{Name: "db2", Addr: "10.0.0.2", Port: 40001, PID: 101, State: "streaming"},
+			facts.StandbyInfo{Name: "walreceiver", Addr: "10.0.0.2", Port: 40002, PID: 100, State: "streaming", LagBytes: 1 << 30},
+			func(h, e *facts.Postgres) {
+				h.WALReceiver, h.WALReceiverRead = conn("10.0.0.2:40001"), true
+				e.WALReceiver, e.WALReceiverRead = conn("10.0.0.2:40002"), true
+			}, "10.0.0.2"},
+		{"over a unix socket", facts.StandbyInfo{Name: "db2", Addr: "local", Port: -1, PID: 101, State: "streaming", Peers: []uint64{9001}, PeersRead: true},
+			facts.StandbyInfo{Name: "walreceiver", Addr: "local", Port: -1, PID: 100, State: "streaming", LagBytes: 1 << 30, Peers: []uint64{9002}, PeersRead: true},
+			func(h, e *facts.Postgres) {
+				h.WALReceiverSockets, h.WALReceiverRead = []uint64{9001}, true
+				e.WALReceiverSockets, e.WALReceiverRead = []uint64{9002}, true
+			}, "10.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := spoofMember("db1", "10.0.0.1", 0, "")
+			old.t.Facts.Hostname = "m1"
+			db2 := spoofMember("db2", tc.standbyAddr, 0, "host=10.0.0.1")
+			// Tried first (name order), saying it is db2.
+			evil := spoofMember("a-evil", tc.standbyAddr, 0, "host=10.0.0.1")
+			// db2's sender is named by its primary_conninfo's
+			// application_name: the hostile one names itself so.
+			evil.t.Facts.Topology.ClusterName = "db2"
+			if tc.standbyAddr == "10.0.0.1" {
+				db2.t.Facts.Hostname, evil.t.Facts.Hostname = "m1", "m1"
+			} else {
+				db2.t.Facts.Hostname, evil.t.Facts.Hostname = "m2", "m2"
+			}
+			for _, m := range []*swMember{db2, evil} {
+				m.t.Facts.Topology.Upstream = "10.0.0.1:5432"
+				m.t.Facts.Postgres = m.pg
+			}
+			tc.setReceiver(db2.pg, evil.pg)
+			sw := &switchover{old: old, direct: []*swMember{evil, db2},
+				senders: &facts.Topology{Role: "primary", Standbys: []facts.StandbyInfo{tc.hostile, tc.honest}}} // by PID, as read
+			if _, _, why := sw.matchSenders(sw.oldSenders()); len(why) > 0 {
+				t.Fatalf("not every standby tied: %q", why)
+			}
+			if lag, ok := sw.primaryLag(sw.oldSenders(), evil); !ok || lag != 1<<30 {
+				t.Errorf("the hostile standby's lag as the primary shows it: %d (%v), want its own sender's 1 GiB", lag, ok)
+			}
+			cand, err := sw.candidate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cand != db2 {
+				t.Errorf("candidate %s, want db2 (the hostile standby was handed db2's sender)", cand.name())
+			}
+			// The catch-up polls find db2's sender by its process and
+			// client end: not once it reconnected.
+			later := []facts.StandbyInfo{tc.honest, tc.hostile}
+			if got := sw.stillOwn(later, db2); len(got) != 1 || got[0] != 0 {
+				t.Errorf("db2's sender in a later read: %v, want [0]", got)
+			}
+			if got := sw.stillOwn(later, evil); len(got) != 1 || got[0] != 1 {
+				t.Errorf("the hostile standby's sender in a later read: %v, want [1]", got)
+			}
+			again := tc.honest
+			again.PID = 103 // db2 reconnected: another sender
+			if got := sw.stillOwn([]facts.StandbyInfo{tc.hostile, again}, db2); len(got) != 0 {
+				t.Errorf("a new sender at db2's end is still tied to db2: %v", got)
+			}
+		})
+	}
+}
+
+// TestParseCaught reads the switchover's polls of the old primary's
+// senders: host input.
+func TestParseCaught(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		rows   []facts.StandbyInfo
+		caught []bool
+		err    string
+	}{
+		{"sender=10.0.0.2 40001 101 true 646232\nsender=local -1 102 false 77616c72656365697665720a\n",
+			[]facts.StandbyInfo{{Addr: "10.0.0.2", Port: 40001, PID: 101, Name: "db2", LagBytes: -1}, {Addr: "local", Port: -1, PID: 102, Name: "walreceiver\n", LagBytes: -1}},
+			[]bool{true, false}, ""},
+		{"sender=10.0.0.2 0 101 true 646232", []facts.StandbyInfo{{Addr: "10.0.0.2", Port: -1, PID: 101, Name: "db2", LagBytes: -1}}, []bool{true}, ""},
+		{"noise\n", nil, nil, ""},
+		{"sender=10.0.0.2 40001 101 true", nil, nil, "4 fields"},
+		{"sender=10.0.0.2 70000 101 true 00", nil, nil, "client_port"},
+		{"sender=10.0.0.2 40001 0 true 00", nil, nil, "WAL sender pid"},
+		{"sender=10.0.0.2 40001 101 yes 00", nil, nil, `replayed "yes"`},
+	} {
+		rows, caught, err := parseCaught(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(rows, tc.rows) || !slices.Equal(caught, tc.caught) {
+			t.Errorf("%q: %+v %v %v, want %+v %v", tc.in, rows, caught, err, tc.rows, tc.caught)
+		}
 	}
 }

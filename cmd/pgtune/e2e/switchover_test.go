@@ -292,3 +292,57 @@ func TestSwitchoverSlots(t *testing.T) {
 	t.Logf("apply said:\n%s", lastN(stderr, 12))
 	rollbackAfterSwitchover(t, f, newPrimary)
 }
+
+// TestSwitchoverOverTCP: the standbys stream over TCP from 127.0.0.1
+// (all three servers share this machine, so the address alone ties no
+// standby to its WAL sender): the switchover ties each one's sender by
+// the client port its kernel shows, promotes one, and every member
+// streams from it, over TCP, on the new timeline.
+func TestSwitchoverOverTCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: three PostgreSQL servers and the kernel")
+	}
+	f := newStreamingFixture(t, "60s", func(set *testhost.ReplicaSet) {
+		for i, s := range set.Standbys {
+			s.AppendConf(t, fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres password=%s application_name=standby%d'",
+				set.Primary.Port, testhost.ReplicaPassword, i+1))
+			s.Stop(t)
+			s.Start(t)
+		}
+		for end := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			out, err := set.Primary.TryQuery("SELECT count(*) FROM pg_stat_replication WHERE client_addr = '127.0.0.1' AND client_port > 0 AND state = 'streaming'")
+			if err == nil && out == "2" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the standbys do not stream over TCP within a minute: %q (%v)", out, err)
+			}
+		}
+	})
+	code, applied, stderr := pgtune(t, "apply", "--yes", "-i", f.inv, f.book)
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s\n%s", code, hostErrors(applied), stderr)
+	}
+	var newPrimary string
+	for name, c := range f.members {
+		if c.Query(t, "SELECT pg_is_in_recovery()") == "f" {
+			if newPrimary != "" {
+				t.Fatalf("two primaries: %s and %s", newPrimary, name)
+			}
+			newPrimary = name
+		}
+	}
+	if newPrimary == "" || newPrimary == "primary" {
+		t.Fatalf("the primary role did not move (primary now: %q)", newPrimary)
+	}
+	np := f.members[newPrimary]
+	tl := np.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
+	for name, c := range f.members {
+		if name != newPrimary {
+			awaitStreamingFrom(t, name, c, newPrimary, np, tl)
+		}
+	}
+	if got := np.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE client_addr = '127.0.0.1' AND client_port > 0"); got != "2" {
+		t.Errorf("%s's WAL senders over TCP: %s, want the other two members", newPrimary, got)
+	}
+}

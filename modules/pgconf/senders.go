@@ -116,10 +116,10 @@ type senderKey struct {
 
 func keyOf(r facts.StandbyInfo) senderKey { return senderKey{r.PID, r.Addr, r.Port} }
 
-// stillOwn are the indexes of rows, a later read of the old primary's
-// senders, that are the senders tied to m in the switchover's own read
-// (ownSenders of oldSenders): the same process with the same client end.
-func (sw *switchover) stillOwn(rows []facts.StandbyInfo, m *swMember) []int {
+// tiedSenders are the senders tied to m in the switchover's own read
+// (ownSenders of oldSenders), by process and client end: found once, not
+// at every poll.
+func (sw *switchover) tiedSenders(m *swMember) map[senderKey]bool {
 	senders := sw.oldSenders()
 	tied := map[senderKey]bool{}
 	for _, i := range sw.ownSenders(senders, m) {
@@ -127,6 +127,13 @@ func (sw *switchover) stillOwn(rows []facts.StandbyInfo, m *swMember) []int {
 			tied[keyOf(senders[i])] = true
 		}
 	}
+	return tied
+}
+
+// stillOwn are the indexes of rows, a later read of the old primary's
+// senders, that are senders in tied: the same process with the same
+// client end.
+func stillOwn(rows []facts.StandbyInfo, tied map[senderKey]bool) []int {
 	var out []int
 	for i, r := range rows {
 		if tied[keyOf(r)] {
@@ -226,12 +233,13 @@ func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember,
 	if !lsnRE.MatchString(lsn) {
 		return fmt.Errorf("%s: its WAL position %q is not an LSN", primary.name(), lsn)
 	}
+	tied := sw.tiedSenders(cand)
 	if err := poll(ctx, timeout, func() (bool, string) {
 		rows, caught, err := readCaught(ctx, primary, lsn)
 		if err != nil {
 			return false, err.Error()
 		}
-		own := sw.stillOwn(rows, cand)
+		own := stillOwn(rows, tied)
 		if len(own) == 0 {
 			return false, fmt.Sprintf("%s no longer shows the WAL sender tied to %s when the switchover began (%s reconnected, or its sender ended)", primary.name(), cand.name(), cand.name())
 		}

@@ -172,15 +172,15 @@ func TestSwitchoverTiesSendersByConnection(t *testing.T) {
 			// The catch-up polls find db2's sender by its process and
 			// client end: not once it reconnected.
 			later := []facts.StandbyInfo{tc.honest, tc.hostile}
-			if got := sw.stillOwn(later, db2); len(got) != 1 || got[0] != 0 {
+			if got := stillOwn(later, sw.tiedSenders(db2)); len(got) != 1 || got[0] != 0 {
 				t.Errorf("db2's sender in a later read: %v, want [0]", got)
 			}
-			if got := sw.stillOwn(later, evil); len(got) != 1 || got[0] != 1 {
+			if got := stillOwn(later, sw.tiedSenders(evil)); len(got) != 1 || got[0] != 1 {
 				t.Errorf("the hostile standby's sender in a later read: %v, want [1]", got)
 			}
 			again := tc.honest
 			again.PID = 103 // db2 reconnected: another sender
-			if got := sw.stillOwn([]facts.StandbyInfo{tc.hostile, again}, db2); len(got) != 0 {
+			if got := stillOwn([]facts.StandbyInfo{tc.hostile, again}, sw.tiedSenders(db2)); len(got) != 0 {
 				t.Errorf("a new sender at db2's end is still tied to db2: %v", got)
 			}
 		})

@@ -60,15 +60,7 @@ func TestSwitchoverStreaming(t *testing.T) {
 	}
 
 	// Roles: exactly one standby promoted, the old primary its standby.
-	var newPrimary string
-	for name, c := range members {
-		if c.Query(t, "SELECT pg_is_in_recovery()") == "f" {
-			if newPrimary != "" {
-				t.Fatalf("two primaries: %s and %s", newPrimary, name)
-			}
-			newPrimary = name
-		}
-	}
+	newPrimary := onePrimary(t, members)
 	if newPrimary == "" || newPrimary == "primary" {
 		t.Fatalf("the primary role did not move (primary now: %q)", newPrimary)
 	}
@@ -323,15 +315,7 @@ func TestSwitchoverOverTCP(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("apply: exit %d: %s\n%s", code, hostErrors(applied), stderr)
 	}
-	var newPrimary string
-	for name, c := range f.members {
-		if c.Query(t, "SELECT pg_is_in_recovery()") == "f" {
-			if newPrimary != "" {
-				t.Fatalf("two primaries: %s and %s", newPrimary, name)
-			}
-			newPrimary = name
-		}
-	}
+	newPrimary := onePrimary(t, f.members)
 	if newPrimary == "" || newPrimary == "primary" {
 		t.Fatalf("the primary role did not move (primary now: %q)", newPrimary)
 	}
@@ -345,4 +329,19 @@ func TestSwitchoverOverTCP(t *testing.T) {
 	if got := np.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE client_addr = '127.0.0.1' AND client_port > 0"); got != "2" {
 		t.Errorf("%s's WAL senders over TCP: %s, want the other two members", newPrimary, got)
 	}
+}
+
+// onePrimary is the one member that takes writes ("" when none does).
+func onePrimary(t *testing.T, members map[string]*testhost.Cluster) string {
+	t.Helper()
+	var primary string
+	for name, c := range members {
+		if c.Query(t, "SELECT pg_is_in_recovery()") == "f" {
+			if primary != "" {
+				t.Fatalf("two primaries: %s and %s", primary, name)
+			}
+			primary = name
+		}
+	}
+	return primary
 }

@@ -670,6 +670,9 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	default:
 		pg.ConfigFile = path.Join(pg.DataDir, "postgresql.conf")
 	}
+	if strings.ContainsAny(pg.ConfigFile, "\n\r\x00") {
+		return nil, ignored, fmt.Errorf("%s: the postmaster's config file %s contains a line break", pg.DataDir, strconv.QuoteToASCII(pg.ConfigFile))
+	}
 	if opts.PGConfigFile == "" && (cfgFromArgs != "" || dFromArgs != "") {
 		// The inventory's pg_data counts as the path the operator chose
 		// (it may be a link to the real directory).
@@ -798,6 +801,13 @@ func describe(b block, source string) (*Postgres, error) {
 			b.get("pid"), b.get("pid"))
 	}
 	pg := &Postgres{Source: source, DataDir: data, BinDir: b.get("bin"), Owner: b.get("owner")}
+	// Directories the owner may name: a line break in one would forge
+	// lines of the scripts' reports that print it.
+	for _, p := range [][2]string{{"data directory", data}, {"bin directory", pg.BinDir}} {
+		if strings.ContainsAny(p[1], "\n\r\x00") {
+			return nil, fmt.Errorf("refusing the cluster's %s %s: it contains a line break", p[0], strconv.QuoteToASCII(p[1]))
+		}
+	}
 	if b.get("pg_version") == "" {
 		return nil, fmt.Errorf("%s: not a PostgreSQL data directory (no PG_VERSION, or not readable: set become)", data)
 	}

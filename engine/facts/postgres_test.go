@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -453,9 +454,19 @@ func TestDescribeRefuses(t *testing.T) {
 			`/opt/pg/bin/postgres: not run: it or a directory above it may be changed by a user other than root, and it cannot run as the cluster owner "postgres" (set pg_bin, or become)`},
 		{"version that is not one", base + "version=\x1b[31mhello\n", `/opt/pg/bin/postgres --version: unrecognised version "\x1b[31mhello"`},
 	}
-	for _, tc := range tests {
+	// A line break the owner put in a path (the postmaster's working
+	// directory, its command line) would forge lines of the reports of the
+	// scripts that print it (the restart's rc=, ready=): "\v" stands for
+	// it here, where out makes records of lines.
+	lineBreak := []struct{ name, block, wantErr string }{
+		{"data directory with a line break", strings.NewReplacer("data=/d\n", "data=/d\vrc=0\n").Replace(base) + "version=postgres (PostgreSQL) 15.2\n",
+			`refusing the cluster's data directory "/d\nrc=0": it contains a line break`},
+		{"bin directory with a line break", strings.Replace(base, "bin=/opt/pg/bin", "bin=/opt/pg/bin\v", 1) + "version=postgres (PostgreSQL) 15.2\n",
+			`refusing the cluster's bin directory "/opt/pg/bin\n": it contains a line break`},
+	}
+	for _, tc := range append(tests, lineBreak...) {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := choosePostgres(parseBlocks(out(tc.block)), Options{PGData: "/d"})
+			_, _, err := choosePostgres(parseBlocks(bytes.ReplaceAll(out(tc.block), []byte("\v"), []byte("\n"))), Options{PGData: "/d"})
 			if err == nil || err.Error() != tc.wantErr {
 				t.Errorf("err = %v\nwant %s", err, tc.wantErr)
 			}
@@ -536,5 +547,16 @@ func TestChoosePostgresManyPostmasters(t *testing.T) {
 	wantErr := "12 postmasters are running (" + strings.Join(want, ", ") + " and 2 more): set this host's pg_data in the inventory to the data directory of the one to manage"
 	if err == nil || err.Error() != wantErr {
 		t.Errorf("err = %v\nwant %s", err, wantErr)
+	}
+}
+
+// The config file the owner's command line names, with a line break in
+// it: refused like a data directory with one (TestDescribeRefuses).
+func TestChoosePostgresRefusesConfigFileLineBreak(t *testing.T) {
+	pm := strings.Replace(pmInitdb, "arg=/srv/pg\n", "arg=/srv/pg\narg=-c\narg=config_file=/srv/pg/a\vrc=0.conf\n", 1)
+	_, _, err := choosePostgres(parseBlocks(bytes.ReplaceAll(out(pm), []byte("\v"), []byte("\n"))), Options{})
+	want := `/srv/pg: the postmaster's config file "/srv/pg/a\nrc=0.conf" contains a line break`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseSenderPeers(t *testing.T) {
@@ -78,7 +79,14 @@ func TestSenderPeersAwkReadsTheKernel(t *testing.T) {
 	senderAt := func(t *testing.T, title, sock string) (pm, pid int, peer uint64) {
 		pm = startPostmaster(t, title, "accept "+sock)
 		childHolds(t, pm, title, 1)
-		c, err := net.Dial("unix", sock)
+		// Its socket may be made but not yet bound or listening.
+		var c net.Conn
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if c, err = net.Dial("unix", sock); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,3 +136,25 @@ func TestRestartRefusesHostileDebianNames(t *testing.T) {
 		}
 	}
 }
+
+// What pg_lsclusters listed for a refused Debian cluster is host text:
+// quoted in the error, which names the command root did not run.
+func TestDebianRefusal(t *testing.T) {
+	pg := &facts.Postgres{DataDir: "/var/lib/postgresql/15/mine", Cluster: "other", ConfigFile: "/etc/postgresql/15/other/postgresql.conf"}
+	for _, tc := range []struct {
+		out, want string
+	}{
+		{"method=systemd\ndebian_data=/srv/x\x1b[2J\nrefused=debian\n",
+			`refusing "systemctl restart postgresql@15-other": the postmaster's command line names Debian cluster 15/other (config file "/etc/postgresql/15/other/postgresql.conf"), but pg_lsclusters lists its data directory as "/srv/x\x1b[2J", not "/var/lib/postgresql/15/mine"; root restarts only the cluster of data directory "/var/lib/postgresql/15/mine" (set pg_restart in the inventory to choose the command)`},
+		{"method=pg_ctlcluster\ndebian_data=\nrefused=debian\n",
+			`refusing "pg_ctlcluster 15 other restart": the postmaster's command line names Debian cluster 15/other (config file "/etc/postgresql/15/other/postgresql.conf"), but pg_lsclusters does not list it (or is not root's alone to change); root restarts only the cluster of data directory "/var/lib/postgresql/15/mine" (set pg_restart in the inventory to choose the command)`},
+	} {
+		r := parseRestart(tc.out)
+		if !r.Refused {
+			t.Fatalf("%q: not refused", tc.out)
+		}
+		if got := debianRefusal("15", pg, r).Error(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+}

@@ -30,7 +30,10 @@ import (
 // "--- log" and the log tail.
 var restartScript = `export LC_ALL=C
 custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
-` + asOwnerFn + `cd /
+trusted_dir=
+nl='
+'
+` + facts.RunBinFn + asOwnerBody + `cd /
 pid=
 # postmaster.pid is the owner's file: read as the owner, so a link put in
 # its place shows root nothing (not even a number).
@@ -54,6 +57,9 @@ if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
   st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f20) || st=
   if own_postgres "$pid"; then l=$(readlink "/proc/$pid/fd/2" 2>/dev/null) || l=; fi
   st2=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f20) || st2=
+  # A line break in the name would let the owner's file name forge the
+  # report's lines (rc=, ready=) that follow log=.
+  case $l in *"$nl"*) l=;; esac
   if [ -n "$st" ] && [ "$st" = "$st2" ] && own_postgres "$pid"; then case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac; fi
 fi
 if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$ver-$cluster.log" ]; then
@@ -61,15 +67,36 @@ if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$v
 fi
 if [ -z "$log" ]; then
   log=$data/pgtune-startup.log
-  as_owner touch -- "$log"
+  # Nothing the owner runs writes to our stdout, the report.
+  as_owner touch -- "$log" </dev/null >/dev/null 2>&1
 fi
 off=$(stat -c %s -- "$log" 2>/dev/null) || off=0
+# deb_mine succeeds when Debian's cluster $ver/$cluster is the one in
+# $data, as root's pg_lsclusters lists it: the names come from the
+# postmaster's command line (its config file), which the owner chooses,
+# and name what root restarts (postgresql@V-C, pg_ctlcluster V C), which
+# could be another user's cluster. It prints debian_data=, the data
+# directory listed ("" when none, or pg_lsclusters is not root's alone).
+deb_mine() {
+  dm_d=
+  if dm_l=$(command -v pg_lsclusters 2>/dev/null) && dm_l=$(bin_trusted "$dm_l"); then
+    dm_d=$("$dm_l" -h "$ver" "$cluster" 2>/dev/null </dev/null | { read -r _ _ _ _ _ dm_x _ && printf '%s' "$dm_x"; }) || dm_d=
+  fi
+  echo "debian_data=$dm_d"
+  [ -n "$dm_d" ] || return 1
+  dm_a=$(readlink -f -- "$dm_d" 2>/dev/null) || return 1
+  dm_b=$(readlink -f -- "$data" 2>/dev/null) || return 1
+  [ -n "$dm_a" ] && [ "$dm_a" = "$dm_b" ]
+}
 if [ "$action" = status ]; then method=status
 elif [ -n "$custom" ]; then method=pg_restart
 elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemctl is-active --quiet "postgresql@$ver-$cluster" 2>/dev/null; then method=systemd
 elif [ -n "$cluster" ] && command -v pg_ctlcluster >/dev/null 2>&1; then method=pg_ctlcluster
 else method=pg_ctl; fi
 echo "method=$method"
+case $method in systemd|pg_ctlcluster)
+  if ! deb_mine; then echo "refused=debian"; exit 0; fi;;
+esac
 echo "log=$log"
 echo "old_pid=$pid"
 # pg_ctl's output and the detached part's report, in files named for
@@ -183,6 +210,11 @@ type restartResult struct {
 	Ready          bool
 	Output         string
 	LogTail        string
+	// Refused is set when the script refused the Debian cluster the
+	// names ver/cluster gave (deb_mine), DebianData what pg_lsclusters
+	// listed for them (host text).
+	Refused    bool
+	DebianData string
 }
 
 // restartPostgres restarts the server: with the inventory's pg_restart
@@ -247,6 +279,9 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
 	r := parseRestart(string(res.Stdout))
+	if r.Refused {
+		return nil, fmt.Errorf("%s postgres: %w", action, debianRefusal(ver, pg, r))
+	}
 	shieldStarted(ctx, t, pg, action, r) // the OOM shield at every start pgtune performs (oomshield.go)
 	return r, nil
 }
@@ -271,6 +306,21 @@ func checkDebianNames(ver, cluster string) error {
 			strconv.QuoteToASCII(ver), strconv.QuoteToASCII(cluster))
 	}
 	return nil
+}
+
+// debianRefusal says why the script would not restart Debian's cluster
+// ver/pg.Cluster: pg_lsclusters does not list it with pg's data directory.
+func debianRefusal(ver string, pg *facts.Postgres, r *restartResult) error {
+	listed := "does not list it (or is not root's alone to change)"
+	if r.DebianData != "" {
+		listed = "lists its data directory as " + strconv.QuoteToASCII(r.DebianData) + ", not " + strconv.QuoteToASCII(pg.DataDir)
+	}
+	cmd := "pg_ctlcluster " + ver + " " + pg.Cluster + " restart"
+	if r.Method == "systemd" {
+		cmd = "systemctl restart postgresql@" + ver + "-" + pg.Cluster
+	}
+	return fmt.Errorf("refusing %q: the postmaster's command line names Debian cluster %s/%s (config file %s), but pg_lsclusters %s; root restarts only the cluster of data directory %s (set pg_restart in the inventory to choose the command)",
+		cmd, ver, pg.Cluster, strconv.QuoteToASCII(pg.ConfigFile), listed, strconv.QuoteToASCII(pg.DataDir))
 }
 
 // restartMarker is the file a restart leaves on the host until the server
@@ -308,6 +358,10 @@ func parseRestart(out string) *restartResult {
 			r.RC = int(rc)
 		case "ready":
 			r.Ready = v == "1"
+		case "refused":
+			r.Refused = true
+		case "debian_data":
+			r.DebianData = v
 		}
 	}
 	return r

@@ -121,13 +121,42 @@ printf 'B %s\n' "$(stat -L -c '%a %u:%g' -- "$1")"
 cat -- "$1"
 `
 
-// keepFn defines keep, which turns what emitScript printed into $raw
-// into the backup $backup, mode and owner kept, and sets kept=1 (kept=0
-// when there was no file). This shell writes it: the state directory is
-// root's alone. Call it as a plain command, so set -e stops the script
-// on any failure before the file it backs up is replaced. Its files are
-// made new (set -C after rm -f), never written through a name found there.
-const keepFn = `keep() {
+// maxBackup bounds the file a backup copies: rollback reads a backup back
+// as one command's output, capped as much, and a file the owner controls
+// (a sparse one reads as any size) must not fill the state directory.
+const maxBackup = DefaultMaxOutput
+
+// keepFn defines emit_to, which runs "$@" (as the acting user) with its
+// output cut past maxBackup bytes into $raw (made new) and fails when the
+// command failed or printed more; and keep, which turns what emitScript
+// printed into $raw into the backup $backup, mode and owner kept, and
+// sets kept=1 (kept=0 when there was no file). This shell writes them:
+// the state directory is root's alone. Call both as plain commands, so
+// set -e stops the script on any failure before the file it backs up is
+// replaced. Their files are made new (set -C after rm -f), never written
+// through a name found there.
+//
+// Where another user acts, the mode and owner are that user's word: the
+// owner must be that user (the write replaced the file as them, and
+// could, so it was theirs: chown --reference fails otherwise), and only
+// the permission bits are kept; a backup root-owned, or setuid, at the
+// user's say-so would stop rollback's write as that user, or worse.
+var keepFn = `kmax=` + strconv.Itoa(maxBackup) + `
+emit_to() {
+  rm -f -- "$raw" "$raw.rc"
+  (umask 077; set -C
+   { et=0; run "$@" || et=$?; echo "$et" > "$raw.rc"; } | head -c $((kmax+257)) > "$raw")
+  et=$(cat -- "$raw.rc")
+  rm -f -- "$raw.rc"
+  # The copy and a line of mode and owner before it.
+  if [ "$(wc -c < "$raw")" -gt $((kmax+256)) ]; then too_large; fi
+  [ "$et" = 0 ]
+}
+too_large() {
+  echo "$path is larger than $((kmax>>20)) MiB: not keeping a copy of it, and so not changing it" >&2
+  return 1
+}
+keep() {
   kept=0
   meta=$(head -n 1 -- "$raw")
   case $meta in
@@ -135,11 +164,23 @@ const keepFn = `keep() {
   *) rm -f -- "$raw"; return 0;;
   esac
   m=${meta#B }
+  km=${m%% *} ko=${m#* }
+  case $km in ''|*[!0-7]*) echo "$path: its mode reads $km" >&2; return 1;; esac
+  case $ko in [0-9]*:[0-9]*) ;; *) echo "$path: its owner reads $ko" >&2; return 1;; esac
+  case ${ko#*:} in *[!0-9]*) echo "$path: its owner reads $ko" >&2; return 1;; esac
+  if [ -n "$user" ]; then
+    if [ "${ko%%:*}" != "$(id -u -- "$user")" ]; then
+      echo "$path: $user, who acts in its directory, says it belongs to uid ${ko%%:*}: not keeping that copy" >&2
+      return 1
+    fi
+    km=$(printf '%o' $((0$km & 0777)))
+  fi
   rm -f -- "$raw.c"
   (umask 077; set -C; tail -n +2 -- "$raw" > "$raw.c")
   rm -f -- "$raw"
-  chmod -- "${m%% *}" "$raw.c"
-  chown -- "${m#* }" "$raw.c"
+  if [ "$(wc -c < "$raw.c")" -gt "$kmax" ]; then rm -f -- "$raw.c"; too_large; fi
+  chmod -- "$km" "$raw.c"
+  chown -- "$ko" "$raw.c"
   sync -- "$raw.c"
   mv -f -- "$raw.c" "$backup"
   kept=1
@@ -218,9 +259,13 @@ if [ -n "$emit" ]; then sh -c "$emit" sh "$path"; fi
 var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
 raw=/dev/null
 if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; rm -f -- "$raw"; else emit=; fi
-trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw"' EXIT
-(umask 077; set -C; run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" > "$raw")
-if [ -n "$backup" ]; then keep; fi
+trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw" "$raw.rc" "$raw.c"' EXIT
+if [ -n "$backup" ]; then
+  emit_to sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit"
+  keep
+else
+  run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "" > /dev/null
+fi
 run sh -c 'mv -fT -- "$1" "$2" && sync -- "$3"' sh "$tmp" "$path" "$dir"
 trap - EXIT
 `
@@ -267,9 +312,10 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 var removeScript = prelude(`path=$1 backup=$2 as=${3-} emit=${4-}`, keepFn) + `if [ -n "$backup" ]; then
   mkdir -p -- "${backup%/*}"
   raw=$backup.tmp
-  rm -f -- "$raw"
-  (umask 077; set -C; run sh -c "$emit" sh "$path" > "$raw")
+  trap 'rm -f -- "$raw" "$raw.rc" "$raw.c"' EXIT
+  emit_to sh -c "$emit" sh "$path"
   keep
+  trap - EXIT
   if [ "$kept" = 0 ]; then exit 0; fi
 fi
 run sh -c 'if [ -e "$1" ]; then rm -f -- "$1" && sync -- "$2"; fi' sh "$path" "$dir"

@@ -137,20 +137,23 @@ func TestRestartRefusesHostileDebianNames(t *testing.T) {
 	}
 }
 
-// What pg_lsclusters listed for a refused Debian cluster is host text:
-// quoted in the error, which names the command root did not run.
+// What the host said of a refused Debian unit (its main process, what
+// pg_lsclusters listed) is host text: quoted in the error.
 func TestDebianRefusal(t *testing.T) {
 	pg := &facts.Postgres{DataDir: "/var/lib/postgresql/15/mine", Cluster: "other", ConfigFile: "/etc/postgresql/15/other/postgresql.conf"}
+	const tail = ` (data directory "/var/lib/postgresql/15/mine"; the unit's name comes from the config file on the postmaster's command line, "/etc/postgresql/15/other/postgresql.conf", which the cluster owner chooses); set pg_restart in the inventory to choose the command`
 	for _, tc := range []struct {
 		out, want string
 	}{
-		{"method=systemd\ndebian_data=/srv/x\x1b[2J\nrefused=debian\n",
-			`refusing "systemctl restart postgresql@15-other": the postmaster's command line names Debian cluster 15/other (config file "/etc/postgresql/15/other/postgresql.conf"), but pg_lsclusters lists its data directory as "/srv/x\x1b[2J", not "/var/lib/postgresql/15/mine"; root restarts only the cluster of data directory "/var/lib/postgresql/15/mine" (set pg_restart in the inventory to choose the command)`},
-		{"method=pg_ctlcluster\ndebian_data=\nrefused=debian\n",
-			`refusing "pg_ctlcluster 15 other restart": the postmaster's command line names Debian cluster 15/other (config file "/etc/postgresql/15/other/postgresql.conf"), but pg_lsclusters does not list it (or is not root's alone to change); root restarts only the cluster of data directory "/var/lib/postgresql/15/mine" (set pg_restart in the inventory to choose the command)`},
+		{"unit_pid=4242\x1b[2J\nmethod=systemd\nrefused=unit\n",
+			`refusing to restart postgresql@15-other with systemctl: its main process is "4242\x1b[2J", not this cluster's running postmaster` + tail},
+		{"debian_data=/srv/x\x1b[2J\nmethod=systemd\nrefused=debian\n",
+			`refusing to restart postgresql@15-other with systemctl: pg_lsclusters lists its data directory as "/srv/x\x1b[2J"` + tail},
+		{"debian_data=\nmethod=systemd\nrefused=debian\n",
+			`refusing to restart postgresql@15-other with systemctl: pg_lsclusters does not list 15/other (or is not root's alone to change)` + tail},
 	} {
 		r := parseRestart(tc.out)
-		if !r.Refused {
+		if r.Refused == "" {
 			t.Fatalf("%q: not refused", tc.out)
 		}
 		if got := debianRefusal("15", pg, r).Error(); got != tc.want {

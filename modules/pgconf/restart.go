@@ -15,10 +15,11 @@ import (
 
 // restartScript restarts the cluster and waits until it accepts
 // connections, in one round trip. The method, in order: the inventory's
-// pg_restart (a command line, run by sh -c as root); the Debian systemd
-// unit postgresql@V-C when systemd is PID 1 and the unit is active;
-// pg_ctlcluster V C restart; pg_ctl restart as the data directory's owner
-// (which reuses postmaster.opts, so port and options stay).
+// pg_restart (a command line, run by sh -c as root); for a Debian cluster
+// under systemd, its unit postgresql@V-C (when it is pinned to this
+// cluster: see the script); pg_ctlcluster V C restart as the owner;
+// pg_ctl restart as the data directory's owner (which reuses
+// postmaster.opts, so port and options stay).
 //
 // The server's log is where the running postmaster's stderr goes (pg_ctl
 // -l, pg_ctlcluster's log; only when the PID in postmaster.pid is a
@@ -43,7 +44,7 @@ case $pid in *[!0-9]*) pid=;; esac
 # number is the owner's to write, and must not make root name the file
 # any other process writes to (checked again after the readlink, in case
 # the process ended and its PID was taken meanwhile).
-log=
+log= running=
 own_postgres() {
   case $(cat "/proc/$1/comm" 2>/dev/null) in postgres|postmaster) ;; *) return 1;; esac
   ids=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null | tr -s ' \t' '  ')
@@ -60,7 +61,10 @@ if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
   # A line break in the name would let the owner's file name forge the
   # report's lines (rc=, ready=) that follow log=.
   case $l in *"$nl"*) l=;; esac
-  if [ -n "$st" ] && [ "$st" = "$st2" ] && own_postgres "$pid"; then case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac; fi
+  if [ -n "$st" ] && [ "$st" = "$st2" ] && own_postgres "$pid"; then
+    running=$pid
+    case $l in /*) if [ -f "$l" ]; then log=$l; fi;; esac
+  fi
 fi
 if [ -z "$log" ] && [ -n "$cluster" ] && [ -f "/var/log/postgresql/postgresql-$ver-$cluster.log" ]; then
   log=/var/log/postgresql/postgresql-$ver-$cluster.log
@@ -71,16 +75,28 @@ if [ -z "$log" ]; then
   as_owner touch -- "$log" </dev/null >/dev/null 2>&1
 fi
 off=$(stat -c %s -- "$log" 2>/dev/null) || off=0
-# deb_mine succeeds when Debian's cluster $ver/$cluster is the one in
-# $data, as root's pg_lsclusters lists it: the names come from the
-# postmaster's command line (its config file), which the owner chooses,
-# and name what root restarts (postgresql@V-C, pg_ctlcluster V C), which
-# could be another user's cluster. It prints debian_data=, the data
-# directory listed ("" when none, or pg_lsclusters is not root's alone).
-deb_mine() {
+# Debian's names (the unit postgresql@V-C, pg_ctlcluster V C) come from
+# the postmaster's command line, its config file: the owner's to choose,
+# and they could name another user's cluster. Root uses them only as far
+# as they are pinned to this cluster:
+#   - an active unit is restarted only when its main process is this
+#     cluster's postmaster ($running: the owner's postgres that
+#     postmaster.pid names), so stopping its processes stops ours;
+#   - an inactive unit (systemd starts it, as pg_ctlcluster would have
+#     asked it to) only when this server is down, and root's pg_lsclusters
+#     lists V/C with this data directory: a start stops nothing;
+#   - otherwise pg_ctlcluster runs as the owner, with the owner's rights
+#     alone (a server running outside systemd, a host without it).
+# deb_listed prints debian_data=, the data directory pg_lsclusters lists
+# for V/C ("" when none, or pg_lsclusters is not root's alone), and
+# succeeds when it is this one.
+deb_listed() {
   dm_d=
   if dm_l=$(command -v pg_lsclusters 2>/dev/null) && dm_l=$(bin_trusted "$dm_l"); then
-    dm_d=$("$dm_l" -h "$ver" "$cluster" 2>/dev/null </dev/null | { read -r _ _ _ _ _ dm_x _ && printf '%s' "$dm_x"; }) || dm_d=
+    dm_d=$("$dm_l" -h "$ver" "$cluster" 2>/dev/null </dev/null | while read -r dm_v dm_c _ _ _ dm_rest; do
+      # Its own line: the data directory, then the log file.
+      if [ "$dm_v" = "$ver" ] && [ "$dm_c" = "$cluster" ]; then printf '%s' "${dm_rest% *}"; break; fi
+    done) || dm_d=
   fi
   echo "debian_data=$dm_d"
   [ -n "$dm_d" ] || return 1
@@ -88,15 +104,24 @@ deb_mine() {
   dm_b=$(readlink -f -- "$data" 2>/dev/null) || return 1
   [ -n "$dm_a" ] && [ "$dm_a" = "$dm_b" ]
 }
+refused=
 if [ "$action" = status ]; then method=status
 elif [ -n "$custom" ]; then method=pg_restart
-elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && systemctl is-active --quiet "postgresql@$ver-$cluster" 2>/dev/null; then method=systemd
+elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && command -v systemctl >/dev/null 2>&1; then
+  unit=postgresql@$ver-$cluster
+  if systemctl is-active --quiet "$unit" 2>/dev/null; then
+    method=systemd
+    main=$(systemctl show -p MainPID --value "$unit" 2>/dev/null </dev/null) || main=
+    echo "unit_pid=$main"
+    if [ -z "$running" ] || [ "$main" != "$running" ] || ! own_postgres "$main"; then refused=unit; fi
+  elif [ -z "$running" ]; then
+    method=systemd
+    deb_listed || refused=debian
+  else method=pg_ctlcluster; fi
 elif [ -n "$cluster" ] && command -v pg_ctlcluster >/dev/null 2>&1; then method=pg_ctlcluster
 else method=pg_ctl; fi
 echo "method=$method"
-case $method in systemd|pg_ctlcluster)
-  if ! deb_mine; then echo "refused=debian"; exit 0; fi;;
-esac
+if [ -n "$refused" ]; then echo "refused=$refused"; exit 0; fi
 echo "log=$log"
 echo "old_pid=$pid"
 # pg_ctl's output and the detached part's report, in files named for
@@ -158,7 +183,7 @@ case $method in
 status) timeout=3 ;;
 pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 || rc=$? ;;
 systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 || rc=$? ;;
-pg_ctlcluster) pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 || rc=$? ;;
+pg_ctlcluster) as_owner pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 || rc=$? ;;
 pg_ctl) as_owner ${PGTUNE_OOM_ENV:+env $PGTUNE_OOM_ENV} "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 || rc=$? ;;
 esac
 echo "rc=$rc"
@@ -210,10 +235,13 @@ type restartResult struct {
 	Ready          bool
 	Output         string
 	LogTail        string
-	// Refused is set when the script refused the Debian cluster the
-	// names ver/cluster gave (deb_mine), DebianData what pg_lsclusters
-	// listed for them (host text).
-	Refused    bool
+	// Refused says why the script would not use the Debian unit the
+	// names ver/cluster gave: "unit" (an active unit whose main process,
+	// UnitPID, is not this cluster's postmaster), "debian" (an inactive
+	// one pg_lsclusters does not list with this data directory:
+	// DebianData is what it lists, host text).
+	Refused    string
+	UnitPID    string
 	DebianData string
 }
 
@@ -279,7 +307,7 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
 	r := parseRestart(string(res.Stdout))
-	if r.Refused {
+	if r.Refused != "" {
 		return nil, fmt.Errorf("%s postgres: %w", action, debianRefusal(ver, pg, r))
 	}
 	shieldStarted(ctx, t, pg, action, r) // the OOM shield at every start pgtune performs (oomshield.go)
@@ -308,19 +336,26 @@ func checkDebianNames(ver, cluster string) error {
 	return nil
 }
 
-// debianRefusal says why the script would not restart Debian's cluster
-// ver/pg.Cluster: pg_lsclusters does not list it with pg's data directory.
+// debianRefusal says why the script would not use Debian's unit
+// postgresql@ver-pg.Cluster: the names come from the postmaster's command
+// line, which the cluster owner chooses, and root restarts a unit only
+// when it is this cluster's.
 func debianRefusal(ver string, pg *facts.Postgres, r *restartResult) error {
-	listed := "does not list it (or is not root's alone to change)"
-	if r.DebianData != "" {
-		listed = "lists its data directory as " + strconv.QuoteToASCII(r.DebianData) + ", not " + strconv.QuoteToASCII(pg.DataDir)
+	unit := "postgresql@" + ver + "-" + pg.Cluster
+	why := ""
+	switch r.Refused {
+	case "unit":
+		why = "its main process is " + strconv.QuoteToASCII(r.UnitPID) + ", not this cluster's running postmaster"
+	case "debian":
+		why = "pg_lsclusters does not list " + ver + "/" + pg.Cluster + " (or is not root's alone to change)"
+		if r.DebianData != "" {
+			why = "pg_lsclusters lists its data directory as " + strconv.QuoteToASCII(r.DebianData)
+		}
+	default:
+		why = "refused: " + strconv.QuoteToASCII(r.Refused)
 	}
-	cmd := "pg_ctlcluster " + ver + " " + pg.Cluster + " restart"
-	if r.Method == "systemd" {
-		cmd = "systemctl restart postgresql@" + ver + "-" + pg.Cluster
-	}
-	return fmt.Errorf("refusing %q: the postmaster's command line names Debian cluster %s/%s (config file %s), but pg_lsclusters %s; root restarts only the cluster of data directory %s (set pg_restart in the inventory to choose the command)",
-		cmd, ver, pg.Cluster, strconv.QuoteToASCII(pg.ConfigFile), listed, strconv.QuoteToASCII(pg.DataDir))
+	return fmt.Errorf("refusing to restart %s with systemctl: %s (data directory %s; the unit's name comes from the config file on the postmaster's command line, %s, which the cluster owner chooses); set pg_restart in the inventory to choose the command",
+		unit, why, strconv.QuoteToASCII(pg.DataDir), strconv.QuoteToASCII(pg.ConfigFile))
 }
 
 // restartMarker is the file a restart leaves on the host until the server
@@ -359,7 +394,9 @@ func parseRestart(out string) *restartResult {
 		case "ready":
 			r.Ready = v == "1"
 		case "refused":
-			r.Refused = true
+			r.Refused = v
+		case "unit_pid":
+			r.UnitPID = v
 		case "debian_data":
 			r.DebianData = v
 		}

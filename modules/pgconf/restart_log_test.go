@@ -109,97 +109,159 @@ func TestRestartLogOnlyFromOwnersPostgres(t *testing.T) {
 	}
 }
 
-// TestRestartDebianClusterMustBeThisOne: Debian's version and cluster
-// name come from the postmaster's command line, which the cluster owner
-// chooses; root runs pg_ctlcluster (or restarts the unit) only for the
-// cluster that root's pg_lsclusters lists with this data directory
-// (audit h118: config_file=/etc/postgresql/15/other/... made root restart
-// another user's cluster).
-func TestRestartDebianClusterMustBeThisOne(t *testing.T) {
+// TestRestartDebianUnitMustBeThisOne: Debian's version and cluster name
+// come from the postmaster's command line, which the cluster owner
+// chooses (config_file=/etc/postgresql/15/other/...): root restarts the
+// unit they name only when its main process is this cluster's postmaster,
+// starts an inactive one only for a server that is down and that root's
+// pg_lsclusters lists with this data directory, and otherwise runs
+// pg_ctlcluster as the owner (audit h118, review h120). Each case runs in
+// a PID namespace of its own whose PID 1 is named systemd or init, with
+// root's stand-ins for systemctl, pg_lsclusters and pg_ctlcluster, and a
+// postmaster stand-in run by nobody.
+func TestRestartDebianUnitMustBeThisOne(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("lays out root's stand-ins for pg_lsclusters and pg_ctlcluster")
+		t.Skip("needs root: PID namespaces, stand-ins root owns, a process of nobody")
 	}
-	root := t.TempDir()
-	data, other := filepath.Join(root, "data"), filepath.Join(root, "other")
-	for _, d := range []string{data, other} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
+	for _, bin := range []string{"unshare", "setpriv", "runuser"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s: %v (util-linux)", bin, err)
 		}
 	}
-	// pg_data may be a link to the directory Debian lists.
-	link := filepath.Join(root, "link")
-	if err := os.Symlink(data, link); err != nil {
-		t.Fatal(err)
-	}
-	ran := filepath.Join(root, "ran")
-	// Root's stand-ins, where bin_trusted takes them (not under /tmp).
-	trusted, err := os.MkdirTemp("/run", "pgtune-deb-")
+	bins, err := os.MkdirTemp("/run", "pgtune-deb-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(trusted) })
-	lsclusters := `#!/bin/sh
-[ "$1" = -h ] || exit 2
-case $3 in
-pgtune-test-mine) d=` + transport.Quote(data) + `;;
-pgtune-test-other) d=` + transport.Quote(other) + `;;
-*) echo "Error: specified cluster does not exist" >&2; exit 1;;
-esac
-printf '%s %s 5432 online root %s /var/log/postgresql/x.log\n' "$2" "$3" "$d"
-`
-	ctlcluster := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + transport.Quote(ran) + "\n"
-	writeExec := func(dir, name, body string) {
+	t.Cleanup(func() { os.RemoveAll(bins) })
+	must := func(err error) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(trusted, 0o755); err != nil {
-		t.Fatal(err)
+	must(os.Chmod(bins, 0o755))
+	copyExec := func(from, to string) {
+		t.Helper()
+		b, err := os.ReadFile(from)
+		must(err)
+		must(os.WriteFile(to, b, 0o755))
 	}
-	writeExec(trusted, "pg_lsclusters", lsclusters)
-	writeExec(trusted, "pg_ctlcluster", ctlcluster)
-	// The same pg_lsclusters where another user could have put it: /tmp
-	// may be written by all.
-	untrusted := filepath.Join(root, "untrusted")
-	if err := os.Mkdir(untrusted, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeExec(untrusted, "pg_lsclusters", lsclusters)
+	sh, err := exec.LookPath("sh")
+	must(err)
+	sleep, err := exec.LookPath("sleep")
+	must(err)
+	// PID 1 of each namespace: a shell named as the init system.
+	copyExec(sh, filepath.Join(bins, "systemd"))
+	copyExec(sh, filepath.Join(bins, "init"))
+	copyExec(sleep, filepath.Join(bins, "postgres"))
 
+	// Under /run, where nobody may reach it (t.TempDir's parent is 0700).
+	root := filepath.Join(bins, "work")
+	must(os.Mkdir(root, 0o755))
+	state := filepath.Join(root, "state") // what the stand-ins are told and record
+	must(os.Mkdir(state, 0o777))
+	must(os.Chmod(state, 0o777))
+	data, other := filepath.Join(root, "data"), filepath.Join(root, "other")
+	nobody := testhost.UID(t, "nobody")
+	for _, d := range []string{data, other} {
+		must(os.Mkdir(d, 0o755))
+		must(exec.Command("chown", nobody, d).Run())
+	}
+	// pg_lsclusters lists every cluster whatever it is asked, another's
+	// first: the script must pick its line by version and name.
+	lsclusters := "#!/bin/sh\nprintf '15 pgtune-other 5433 online nobody %s /var/log/postgresql/o.log\\n15 pgtune-mine 5432 down nobody %s /var/log/postgresql/m.log\\n' " +
+		transport.Quote(other) + " \"$(cat " + transport.Quote(state) + "/listed)\"\n"
+	systemctl := "#!/bin/sh\nS=" + transport.Quote(state) + `
+case $1 in
+is-active) [ -e "$S/active" ];;
+show) cat "$S/mainpid";;
+restart) echo "systemctl restart $2" >> "$S/ran";;
+*) exit 1;;
+esac
+`
+	ctlcluster := "#!/bin/sh\necho \"pg_ctlcluster $* as $(id -un)\" >> " + transport.Quote(state) + "/ran\n"
+	trusted := filepath.Join(bins, "bin")
+	must(os.Mkdir(trusted, 0o755))
+	for name, body := range map[string]string{"pg_lsclusters": lsclusters, "systemctl": systemctl, "pg_ctlcluster": ctlcluster} {
+		must(os.WriteFile(filepath.Join(trusted, name), []byte(body), 0o755))
+	}
+	// The same pg_lsclusters where another user may change it.
+	untrusted := filepath.Join(root, "untrusted")
+	must(os.Mkdir(untrusted, 0o777))
+	must(os.Chmod(untrusted, 0o777))
+	must(os.WriteFile(filepath.Join(untrusted, "pg_lsclusters"), []byte(lsclusters), 0o755))
+
+	// wrapper, PID 1: starts nobody's postmaster stand-in when asked
+	// (postmaster.pid names it; the unit's main process is it, or PID 1,
+	// as asked), then runs the restart script.
+	wrapper := `st=$1 data=$2 running=$3 main=$4 postgres=$5 nobody=$6
+shift 6
+if [ "$running" = 1 ]; then
+  setpriv --reuid="$nobody" --regid="$nobody" --clear-groups "$postgres" 600 &
+  echo "$!" > "$data/postmaster.pid"
+  chmod 644 "$data/postmaster.pid"
+  if [ "$main" = postmaster ]; then echo "$!" > "$st/mainpid"; else echo 1 > "$st/mainpid"; fi
+fi
+sh -c "$@"
+`
 	for _, tc := range []struct {
-		name, data, cluster, path string
-		wantRan                   string // pg_ctlcluster's arguments; "" when refused
-		wantListed                string // debian_data
+		name       string
+		init       string // PID 1's name
+		active     bool   // the unit is active
+		running    bool   // nobody's postmaster stand-in runs
+		main       string // the unit's main process: "postmaster" or PID 1
+		listed     string // the data directory pg_lsclusters lists for pgtune-mine
+		path       string // ahead of the stand-ins' directory
+		wantRan    string // the command run; "" when refused
+		wantRefuse string
 	}{
-		{"this data directory", data, "pgtune-test-mine", trusted, "15 pgtune-test-mine restart", data},
-		{"this data directory through a link", link, "pgtune-test-mine", trusted, "15 pgtune-test-mine restart", data},
-		{"another cluster's data directory", data, "pgtune-test-other", trusted, "", other},
-		{"a cluster pg_lsclusters does not know", data, "pgtune-test-gone", trusted, "", ""},
-		{"pg_lsclusters not root's alone", data, "pgtune-test-mine", untrusted + ":" + trusted, "", ""},
+		{"active unit running this postmaster", "systemd", true, true, "postmaster", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
+		{"active unit running another process", "systemd", true, true, "1", data, "", "", "unit"},
+		{"active unit, this server's postmaster.pid gone", "systemd", true, false, "1", data, "", "", "unit"},
+		{"inactive unit, server down, listed here", "systemd", false, false, "", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
+		{"inactive unit, server down, listed elsewhere", "systemd", false, false, "", other, "", "", "debian"},
+		{"inactive unit, server down, pg_lsclusters not root's", "systemd", false, false, "", data, untrusted, "", "debian"},
+		{"inactive unit, server running outside it", "systemd", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"no systemd, server running", "init", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"no systemd, server down", "init", false, false, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_ = os.Remove(ran)
-			cmd := exec.Command("sh", "-c", restartScript, "sh", "", tc.data, filepath.Join(root, "bin"), "root",
-				"15", tc.cluster, "", "0", "1", "restart", "", "test-run", restartInner)
-			cmd.Env = append(os.Environ(), "TMPDIR="+root, "PATH="+tc.path+":"+os.Getenv("PATH"))
+			for _, f := range []string{"ran", "active", "mainpid", "listed", "../data/postmaster.pid"} {
+				_ = os.Remove(filepath.Join(state, f))
+			}
+			must(os.WriteFile(filepath.Join(state, "ran"), nil, 0o666))
+			must(os.Chmod(filepath.Join(state, "ran"), 0o666))
+			must(os.WriteFile(filepath.Join(state, "listed"), []byte(tc.listed), 0o644))
+			if tc.active {
+				must(os.WriteFile(filepath.Join(state, "active"), nil, 0o644))
+			}
+			running := "0"
+			if tc.running {
+				running = "1"
+			}
+			path := trusted + ":" + os.Getenv("PATH")
+			if tc.path != "" {
+				path = tc.path + ":" + path
+			}
+			cmd := exec.Command("unshare", "-p", "-f", "-m", "--mount-proc", filepath.Join(bins, tc.init), "-c", wrapper, "sh",
+				state, data, running, tc.main, filepath.Join(bins, "postgres"), nobody,
+				restartScript, "sh", "", data, filepath.Join(root, "bin"), "nobody",
+				"15", "pgtune-mine", "", "0", "1", "restart", "", "test-run", restartInner)
+			cmd.Env = append(os.Environ(), "TMPDIR="+root, "PATH="+path)
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("restart script: %v\n%s", err, out)
 			}
 			r := parseRestart(string(out))
-			if r.Method != "pg_ctlcluster" {
-				t.Fatalf("method %q, want pg_ctlcluster (is a unit postgresql@15-%s active here?):\n%s", r.Method, tc.cluster, out)
-			}
-			if r.DebianData != tc.wantListed {
-				t.Errorf("debian_data %q, want %q", r.DebianData, tc.wantListed)
-			}
-			b, _ := os.ReadFile(ran)
+			b, _ := os.ReadFile(filepath.Join(state, "ran"))
 			if got := strings.TrimSpace(string(b)); got != tc.wantRan {
-				t.Errorf("pg_ctlcluster ran with %q, want %q", got, tc.wantRan)
+				t.Errorf("ran %q, want %q:\n%s", got, tc.wantRan, out)
 			}
-			if r.Refused != (tc.wantRan == "") {
-				t.Errorf("refused %v, want %v:\n%s", r.Refused, tc.wantRan == "", out)
+			if r.Refused != tc.wantRefuse {
+				t.Errorf("refused %q, want %q:\n%s", r.Refused, tc.wantRefuse, out)
+			}
+			if tc.wantRefuse == "debian" && tc.path == "" && r.DebianData != tc.listed {
+				t.Errorf("debian_data %q, want %q (the line of pgtune-mine)", r.DebianData, tc.listed)
 			}
 		})
 	}

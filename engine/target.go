@@ -150,7 +150,20 @@ func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
 	if b, ok, hit := t.cachedFile(p); hit {
 		return b, ok, nil
 	}
-	b, err := transport.ReadFile(ctx, t.Transport, p, t.Become)
+	b, err := transport.ReadFileActing(ctx, t.Transport, p, t.actor(), t.Become)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+// ReadFileAs is ReadFile done as user, whatever the directories (uncached):
+// for a path the host named, which root must not read on its word.
+func (t *Target) ReadFileAs(ctx context.Context, p, user string) ([]byte, bool, error) {
+	b, err := transport.ReadFileAs(ctx, t.Transport, p, user, t.Become)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -178,6 +191,9 @@ func (t *Target) WriteSecretFile(ctx context.Context, p string, data []byte, opt
 func (t *Target) writeFile(ctx context.Context, p string, data []byte, opts transport.WriteOptions, sensitive bool) error {
 	t.dropCache()
 	opts.Become = t.Become
+	if opts.AsUser == "" {
+		opts.AsUser = t.actor()
+	}
 	if t.Journal != nil {
 		backup, err := t.Journal.recordFile(ctx, t.Module, p, sensitive)
 		if err != nil {
@@ -198,7 +214,18 @@ func (t *Target) RemoveFile(ctx context.Context, p string) error {
 			return err
 		}
 	}
-	return transport.RemoveFile(ctx, t.Transport, p, backup, t.Become)
+	return transport.RemoveFile(ctx, t.Transport, p, backup, t.actor(), t.Become)
+}
+
+// actor is who reads, writes and removes files where root does not act
+// itself (a directory someone else controls): the cluster owner, whose
+// files those are; "" when there is none, and the directory's owner acts
+// unless a link led to it (transport's decide).
+func (t *Target) actor() string {
+	if t.Facts == nil || t.Facts.Postgres == nil || t.Facts.Postgres.Owner == "root" {
+		return ""
+	}
+	return t.Facts.Postgres.Owner
 }
 
 // sysctlScript sets one kernel value: with sysctl(8) where installed, else

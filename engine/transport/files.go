@@ -29,8 +29,10 @@ import (
 //     what the check saw before it is used. /etc/sysctl.d and the state
 //     directory are such directories: writes there work as they always did.
 //   - otherwise the user that controls the directory (WriteOptions.AsUser,
-//     else the directory's owner when it is a real directory owned by a
-//     user other than root), through runuser or sudo -u. Every step then
+//     the cluster owner when engine.Target acts; else the directory's
+//     owner when it is a real directory owned by a user other than root
+//     that no link in the path led to: a link someone else made could
+//     lead to any user's directory), through runuser or sudo -u. Every step then
 //     runs with that user's rights: whatever links or renames the user
 //     plays with, the kernel lets the step do only what the user could do
 //     themself, so they can only hurt themself. This was chosen over
@@ -64,12 +66,12 @@ const actorFn = `decide() {
   case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
   [ "$d_me" = 0 ] || return 0
   out=$(LC_ALL=C stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
-  n=0 safe=1 why= pmode=0 luid= lmode= ltype=
+  n=0 safe=1 why= pmode=0 luid= lmode= ltype= linked=
   while read -r uid mode type; do
     [ -n "$uid" ] || continue
     n=$((n+1)) luid=$uid lmode=$mode ltype=$type
     eval "p=\${$n}"
-    if [ "$type" != directory ]; then safe=0 why=${why:-"$p is a $type"}
+    if [ "$type" != directory ]; then safe=0 linked=1 why=${why:-"$p is a $type"}
     elif [ "$uid" != 0 ]; then safe=0 why=${why:-"$p belongs to uid $uid"}
     elif [ $((0$pmode & 022)) -ne 0 ] && [ $((0$pmode & 01000)) -eq 0 ]; then safe=0 why=${why:-"$p lies in a directory others can write"}
     fi
@@ -82,7 +84,9 @@ EOF
   if [ $safe = 1 ] && [ $((0$lmode & 022)) -ne 0 ]; then safe=0 why="$deep is writable by others (mode $lmode)"; fi
   if [ $safe = 1 ]; then return 0; fi
   if [ -n "$as" ]; then printf '%s\n' "$as"; return 0; fi
-  if [ "$ltype" = directory ] && [ "$luid" != 0 ]; then
+  # The directory's owner, only where no link led to it: a link in a
+  # chain someone controls could lead to any user's directory.
+  if [ -z "$linked" ] && [ "$ltype" = directory ] && [ "$luid" != 0 ]; then
     u=$(getent passwd "$luid" | cut -d: -f1)
     if [ -n "$u" ]; then printf '%s\n' "$u"; return 0; fi
   fi
@@ -193,7 +197,7 @@ func prelude(vars string, funcs ...string) string {
 	return "set -eu\ncd /\n" + vars + "\ndir=${path%/*}\ndir=${dir:-/}\n" + actorFn + strings.Join(funcs, "") + chainSetup
 }
 
-var readScript = prelude(`path=$1 as=`) +
+var readScript = prelude(`path=$1 as=${2-}`) +
 	`if [ -z "$user" ]; then
   if [ ! -e "$path" ]; then exit 44; fi
   exec cat -- "$path"
@@ -201,14 +205,50 @@ fi
 run sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
 `
 
+// readAsScript reads $path as $as alone (as root, through as_user; as
+// ourselves when we are not root, or $as is root or empty): whatever the
+// directories, the read gets only what that user may read.
+var readAsScript = "set -eu\ncd /\npath=$1 as=$2\n" + actorFn + `d_me=
+while read -r d_k d_r d_e d_x; do if [ "$d_k" = Uid: ]; then d_me=$d_e; break; fi; done 2>/dev/null < /proc/self/status
+case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
+if [ "$d_me" != 0 ] || [ -z "$as" ] || [ "$as" = root ]; then
+  if [ ! -e "$path" ]; then exit 44; fi
+  exec cat -- "$path"
+fi
+as_user "$as" sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
+`
+
+// ReadFileAs is ReadFile done as user (a name), whatever the directories:
+// for a path a host named that root must not read for it.
+func ReadFileAs(ctx context.Context, t Transport, path, user string, become bool) ([]byte, error) {
+	if err := checkPath(path); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readAsScript, "sh", path, user}, Become: become})
+	var exitErr *ExitError
+	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
+		return nil, fmt.Errorf("read %s: %w", path, os.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return res.Stdout, nil
+}
+
 // ReadFile returns the content of path on the host. A missing file is
 // reported as an error wrapping os.ErrNotExist. In a directory someone
 // other than root controls, the file is read as that user (see above).
 func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byte, error) {
+	return ReadFileActing(ctx, t, path, "", become)
+}
+
+// ReadFileActing is ReadFile with as the user who reads where root does
+// not act itself (WriteOptions.AsUser).
+func ReadFileActing(ctx context.Context, t Transport, path, as string, become bool) ([]byte, error) {
 	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readScript, "sh", path}, Become: become})
+	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readScript, "sh", path, as}, Become: become})
 	var exitErr *ExitError
 	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
 		return nil, fmt.Errorf("read %s: %w", path, os.ErrNotExist)
@@ -226,7 +266,12 @@ func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byt
 // backup. A connection that drops mid-transfer ends stdin early, and cat
 // cannot tell: renaming a short file would be a half-written one.
 const prepScript = `set -eu
-dir=$1 tmp=$2 path=$3 size=$4 mode=$5 owner=$6 emit=$7
+dir=$1 tmp=$2 path=$3 size=$4 mode=$5 owner=$6 emit=$7 ownedby=${8-}
+if [ -n "$ownedby" ]; then
+  if [ -L "$path" ] || [ ! -f "$path" ]; then echo "$path is not a regular file: not replacing it" >&2; exit 1; fi
+  fo=$(stat -c %U -- "$path")
+  if [ "$fo" != "$ownedby" ]; then echo "$path belongs to $fo, not $ownedby: not replacing it" >&2; exit 1; fi
+fi
 if [ ! -d "$dir" ]; then mkdir -p -- "$dir"; fi
 (umask 077; set -C; cat > "$tmp")
 got=$(wc -c < "$tmp")
@@ -256,15 +301,15 @@ if [ -n "$emit" ]; then sh -c "$emit" sh "$path"; fi
 // plus at most a stray .pgtune-* temporary that the next write ignores.
 // Every step inside the target's directory is done by the user decide
 // picks, in two steps (prepare, then rename) with the backup between.
-var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
+var writeScript = prelude(`path=$1 mode=$2 owner=$3 backup=$4 size=$5 as=${6-} prep=${7-} emit=${8-} ownedby=${9-}`, keepFn) + `tmp=$(mktemp -u -- "$dir/.pgtune-XXXXXX")
 raw=/dev/null
 if [ -n "$backup" ]; then mkdir -p -- "${backup%/*}"; raw=$backup.tmp; rm -f -- "$raw"; else emit=; fi
 trap 'run rm -f -- "$tmp"; [ "$raw" = /dev/null ] || rm -f -- "$raw" "$raw.rc" "$raw.c"' EXIT
 if [ -n "$backup" ]; then
-  emit_to sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit"
+  emit_to sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "$emit" "$ownedby"
   keep
 else
-  run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "" > /dev/null
+  run sh -c "$prep" sh "$dir" "$tmp" "$path" "$size" "$mode" "$owner" "" "$ownedby" > /dev/null
 fi
 run sh -c 'mv -fT -- "$1" "$2" && sync -- "$3"' sh "$tmp" "$path" "$dir"
 trap - EXIT
@@ -283,7 +328,13 @@ type WriteOptions struct {
 	// cluster owner, for PostgreSQL's files); empty: the directory's
 	// owner.
 	AsUser string
-	Become bool
+	// OwnedBy, when set, is the user the file replaced must belong to, a
+	// regular file (not a link) that exists: checked by whoever acts, in
+	// the step that replaces it. For a path a host named (Patroni's
+	// config, from a command line the cluster owner controls): root then
+	// rewrites only what that user could rewrite anyway.
+	OwnedBy string
+	Become  bool
 }
 
 // WriteFile atomically replaces path on the host with data.
@@ -297,7 +348,7 @@ func WriteFile(ctx context.Context, t Transport, path string, data []byte, opts 
 	_, err := t.Run(ctx, Command{
 		Op: OpWriteFile,
 		Args: []string{"sh", "-c", writeScript, "sh", path, opts.Mode, opts.Owner, opts.Backup,
-			strconv.Itoa(len(data)), opts.AsUser, prepScript, emitScript},
+			strconv.Itoa(len(data)), opts.AsUser, prepScript, emitScript, opts.OwnedBy},
 		Stdin:  data,
 		Become: opts.Become,
 	})
@@ -323,12 +374,12 @@ run sh -c 'if [ -e "$1" ]; then rm -f -- "$1" && sync -- "$2"; fi' sh "$path" "$
 
 // RemoveFile deletes path, keeping a copy at backup when that is set.
 // A missing file is not an error. In a directory that is not root's
-// alone, its owner removes it (see above).
-func RemoveFile(ctx context.Context, t Transport, path, backup string, become bool) error {
+// alone, as removes it, else its owner (see above).
+func RemoveFile(ctx context.Context, t Transport, path, backup, as string, become bool) error {
 	if err := checkPath(path); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	_, err := t.Run(ctx, Command{Op: OpRemoveFile, Args: []string{"sh", "-c", removeScript, "sh", path, backup, "", emitScript}, Become: become})
+	_, err := t.Run(ctx, Command{Op: OpRemoveFile, Args: []string{"sh", "-c", removeScript, "sh", path, backup, as, emitScript}, Become: become})
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}

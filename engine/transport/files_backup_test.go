@@ -49,7 +49,7 @@ func TestBackupBounded(t *testing.T) {
 			assertUntouched(t, size, WriteFile(ctx, tr, big, []byte("small\n"), WriteOptions{Backup: backup}))
 		})
 		t.Run(fmt.Sprintf("remove %d", size), func(t *testing.T) {
-			assertUntouched(t, size, RemoveFile(ctx, tr, big, backup, false))
+			assertUntouched(t, size, RemoveFile(ctx, tr, big, backup, "", false))
 		})
 	}
 	t.Run("at the bound", func(t *testing.T) {

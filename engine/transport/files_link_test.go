@@ -37,7 +37,7 @@ func TestBackupNeverWrittenThroughLinks(t *testing.T) {
 			if op == "write" {
 				err = WriteFile(context.Background(), NewLocal(), path, []byte("new\n"), WriteOptions{Backup: backup})
 			} else {
-				err = RemoveFile(context.Background(), NewLocal(), path, backup, false)
+				err = RemoveFile(context.Background(), NewLocal(), path, backup, "", false)
 			}
 			if err != nil {
 				t.Fatal(err)

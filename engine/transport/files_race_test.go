@@ -232,7 +232,7 @@ func raceWrites(t *testing.T, h *hostileDir, tr Transport, become bool, n int) {
 	for i := 0; i < 5; i++ {
 		must(t, os.WriteFile(target+".old", []byte("old\n"), 0o644))
 		os.Chown(target+".old", h.uid, h.gid)
-		RemoveFile(ctx, tr, target+".old", filepath.Join(h.state, "rm", strconv.Itoa(i)), become)
+		RemoveFile(ctx, tr, target+".old", filepath.Join(h.state, "rm", strconv.Itoa(i)), "", become)
 	}
 	swaps := stop()
 	t.Logf("%d of %d writes went through; the racer swapped %d temporaries", ok, n, swaps)
@@ -323,6 +323,32 @@ func TestDirectoryDecisions(t *testing.T) {
 	err = WriteFile(ctx, tr, filepath.Join(inner, "f.conf"), []byte("x"), WriteOptions{})
 	if err == nil || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(h.uid)) {
 		t.Errorf("write below the owner's directory: %v", err)
+	}
+
+	// A link in the chain, to a directory a third user owns (the owner
+	// swapped a directory of theirs for it): not that user's to act as
+	// (root would read, or restore a backup, as them: audit h119). Refused
+	// without a user; with one (the cluster owner), as them.
+	// The link sits above the file's own directory (a link as that
+	// directory is refused by its type).
+	link3 := filepath.Join(h.root, "via")
+	must(t, os.Symlink(h.dir, link3))
+	sub := filepath.Join(h.dir, "sub")
+	must(t, os.Mkdir(sub, 0o755))
+	must(t, os.Chown(sub, h.uid, h.gid))
+	via := filepath.Join(link3, "sub")
+	must(t, os.WriteFile(filepath.Join(sub, "x.conf"), []byte("x\n"), 0o644))
+	if _, err := ReadFile(ctx, tr, filepath.Join(via, "x.conf"), false); err == nil || !strings.Contains(err.Error(), "refusing to act as root in "+via) {
+		t.Errorf("read through a link to another user's directory: %v", err)
+	}
+	if err := WriteFile(ctx, tr, filepath.Join(via, "y.conf"), []byte("y\n"), WriteOptions{}); err == nil || !strings.Contains(err.Error(), "refusing to act as root in "+via) {
+		t.Errorf("write through a link to another user's directory: %v", err)
+	}
+	if err := RemoveFile(ctx, tr, filepath.Join(via, "x.conf"), "", "", false); err == nil {
+		t.Errorf("removed through a link to another user's directory")
+	}
+	if b, err := ReadFileActing(ctx, tr, filepath.Join(via, "x.conf"), raceUser, false); err != nil || string(b) != "x\n" {
+		t.Errorf("read through the link as %s: %q, %v", raceUser, b, err)
 	}
 
 	// MakeDir: in the owner's directory the owner makes it; in a

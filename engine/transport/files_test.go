@@ -91,7 +91,7 @@ func testFileOps(t *testing.T, tr Transport, dir string, become, remote bool) {
 			}
 			// Remove with a backup, then again: missing is fine.
 			bk := filepath.Join(dir, "removed", fmt.Sprintf("case%d", i))
-			if err := RemoveFile(ctx, tr, path, bk, become); err != nil {
+			if err := RemoveFile(ctx, tr, path, bk, "", become); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -100,7 +100,7 @@ func testFileOps(t *testing.T, tr Transport, dir string, become, remote bool) {
 			if b, _ := os.ReadFile(bk); string(b) != string(data) {
 				t.Errorf("remove backup = %q", b)
 			}
-			if err := RemoveFile(ctx, tr, path, "", become); err != nil {
+			if err := RemoveFile(ctx, tr, path, "", "", become); err != nil {
 				t.Errorf("second RemoveFile: %v", err)
 			}
 			if _, err := ReadFile(ctx, tr, path, become); !errors.Is(err, os.ErrNotExist) {

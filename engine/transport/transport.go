@@ -31,7 +31,7 @@ type Op string
 
 // The file operations of this package.
 const (
-	OpReadFile   Op = "read-file"   // Args[4]: path
+	OpReadFile   Op = "read-file"   // Args[4]: path (Args[5]: the user, ReadFileAs)
 	OpWriteFile  Op = "write-file"  // Args[4..7]: path, mode, owner, backup; Stdin: content
 	OpRemoveFile Op = "remove-file" // Args[4..5]: path, backup
 	OpMakeDir    Op = "make-dir"    // Args[4..5]: path, owner

@@ -219,7 +219,7 @@ func (m *Module) Verify(ctx context.Context, t *engine.Target, p *plan.ModulePla
 // Patroni member's patroni.yml parameters (patroni.go).
 func verifyFiles(ctx context.Context, t *engine.Target, st *State) error {
 	if st.Patroni != nil {
-		return verifyPatroniParams(ctx, t, st.Patroni)
+		return verifyPatroniParams(ctx, t, st.PG, st.Patroni)
 	}
 	fs := newConfFS()
 	want := map[string][]byte{st.Dropin: dropinFor(st.SharedBuffers, st.hugePageSize())}

@@ -87,7 +87,7 @@ func patroniRefusal(pg *facts.Postgres, topo *facts.Topology) *plan.ModulePlan {
 // to the member's patroni.yml, the restart through its REST API.
 func (c *checkRun) checkPatroni(ctx context.Context, t *engine.Target, p *plan.ModulePlan) error {
 	pg, pat := c.pg, t.Facts.Topology.Patroni
-	doc, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
+	doc, local, err := readPatroniConfig(ctx, t, pat.ConfigFile, pg.Owner)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		}
 		return fmt.Errorf("settings that override Patroni's parameters on this member: %s: nothing was changed (reset them first)", strings.Join(why, "; "))
 	}
-	doc, local, err := readPatroniConfig(ctx, t, ps.ConfigFile)
+	doc, local, err := readPatroniConfig(ctx, t, ps.ConfigFile, st.PG.Owner)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,9 @@ func (m *Module) applyPatroni(ctx context.Context, t *engine.Target, st *State) 
 		if err != nil {
 			return fmt.Errorf("Patroni's config %s: %w", ps.ConfigFile, err)
 		}
-		if err := t.WriteSecretFile(ctx, ps.ConfigFile, edited, transport.WriteOptions{}); err != nil {
+		// Its path is the owner's word (Patroni's command line): root
+		// rewrites it only as the owner's own file, as the owner would.
+		if err := t.WriteSecretFile(ctx, ps.ConfigFile, edited, transport.WriteOptions{AsUser: st.PG.Owner, OwnedBy: st.PG.Owner}); err != nil {
 			return fmt.Errorf("write %s: %w", ps.ConfigFile, err)
 		}
 		if _, err := api.post(ctx, t, "/reload", nil, 30*time.Second); err != nil {
@@ -366,8 +368,8 @@ func (m *Module) patroniPutBack(ctx context.Context, t *engine.Target, st *State
 }
 
 // verifyPatroniParams reads back the member's patroni.yml parameters.
-func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState) error {
-	_, local, err := readPatroniConfig(ctx, t, ps.ConfigFile)
+func verifyPatroniParams(ctx context.Context, t *engine.Target, pg *facts.Postgres, ps *PatroniState) error {
+	_, local, err := readPatroniConfig(ctx, t, ps.ConfigFile, pg.Owner)
 	if err != nil {
 		return err
 	}
@@ -381,7 +383,7 @@ func verifyPatroniParams(ctx context.Context, t *engine.Target, ps *PatroniState
 // rollback): reload, then restart the member if that leaves a restart
 // pending.
 func patroniRestartRestored(ctx context.Context, t *engine.Target, pg *facts.Postgres, pat *facts.Patroni) error {
-	_, local, err := readPatroniConfig(ctx, t, pat.ConfigFile)
+	_, local, err := readPatroniConfig(ctx, t, pat.ConfigFile, pg.Owner)
 	if err != nil {
 		return err
 	}

@@ -28,14 +28,21 @@ type patroniLocal struct {
 
 // readPatroniConfig reads the member's patroni.yml from the host: the
 // document (what an edit starts from) and what pgtune uses of it. Errors
-// name the file, never its content (it holds passwords).
-func readPatroniConfig(ctx context.Context, t *engine.Target, file string) ([]byte, *patroniLocal, error) {
-	doc, ok, err := t.ReadFile(ctx, file)
+// name the file, never its content (it holds passwords). Its path comes
+// from a command line the cluster owner controls: it is read as the
+// owner, so it can be no file the owner could not read (another
+// cluster's, with the REST credentials sent to an address of its
+// choosing).
+func readPatroniConfig(ctx context.Context, t *engine.Target, file, owner string) ([]byte, *patroniLocal, error) {
+	if owner == "" {
+		return nil, nil, fmt.Errorf("read Patroni's config %s: the cluster owner is not known: pgtune reads it as the owner", file)
+	}
+	doc, ok, err := t.ReadFileAs(ctx, file, owner)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Patroni's config: %v", err) // "read FILE: …" already
 	}
 	if !ok {
-		return nil, nil, fmt.Errorf("read Patroni's config %s: no such file", file)
+		return nil, nil, fmt.Errorf("read Patroni's config %s: no such file (or the cluster owner %s may not reach it)", file, owner)
 	}
 	local, err := readPatroniLocal(doc)
 	if err != nil {

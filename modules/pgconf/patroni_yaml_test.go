@@ -1,8 +1,14 @@
 package pgconf
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/transport"
 )
 
 const patroniYML = `scope: demo   # the cluster
@@ -129,5 +135,39 @@ func TestColumnOffset(t *testing.T) {
 		if got := asciiEqualFold(tc.a, tc.b); got != tc.want {
 			t.Errorf("asciiEqualFold(%q, %q) = %v", tc.a, tc.b, got)
 		}
+	}
+}
+
+// TestPatroniConfigReadAsOwner: the config file comes from Patroni's
+// command line, which the cluster owner controls: naming another
+// cluster's root-only patroni.yml must not get its REST credentials read
+// (and sent to the owner's address) by root (audit h119).
+func TestPatroniConfigReadAsOwner(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root: a root-only file read as nobody")
+	}
+	dir, err := os.MkdirTemp("/run", "pgtune-patroni-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.yml")
+	if err := os.WriteFile(other, []byte("postgresql:\n  parameters: {}\nrestapi:\n  authentication: {username: u, password: TOPSECRET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg := &engine.Target{Name: "db1", Transport: transport.NewLocal()}
+	doc, local, err := readPatroniConfig(context.Background(), tg, other, "nobody")
+	if err == nil || local != nil || strings.Contains(string(doc)+err.Error(), "TOPSECRET") {
+		t.Fatalf("read as nobody: %q, %+v, %v; want refused", doc, local, err)
+	}
+	// Root reads it for the owner only when the owner may.
+	if err := os.Chmod(other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, local, err := readPatroniConfig(context.Background(), tg, other, "nobody"); err != nil || local.Auth != "u:TOPSECRET" {
+		t.Fatalf("a file nobody may read: %+v, %v", local, err)
 	}
 }

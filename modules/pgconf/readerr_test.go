@@ -40,11 +40,11 @@ func TestReadErrorNamesFileOnce(t *testing.T) {
 		do               func(h *fakehost.Host) error
 	}{
 		{"Patroni's config unreadable", yml, "Patroni's config: read " + yml + ": ", func(h *fakehost.Host) error {
-			_, _, err := readPatroniConfig(context.Background(), target(h), yml)
+			_, _, err := readPatroniConfig(context.Background(), target(h), yml, "postgres")
 			return err
 		}},
 		{"Patroni's config missing", yml, "read Patroni's config " + yml + ": no such file", func(*fakehost.Host) error {
-			_, _, err := readPatroniConfig(context.Background(), target(fakehost.New()), yml)
+			_, _, err := readPatroniConfig(context.Background(), target(fakehost.New()), yml, "postgres")
 			return err
 		}},
 		{"the file a switchover repoints", auto, "primary: read " + auto + ": ", func(h *fakehost.Host) error {

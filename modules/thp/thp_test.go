@@ -346,7 +346,7 @@ func TestReadErrorNamesPathOnce(t *testing.T) {
 	const file = "/run/tmpfiles.d/pgtune-thp.conf"
 	h := newHost()
 	h.Fail = func(op transport.Op, args []string) string {
-		if op == transport.OpReadFile && args[len(args)-1] == file {
+		if op == transport.OpReadFile && len(args) > 0 && args[0] == file {
 			return "cat: " + file + ": Permission denied"
 		}
 		return ""

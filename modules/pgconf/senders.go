@@ -234,6 +234,7 @@ func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember,
 		return fmt.Errorf("%s: its WAL position %q is not an LSN", primary.name(), lsn)
 	}
 	tied := sw.tiedSenders(cand)
+	gone := false
 	if err := poll(ctx, timeout, func() (bool, string) {
 		rows, caught, err := readCaught(ctx, primary, lsn)
 		if err != nil {
@@ -241,7 +242,9 @@ func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember,
 		}
 		own := stillOwn(rows, tied)
 		if len(own) == 0 {
-			return false, fmt.Sprintf("%s no longer shows the WAL sender tied to %s when the switchover began (%s reconnected, or its sender ended)", primary.name(), cand.name(), cand.name())
+			// A sender never comes back: stop now, not at the timeout.
+			gone = true
+			return true, ""
 		}
 		for _, i := range own {
 			if !caught[i] {
@@ -251,6 +254,9 @@ func awaitCaughtUpOnPrimary(ctx context.Context, sw *switchover, cand *swMember,
 		return true, ""
 	}); err != nil {
 		return fmt.Errorf("%s did not catch up with %s (switchover_timeout): %w", cand.name(), primary.name(), err)
+	}
+	if gone {
+		return fmt.Errorf("%s no longer shows the WAL sender tied to %s when the switchover began (%s reconnected, or its sender ended): its catch-up can no longer be seen", primary.name(), cand.name(), cand.name())
 	}
 	return nil
 }

@@ -2,14 +2,17 @@ package pgconf
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
+	"github.com/pgtune/pgtune/engine/transport"
 	base "github.com/pgtune/pgtune/internal/fakehost"
 )
 
@@ -216,5 +219,74 @@ func TestParseCaught(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(rows, tc.rows) || !slices.Equal(caught, tc.caught) {
 			t.Errorf("%q: %+v %v %v, want %+v %v", tc.in, rows, caught, err, tc.rows, tc.caught)
 		}
+	}
+}
+
+// sqlHost answers the switchover's queries of the old primary: its WAL
+// position, then each read of its senders in turn (the last one again
+// when they run out), counting the reads.
+type sqlHost struct {
+	base.Host
+	reads   [][]facts.StandbyInfo
+	n       int
+	replayed bool // every sender replayed past the position
+}
+
+func (h *sqlHost) Run(ctx context.Context, cmd transport.Command) (transport.Result, error) {
+	sql := cmd.Args[len(cmd.Args)-1]
+	if strings.Contains(sql, "pg_current_wal_lsn") {
+		return transport.Result{Stdout: []byte("lsn=0/3000000\n")}, nil
+	}
+	rows := h.reads[min(h.n, len(h.reads)-1)]
+	h.n++
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "sender=%s %d %d %v %x\n", r.Addr, r.Port, r.PID, h.replayed, r.Name)
+	}
+	return transport.Result{Stdout: []byte(b.String())}, nil
+}
+
+// TestCatchUpRefusesOnceSenderGone: the candidate's sender, tied by
+// process and client end when the switchover began, gone from a later
+// read (the standby reconnected, or its sender ended) never comes back:
+// the switchover is refused at that read, not after switchover_timeout
+// (review h116); while it is there, the wait goes on until it caught up.
+func TestCatchUpRefusesOnceSenderGone(t *testing.T) {
+	db2Sender := facts.StandbyInfo{Name: "db2", Addr: "10.0.0.2", Port: 40001, PID: 101, State: "streaming"}
+	setup := func(reads ...[]facts.StandbyInfo) (*switchover, *swMember, *sqlHost) {
+		old := spoofMember("db1", "10.0.0.1", 0, "")
+		h := &sqlHost{reads: reads}
+		old.t.Transport = h
+		db2 := spoofMember("db2", "10.0.0.2", 0, "host=10.0.0.1")
+		db2.t.Facts.Topology.Upstream = "10.0.0.1:5432"
+		db2.pg.WALReceiver = []facts.Conn{{Local: netip.MustParseAddrPort("10.0.0.2:40001"), Remote: netip.MustParseAddrPort("10.0.0.1:5432")}}
+		db2.pg.WALReceiverRead = true
+		db2.t.Facts.Postgres = db2.pg
+		sw := &switchover{old: old, direct: []*swMember{db2}, senders: &facts.Topology{Role: "primary", Standbys: []facts.StandbyInfo{db2Sender}}}
+		if len(sw.tiedSenders(db2)) != 1 {
+			t.Fatal("db2 is not tied to its sender")
+		}
+		return sw, db2, h
+	}
+	reconnected := db2Sender
+	reconnected.PID = 103
+
+	sw, db2, h := setup([]facts.StandbyInfo{db2Sender}, []facts.StandbyInfo{reconnected})
+	// A bound of several polls: waiting it out reads more than twice.
+	err := awaitCaughtUpOnPrimary(context.Background(), sw, db2, 5*switchoverPoll)
+	if err == nil || !strings.Contains(err.Error(), "no longer shows the WAL sender tied to db2") || h.n != 2 {
+		t.Fatalf("after %d reads: %v; want refused at the second read", h.n, err)
+	}
+
+	// Still its sender, caught up at the third read.
+	sw, db2, h = setup([]facts.StandbyInfo{db2Sender})
+	h.replayed = true
+	if err := awaitCaughtUpOnPrimary(context.Background(), sw, db2, time.Hour); err != nil || h.n != 1 {
+		t.Fatalf("after %d reads: %v; want caught up at once", h.n, err)
+	}
+	// Not caught up within the bound: the timeout's error.
+	sw, db2, h = setup([]facts.StandbyInfo{db2Sender})
+	if err := awaitCaughtUpOnPrimary(context.Background(), sw, db2, time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not catch up") || h.n < 1 {
+		t.Fatalf("after %d reads: %v; want the timeout", h.n, err)
 	}
 }

@@ -227,8 +227,8 @@ func TestParseCaught(t *testing.T) {
 // when they run out), counting the reads.
 type sqlHost struct {
 	base.Host
-	reads   [][]facts.StandbyInfo
-	n       int
+	reads    [][]facts.StandbyInfo
+	n        int
 	replayed bool // every sender replayed past the position
 }
 

@@ -833,7 +833,7 @@ func describe(b block, source string) (*Postgres, error) {
 	// names them); the others say so when postmaster.pid names a live
 	// postgres process of the owner.
 	if b.kind == "postmaster" || b.get("alive") == "1" {
-		pg.Running, pg.PID = true, atoiIn(b.get("pid"), 1, 1<<22)
+		pg.Running, pg.PID = true, atoiIn(b.get("pid"), 1, MaxPID)
 		pg.Port = atoiIn(strings.TrimSpace(b.get("pidfile_port")), 1, 65535)
 		pg.SocketDir = strings.TrimSpace(b.get("pidfile_socket"))
 		if kb := atoiIn(b.get("hugetlb_kb"), 0, 1<<40); kb > 0 {

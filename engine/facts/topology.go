@@ -590,7 +590,7 @@ func parseWALSender(v string) (StandbyInfo, *WALClient, error) {
 	if err != nil {
 		return StandbyInfo{}, nil, err
 	}
-	pid, err := ParseInt("WAL sender pid", f[4], 1, maxPID)
+	pid, err := ParseInt("WAL sender pid", f[4], 1, MaxPID)
 	if err != nil {
 		return StandbyInfo{}, nil, err
 	}

@@ -210,7 +210,7 @@ func parseSenderPeers(s string) (map[int][]uint64, string, bool) {
 			continue
 		}
 		pid, err := strconv.Atoi(f[0])
-		if err != nil || pid <= 0 || pid > maxPID {
+		if err != nil || pid <= 0 || pid > MaxPID {
 			continue
 		}
 		var peers []uint64
@@ -225,9 +225,6 @@ func parseSenderPeers(s string) (map[int][]uint64, string, bool) {
 	}
 	return out, note, true
 }
-
-// maxPID is the kernel's largest PID (PID_MAX_LIMIT).
-const maxPID = 1 << 22
 
 // PeerWhy is why a WAL sender over a unix socket is not the one whose
 // peer the WAL receiver sockets socks hold, "" when it is.

@@ -38,8 +38,8 @@ func TestParseSenderPeers(t *testing.T) {
 			}
 		})
 	}
-	if !strings.Contains(senderPeersAwk, "length(s) <= 10") || maxPID >= 1e10 {
-		t.Fatal("senderPeersAwk's bound on a PID is not above maxPID")
+	if !strings.Contains(senderPeersAwk, "length(s) <= 10") || MaxPID >= 1e10 {
+		t.Fatal("senderPeersAwk's bound on a PID is not above MaxPID")
 	}
 }
 

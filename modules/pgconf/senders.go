@@ -199,7 +199,7 @@ func parseCaught(out string) ([]facts.StandbyInfo, []bool, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		pid, err := facts.ParseInt("WAL sender pid", f[2], 1, 1<<22)
+		pid, err := facts.ParseInt("WAL sender pid", f[2], 1, facts.MaxPID)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -344,8 +344,11 @@ func TestDirectoryDecisions(t *testing.T) {
 	if err := WriteFile(ctx, tr, filepath.Join(via, "y.conf"), []byte("y\n"), WriteOptions{}); err == nil || !strings.Contains(err.Error(), "refusing to act as root in "+via) {
 		t.Errorf("write through a link to another user's directory: %v", err)
 	}
-	if err := RemoveFile(ctx, tr, filepath.Join(via, "x.conf"), "", "", false); err == nil {
-		t.Errorf("removed through a link to another user's directory")
+	if err := RemoveFile(ctx, tr, filepath.Join(via, "x.conf"), "", "", false); err == nil || !strings.Contains(err.Error(), "refusing to act as root in "+via) {
+		t.Errorf("remove through a link to another user's directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(sub, "x.conf")); err != nil {
+		t.Errorf("the file is gone: %v", err)
 	}
 	if b, err := ReadFileActing(ctx, tr, filepath.Join(via, "x.conf"), raceUser, false); err != nil || string(b) != "x\n" {
 		t.Errorf("read through the link as %s: %q, %v", raceUser, b, err)

@@ -31,9 +31,9 @@ type Op string
 
 // The file operations of this package.
 const (
-	OpReadFile   Op = "read-file"   // Args[4]: path (Args[5]: the user, ReadFileAs)
-	OpWriteFile  Op = "write-file"  // Args[4..7]: path, mode, owner, backup; Stdin: content
-	OpRemoveFile Op = "remove-file" // Args[4..5]: path, backup
+	OpReadFile   Op = "read-file"   // Args[4..5]: path, the user who reads (ReadFileAs: always; ReadFileActing: where root does not act)
+	OpWriteFile  Op = "write-file"  // Args[4..9]: path, mode, owner, backup, size, as; Args[12]: owned by; Stdin: content
+	OpRemoveFile Op = "remove-file" // Args[4..6]: path, backup, as
 	OpMakeDir    Op = "make-dir"    // Args[4..5]: path, owner
 )
 

@@ -246,6 +246,11 @@ func (c *checkRun) planPatroni(ctx context.Context, t *engine.Target, p *plan.Mo
 			After:  "overrides Patroni's parameters on this member (ALTER SYSTEM?): reset it (ALTER SYSTEM RESET) before apply; pgtune does not edit it under Patroni"})
 	}
 	if !sameParams(ps.Before, ps.Set) {
+		// Apply writes it only as the cluster owner's own file
+		// (WriteOptions.OwnedBy): said now, not at apply.
+		if err := patroniConfigOwned(ctx, t, ps.ConfigFile, pg.Owner); err != nil {
+			return err
+		}
 		p.Add(plan.Change{Kind: plan.KindAction, Target: "Patroni local parameters: " + ps.ConfigFile + " postgresql.parameters",
 			Before: describeParams(ps.Before), After: describeParams(ps.Set) + " (then POST " + ps.APIURL + "/reload)"})
 	}
@@ -280,6 +285,22 @@ func (c *checkRun) planPatroni(ctx context.Context, t *engine.Target, p *plan.Mo
 		describePatroniMember(t.Facts.Topology.Patroni), ps.Role))
 	p.Note(fmt.Sprintf("segment %d MB = %d huge pages of a %d-page pool (shared_buffers %s, %d probes)",
 		fit.SegmentMB, fit.SegmentPages, fit.PoolPages, formatSize(fit.SharedBuffers), fit.Probes+1))
+	return nil
+}
+
+// patroniConfigOwned says why pgtune will not write Patroni's config
+// file: its path comes from a command line the cluster owner controls, so
+// it is written only when it is a regular file of the owner's (stat of
+// the file itself, not what a link at its place leads to).
+func patroniConfigOwned(ctx context.Context, t *engine.Target, file, owner string) error {
+	res, err := t.Run(ctx, "stat", "-c", "%F:%U", file)
+	if err != nil {
+		return fmt.Errorf("Patroni's config %s: %w", file, err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "regular file:"+owner {
+		return fmt.Errorf("Patroni's config %s is %s, not a regular file of the cluster owner %s: pgtune writes it only then (its path comes from Patroni's command line, which the cluster owner controls); chown it to %s, or replace a link with the file",
+			file, strconv.QuoteToASCII(got), owner, owner)
+	}
 	return nil
 }
 

@@ -2,12 +2,15 @@ package pgconf
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine"
+	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
 )
 
@@ -169,5 +172,49 @@ func TestPatroniConfigReadAsOwner(t *testing.T) {
 	}
 	if _, local, err := readPatroniConfig(context.Background(), tg, other, "nobody"); err != nil || local.Auth != "u:TOPSECRET" {
 		t.Fatalf("a file nobody may read: %+v, %v", local, err)
+	}
+}
+
+// TestPatroniConfigWrittenOnlyAsOwners: apply rewrites Patroni's config
+// only when it is the cluster owner's own regular file. Here a root file
+// in a directory only root may change, which the owner (nobody) may read:
+// root would act itself there, and refuses (audit h119).
+func TestPatroniConfigWrittenOnlyAsOwners(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root: a root file the owner names")
+	}
+	dir, err := os.MkdirTemp("/run", "pgtune-patroni-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yml, conf := filepath.Join(dir, "patroni.yml"), filepath.Join(dir, "postgresql.conf")
+	for p, s := range map[string]string{yml: patroniYML, conf: "shared_buffers = 128MB\n"} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fakePatroni{mu: new(sync.Mutex), leader: "a", leaderState: "running", postmaster: "2026-12-02 00:00:00", timeline: 2}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	tg := &engine.Target{Name: "local", Transport: transport.NewLocal(), Become: true}
+	st := &State{PG: &facts.Postgres{Owner: "nobody", ConfigFile: conf},
+		Patroni: &PatroniState{Scope: "c1", Member: "a", ConfigFile: yml, APIURL: srv.URL, Set: newParams}}
+	err = New().applyPatroni(context.Background(), tg, st)
+	if err == nil || !strings.Contains(err.Error(), "belongs to root, not nobody: not replacing it") {
+		t.Fatalf("err %v, want the write refused", err)
+	}
+	if b, _ := os.ReadFile(yml); string(b) != patroniYML {
+		t.Fatalf("patroni.yml changed:\n%s", b)
+	}
+	// What check says before any apply.
+	if err := patroniConfigOwned(context.Background(), tg, yml, "nobody"); err == nil || !strings.Contains(err.Error(), `is "regular file:root", not a regular file of the cluster owner nobody`) {
+		t.Fatalf("check: %v", err)
+	}
+	if err := patroniConfigOwned(context.Background(), tg, yml, "root"); err != nil {
+		t.Fatalf("check of root's own: %v", err)
 	}
 }

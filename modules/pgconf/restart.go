@@ -84,7 +84,8 @@ off=$(stat -c %s -- "$log" 2>/dev/null) || off=0
 #     postmaster.pid names), so stopping its processes stops ours;
 #   - an inactive unit (systemd starts it, as pg_ctlcluster would have
 #     asked it to) only when this server is down, and root's pg_lsclusters
-#     lists V/C with this data directory: a start stops nothing;
+#     lists V/C with this data directory, the owner's: a start stops
+#     nothing, and starts no other user's cluster;
 #   - otherwise pg_ctlcluster runs as the owner, with the owner's rights
 #     alone (a server running outside systemd, a host without it).
 # deb_listed prints debian_data=, the data directory pg_lsclusters lists
@@ -102,7 +103,11 @@ deb_listed() {
   [ -n "$dm_d" ] || return 1
   dm_a=$(readlink -f -- "$dm_d" 2>/dev/null) || return 1
   dm_b=$(readlink -f -- "$data" 2>/dev/null) || return 1
-  [ -n "$dm_a" ] && [ "$dm_a" = "$dm_b" ]
+  [ -n "$dm_a" ] && [ "$dm_a" = "$dm_b" ] || return 1
+  # And the owner's: $data may be the owner's link to another user's
+  # stopped cluster, which a start would bring back.
+  dm_u=$(stat -c %u -- "$dm_a" 2>/dev/null) || return 1
+  [ "$dm_u" = "$(id -u -- "$owner" 2>/dev/null)" ]
 }
 refused=
 if [ "$action" = status ]; then method=status
@@ -111,7 +116,9 @@ elif [ -n "$cluster" ] && [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && com
   unit=postgresql@$ver-$cluster
   if systemctl is-active --quiet "$unit" 2>/dev/null; then
     method=systemd
-    main=$(systemctl show -p MainPID --value "$unit" 2>/dev/null </dev/null) || main=
+    # (--value is systemd 230's: without it the line reads MainPID=N.)
+    main=$(systemctl show -p MainPID "$unit" 2>/dev/null </dev/null) || main=
+    main=${main#MainPID=}
     echo "unit_pid=$main"
     if [ -z "$running" ] || [ "$main" != "$running" ] || ! own_postgres "$main"; then refused=unit; fi
   elif [ -z "$running" ]; then

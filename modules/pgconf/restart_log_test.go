@@ -167,6 +167,13 @@ func TestRestartDebianUnitMustBeThisOne(t *testing.T) {
 		must(os.Mkdir(d, 0o755))
 		must(exec.Command("chown", nobody, d).Run())
 	}
+	// Another user's stopped cluster, and the owner's link to it in
+	// place of its data directory (review h121).
+	bobs := filepath.Join(root, "bobs")
+	must(os.Mkdir(bobs, 0o755))
+	must(exec.Command("chown", testhost.UID(t, "daemon"), bobs).Run())
+	toBobs := filepath.Join(root, "to-bobs")
+	must(os.Symlink(bobs, toBobs))
 	// pg_lsclusters lists every cluster whatever it is asked, another's
 	// first: the script must pick its line by version and name.
 	lsclusters := "#!/bin/sh\nprintf '15 pgtune-other 5433 online nobody %s /var/log/postgresql/o.log\\n15 pgtune-mine 5432 down nobody %s /var/log/postgresql/m.log\\n' " +
@@ -174,7 +181,7 @@ func TestRestartDebianUnitMustBeThisOne(t *testing.T) {
 	systemctl := "#!/bin/sh\nS=" + transport.Quote(state) + `
 case $1 in
 is-active) [ -e "$S/active" ];;
-show) cat "$S/mainpid";;
+show) printf 'MainPID=%s\n' "$(cat "$S/mainpid")";;
 restart) echo "systemctl restart $2" >> "$S/ran";;
 *) exit 1;;
 esac
@@ -206,6 +213,7 @@ sh -c "$@"
 `
 	for _, tc := range []struct {
 		name       string
+		data       string // "" for data
 		init       string // PID 1's name
 		active     bool   // the unit is active
 		running    bool   // nobody's postmaster stand-in runs
@@ -215,15 +223,16 @@ sh -c "$@"
 		wantRan    string // the command run; "" when refused
 		wantRefuse string
 	}{
-		{"active unit running this postmaster", "systemd", true, true, "postmaster", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
-		{"active unit running another process", "systemd", true, true, "1", data, "", "", "unit"},
-		{"active unit, this server's postmaster.pid gone", "systemd", true, false, "1", data, "", "", "unit"},
-		{"inactive unit, server down, listed here", "systemd", false, false, "", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
-		{"inactive unit, server down, listed elsewhere", "systemd", false, false, "", other, "", "", "debian"},
-		{"inactive unit, server down, pg_lsclusters not root's", "systemd", false, false, "", data, untrusted, "", "debian"},
-		{"inactive unit, server running outside it", "systemd", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
-		{"no systemd, server running", "init", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
-		{"no systemd, server down", "init", false, false, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"active unit running this postmaster", "", "systemd", true, true, "postmaster", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
+		{"active unit running another process", "", "systemd", true, true, "1", data, "", "", "unit"},
+		{"active unit, this server's postmaster.pid gone", "", "systemd", true, false, "1", data, "", "", "unit"},
+		{"inactive unit, server down, listed here", "", "systemd", false, false, "", data, "", "systemctl restart postgresql@15-pgtune-mine", ""},
+		{"inactive unit, server down, listed elsewhere", "", "systemd", false, false, "", other, "", "", "debian"},
+		{"inactive unit, server down, pg_lsclusters not root's", "", "systemd", false, false, "", data, untrusted, "", "debian"},
+		{"inactive unit, server running outside it", "", "systemd", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"no systemd, server running", "", "init", false, true, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"no systemd, server down", "", "init", false, false, "", other, "", "pg_ctlcluster 15 pgtune-mine restart as nobody", ""},
+		{"inactive unit, server down, data a link to another user's cluster listed so", toBobs, "systemd", false, false, "", bobs, "", "", "debian"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, f := range []string{"ran", "active", "mainpid", "listed", "../data/postmaster.pid"} {
@@ -235,6 +244,10 @@ sh -c "$@"
 			if tc.active {
 				must(os.WriteFile(filepath.Join(state, "active"), nil, 0o644))
 			}
+			dataDir := data
+			if tc.data != "" {
+				dataDir = tc.data
+			}
 			running := "0"
 			if tc.running {
 				running = "1"
@@ -244,8 +257,8 @@ sh -c "$@"
 				path = tc.path + ":" + path
 			}
 			cmd := exec.Command("unshare", "-p", "-f", "-m", "--mount-proc", filepath.Join(bins, tc.init), "-c", wrapper, "sh",
-				state, data, running, tc.main, filepath.Join(bins, "postgres"), nobody,
-				restartScript, "sh", "", data, filepath.Join(root, "bin"), "nobody",
+				state, dataDir, running, tc.main, filepath.Join(bins, "postgres"), nobody,
+				restartScript, "sh", "", dataDir, filepath.Join(root, "bin"), "nobody",
 				"15", "pgtune-mine", "", "0", "1", "restart", "", "test-run", restartInner)
 			cmd.Env = append(os.Environ(), "TMPDIR="+root, "PATH="+path)
 			out, err := cmd.Output()

@@ -670,7 +670,7 @@ func choosePostgres(blocks []block, opts Options) (*Postgres, []string, error) {
 	default:
 		pg.ConfigFile = path.Join(pg.DataDir, "postgresql.conf")
 	}
-	if strings.ContainsAny(pg.ConfigFile, "\n\r\x00") {
+	if strings.ContainsAny(pg.ConfigFile, "\n\x00") {
 		return nil, ignored, fmt.Errorf("%s: the postmaster's config file %s contains a line break", pg.DataDir, strconv.QuoteToASCII(pg.ConfigFile))
 	}
 	if opts.PGConfigFile == "" && (cfgFromArgs != "" || dFromArgs != "") {
@@ -804,7 +804,7 @@ func describe(b block, source string) (*Postgres, error) {
 	// Directories the owner may name: a line break in one would forge
 	// lines of the scripts' reports that print it.
 	for _, p := range [][2]string{{"data directory", data}, {"bin directory", pg.BinDir}} {
-		if strings.ContainsAny(p[1], "\n\r\x00") {
+		if strings.ContainsAny(p[1], "\n\x00") {
 			return nil, fmt.Errorf("refusing the cluster's %s %s: it contains a line break", p[0], strconv.QuoteToASCII(p[1]))
 		}
 	}

@@ -221,18 +221,7 @@ as_user "$as" sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$
 // ReadFileAs is ReadFile done as user (a name), whatever the directories:
 // for a path a host named that root must not read for it.
 func ReadFileAs(ctx context.Context, t Transport, path, user string, become bool) ([]byte, error) {
-	if err := checkPath(path); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readAsScript, "sh", path, user}, Become: become})
-	var exitErr *ExitError
-	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
-		return nil, fmt.Errorf("read %s: %w", path, os.ErrNotExist)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return res.Stdout, nil
+	return readWith(ctx, t, readAsScript, path, user, become)
 }
 
 // ReadFile returns the content of path on the host. A missing file is
@@ -245,10 +234,16 @@ func ReadFile(ctx context.Context, t Transport, path string, become bool) ([]byt
 // ReadFileActing is ReadFile with as the user who reads where root does
 // not act itself (WriteOptions.AsUser).
 func ReadFileActing(ctx context.Context, t Transport, path, as string, become bool) ([]byte, error) {
+	return readWith(ctx, t, readScript, path, as, become)
+}
+
+// readWith runs a read script (readScript, readAsScript) for path and
+// user.
+func readWith(ctx context.Context, t Transport, script, path, user string, become bool) ([]byte, error) {
 	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", readScript, "sh", path, as}, Become: become})
+	res, err := t.Run(ctx, Command{Op: OpReadFile, Args: []string{"sh", "-c", script, "sh", path, user}, Become: become})
 	var exitErr *ExitError
 	if errors.As(err, &exitErr) && exitErr.ExitCode == missingExit {
 		return nil, fmt.Errorf("read %s: %w", path, os.ErrNotExist)

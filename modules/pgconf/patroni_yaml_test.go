@@ -149,14 +149,7 @@ func TestPatroniConfigReadAsOwner(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("needs root: a root-only file read as nobody")
 	}
-	dir, err := os.MkdirTemp("/run", "pgtune-patroni-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := rootDir(t)
 	other := filepath.Join(dir, "other.yml")
 	if err := os.WriteFile(other, []byte("postgresql:\n  parameters: {}\nrestapi:\n  authentication: {username: u, password: TOPSECRET}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -183,14 +176,7 @@ func TestPatroniConfigWrittenOnlyAsOwners(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("needs root: a root file the owner names")
 	}
-	dir, err := os.MkdirTemp("/run", "pgtune-patroni-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := rootDir(t)
 	yml, conf := filepath.Join(dir, "patroni.yml"), filepath.Join(dir, "postgresql.conf")
 	for p, s := range map[string]string{yml: patroniYML, conf: "shared_buffers = 128MB\n"} {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
@@ -203,7 +189,7 @@ func TestPatroniConfigWrittenOnlyAsOwners(t *testing.T) {
 	tg := &engine.Target{Name: "local", Transport: transport.NewLocal(), Become: true}
 	st := &State{PG: &facts.Postgres{Owner: "nobody", ConfigFile: conf},
 		Patroni: &PatroniState{Scope: "c1", Member: "a", ConfigFile: yml, APIURL: srv.URL, Set: newParams}}
-	err = New().applyPatroni(context.Background(), tg, st)
+	err := New().applyPatroni(context.Background(), tg, st)
 	if err == nil || !strings.Contains(err.Error(), "belongs to root, not nobody: not replacing it") {
 		t.Fatalf("err %v, want the write refused", err)
 	}
@@ -217,4 +203,19 @@ func TestPatroniConfigWrittenOnlyAsOwners(t *testing.T) {
 	if err := patroniConfigOwned(context.Background(), tg, yml, "root"); err != nil {
 		t.Fatalf("check of root's own: %v", err)
 	}
+}
+
+// rootDir is a directory only root may change, that others may enter:
+// under /run (t.TempDir's parent is 0700).
+func rootDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/run", "pgtune-patroni-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

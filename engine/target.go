@@ -150,20 +150,17 @@ func (t *Target) ReadFile(ctx context.Context, p string) ([]byte, bool, error) {
 	if b, ok, hit := t.cachedFile(p); hit {
 		return b, ok, nil
 	}
-	b, err := transport.ReadFileActing(ctx, t.Transport, p, t.actor(), t.Become)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return b, true, nil
+	return found(transport.ReadFileActing(ctx, t.Transport, p, t.actor(), t.Become))
 }
 
 // ReadFileAs is ReadFile done as user, whatever the directories (uncached):
 // for a path the host named, which root must not read on its word.
 func (t *Target) ReadFileAs(ctx context.Context, p, user string) ([]byte, bool, error) {
-	b, err := transport.ReadFileAs(ctx, t.Transport, p, user, t.Become)
+	return found(transport.ReadFileAs(ctx, t.Transport, p, user, t.Become))
+}
+
+// found turns a transport read's missing file into (nil, false, nil).
+func found(b []byte, err error) ([]byte, bool, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

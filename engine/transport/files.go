@@ -58,12 +58,15 @@ const missingExit = 44
 // to $dir, outermost first, and reads $as. setpriv is preferred over
 // runuser: same effect, no PAM session per step.
 //
-// Our uid comes from /proc/self/status, where the shell reads it (id was
-// a process per step).
-const actorFn = `decide() {
+// Our uid (my_uid sets d_me) comes from /proc/self/status, where the
+// shell reads it (id was a process per step).
+const actorFn = `my_uid() {
   d_me=
   while read -r d_k d_r d_e d_x; do if [ "$d_k" = Uid: ]; then d_me=$d_e; break; fi; done 2>/dev/null < /proc/self/status
   case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
+}
+decide() {
+  my_uid
   [ "$d_me" = 0 ] || return 0
   out=$(LC_ALL=C stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
   n=0 safe=1 why= pmode=0 luid= lmode= ltype= linked=
@@ -208,9 +211,7 @@ run sh -c 'if [ ! -e "$1" ]; then exit 44; fi; exec cat -- "$1"' sh "$path"
 // readAsScript reads $path as $as alone (as root, through as_user; as
 // ourselves when we are not root, or $as is root or empty): whatever the
 // directories, the read gets only what that user may read.
-var readAsScript = "set -eu\ncd /\npath=$1 as=$2\n" + actorFn + `d_me=
-while read -r d_k d_r d_e d_x; do if [ "$d_k" = Uid: ]; then d_me=$d_e; break; fi; done 2>/dev/null < /proc/self/status
-case $d_me in ''|*[!0-9]*) d_me=$(id -u);; esac
+var readAsScript = "set -eu\ncd /\npath=$1 as=$2\n" + actorFn + `my_uid
 if [ "$d_me" != 0 ] || [ -z "$as" ] || [ "$as" = root ]; then
   if [ ! -e "$path" ]; then exit 44; fi
   exec cat -- "$path"

@@ -68,12 +68,27 @@ const actorFn = `my_uid() {
 decide() {
   my_uid
   [ "$d_me" = 0 ] || return 0
-  out=$(LC_ALL=C stat -c '%u %a %F' -- "$@" 2>/dev/null) || true
+  # One line per name that exists, in order, each ending with its name:
+  # a name stat could not answer for (gone for a moment) must not let the
+  # next line stand in for it. Only names past the deepest one there may
+  # be missing (mkdir -p makes them).
+  out=$(LC_ALL=C stat -c '%u %a %f %n' -- "$@" 2>/dev/null) || true
   n=0 safe=1 why= pmode=0 luid= lmode= ltype= linked=
-  while read -r uid mode type; do
-    [ -n "$uid" ] || continue
-    n=$((n+1)) luid=$uid lmode=$mode ltype=$type
+  while read -r uid mode hex name; do
+    [ -n "$uid$mode$hex$name" ] || continue
+    n=$((n+1))
+    if [ $n -gt $# ]; then n=$# safe=0 linked=1 why=${why:-"stat answered for more names than asked"}; break; fi
     eval "p=\${$n}"
+    num=1
+    case $uid in ''|*[!0-9]*) num=0;; esac
+    case $mode in ''|*[!0-7]*) num=0;; esac
+    case $hex in ''|*[!0-9a-f]*) num=0;; esac
+    if [ "$name" != "$p" ] || [ $num = 0 ]; then
+      n=$((n-1)) safe=0 linked=1 why=${why:-"$p could not be inspected (missing, or changed meanwhile)"}
+      break
+    fi
+    case $((0x$hex & 61440)) in 16384) type=directory;; 40960) type="symbolic link";; 32768) type="regular file";; *) type="special file";; esac
+    luid=$uid lmode=$mode ltype=$type
     if [ "$type" != directory ]; then safe=0 linked=1 why=${why:-"$p is a $type"}
     elif [ "$uid" != 0 ]; then safe=0 why=${why:-"$p belongs to uid $uid"}
     elif [ $((0$pmode & 022)) -ne 0 ] && [ $((0$pmode & 01000)) -eq 0 ]; then safe=0 why=${why:-"$p lies in a directory others can write"}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,9 +37,12 @@ type fleetOptions struct {
 	serial         string
 	maxFail        string
 	anyErrorsFatal bool
-	pause          string
-	confirmEach    bool
-	resume         resumeFlag
+	// anyErrorsFatalSet: --any-errors-fatal was given (=true or =false),
+	// or taken from the run resumed; the play's value stands otherwise.
+	anyErrorsFatalSet bool
+	pause             string
+	confirmEach       bool
+	resume            resumeFlag
 }
 
 func shardFlag(fs *pflag.FlagSet, o *options) {
@@ -50,7 +54,7 @@ func rolloutFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.fleet.maxFail, "max-fail-percentage", "", "stop once more than this `percent` of the run's hosts failed")
 	fs.BoolVar(&o.fleet.anyErrorsFatal, "any-errors-fatal", false, "stop after the batch of the first failed host")
 	fs.StringVar(&o.fleet.pause, "pause-between-batches", "", "wait this `long` between batches (30s, 2m)")
-	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch, not only the first")
+	fs.BoolVar(&o.fleet.confirmEach, "confirm-each-batch", false, "ask before every batch (and each later wave of one), not only the first")
 	fs.Var(&o.fleet.resume, "resume", "continue the latest unfinished run (of the -i, --shard and --limit given), or run `RUN` (--resume=RUN or --resume RUN)")
 	fs.Lookup("resume").NoOptDefVal = "latest" // --resume alone: the latest run
 }
@@ -130,8 +134,8 @@ func (f fleetOptions) overrides(r playbook.Rollout) (playbook.Rollout, error) {
 		}
 		r.MaxFailPercentage = &pct
 	}
-	if f.anyErrorsFatal {
-		r.AnyErrorsFatal = true
+	if f.anyErrorsFatalSet {
+		r.AnyErrorsFatal = f.anyErrorsFatal
 	}
 	if f.pause != "" {
 		if r.PauseBetweenBatches, err = playbook.ParsePause(f.pause); err != nil {
@@ -144,6 +148,7 @@ func (f fleetOptions) overrides(r playbook.Rollout) (playbook.Rollout, error) {
 // rolloutApply is apply: batch by batch, each planned, shown, applied and
 // verified before the next, with the run state kept on the controller.
 func (a *App) rolloutApply(o *options) int {
+	o.fleet.anyErrorsFatalSet = o.given["any-errors-fatal"]
 	if o.fleet.confirmEach && o.yes {
 		// Either reading would surprise someone: --yes winning asks
 		// nothing of whoever wanted every batch confirmed, and the
@@ -401,8 +406,8 @@ func (o *options) resumeFrom(st *rollout.State) error {
 			*v = st.Flags[name]
 		}
 	}
-	if !o.given["any-errors-fatal"] && st.Flags["any-errors-fatal"] == "true" {
-		o.fleet.anyErrorsFatal = true
+	if v := st.Flags["any-errors-fatal"]; !o.given["any-errors-fatal"] && v != "" {
+		o.fleet.anyErrorsFatal, o.fleet.anyErrorsFatalSet = v == "true", true
 	}
 	return nil
 }
@@ -477,8 +482,8 @@ func (f *fleetOptions) savedFlags() map[string]string {
 			out[name] = *v
 		}
 	}
-	if f.anyErrorsFatal {
-		out["any-errors-fatal"] = "true"
+	if f.anyErrorsFatalSet {
+		out["any-errors-fatal"] = strconv.FormatBool(f.anyErrorsFatal)
 	}
 	return out
 }
@@ -523,7 +528,7 @@ func (a *App) confirmBatch(o *options, view *rolloutView, stop <-chan struct{}) 
 		}
 		question := fmt.Sprintf("Apply these changes to %d host(s)?", planned.Summary.Drift)
 		if b.Of > 1 {
-			question = fmt.Sprintf("Apply batch %d of %d: changes to %d host(s)?", b.Number, b.Of, planned.Summary.Drift)
+			question = fmt.Sprintf("Apply %s: changes to %d host(s)?", batchName(b), planned.Summary.Drift)
 		}
 		forced := *o
 		forced.yes = false
@@ -537,6 +542,18 @@ func (a *App) confirmBatch(o *options, view *rolloutView, stop <-chan struct{}) 
 		}
 		return err
 	}
+}
+
+// batchName is "batch 2 of 5", and ", wave 2" for a later wave of it: a
+// batch holding several members of a cluster is applied wave by wave,
+// each planned (and, with --confirm-each-batch, asked) after the one
+// before it.
+func batchName(b rollout.Batch) string {
+	s := fmt.Sprintf("batch %d of %d", b.Number, b.Of)
+	if b.Wave > 1 {
+		s += fmt.Sprintf(", wave %d", b.Wave)
+	}
+	return s
 }
 
 // notConfirmed is the refusal of a later batch (or wave) of a rollout whose
@@ -621,7 +638,7 @@ func (a *App) clusterOrder(ctx context.Context, stop <-chan struct{}, r *engine.
 	}
 	r.Layout = l
 	r.StopDownMembers(facts)
-	return rollout.Order{Sort: l.SortHosts, Waves: l.WavesHosts}, true
+	return rollout.ClusterOrder(l, facts), true
 }
 
 // onSignal is what a signal does to a run that is stopping already or

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/pgtune/pgtune/engine"
@@ -75,7 +76,7 @@ func (v *rolloutView) beforeWave(b rollout.Batch) {
 	defer v.mu.Unlock()
 	v.shown = map[string]bool{}
 	if b.Of > 1 {
-		fmt.Fprintf(v.planW, "BATCH %d of %d (%s)\n", b.Number, b.Of, plural(len(b.Hosts), "host"))
+		fmt.Fprintf(v.planW, "BATCH%s (%s)\n", strings.TrimPrefix(batchName(b), "batch"), plural(len(b.Hosts), "host"))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/plan"
+	"github.com/pgtune/pgtune/engine/playbook"
 	"github.com/pgtune/pgtune/engine/rollout"
 	"github.com/pgtune/pgtune/engine/transport"
 )
@@ -269,4 +270,84 @@ func testApp(m engine.Module) (*App, *bytes.Buffer, *bytes.Buffer) {
 	app.Stdout, app.Stderr = &stdout, &stderr
 	app.IsTerminal = func() bool { return false }
 	return app, &stdout, &stderr
+}
+
+// TestApplyNotConfirmedLeavesNoRun: an apply nobody confirmed (no --yes
+// and no terminal to ask) changes nothing and leaves no run state: a
+// bare --resume then continues the older stopped run, not it.
+func TestApplyNotConfirmedLeavesNoRun(t *testing.T) {
+	m := newMark("h1")
+	run, inv, book := fleetAppWith(t, m, nil)
+	if code, _, stderr := run("apply", "-i", inv, "--yes", "--serial", "1,50%", book); code != 1 || !strings.Contains(stderr, "--resume") {
+		t.Fatalf("failed canary: exit %d\n%s", code, stderr)
+	}
+	dir, _ := rollout.Dir()
+	first, err := rollout.Load(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.events = nil
+	code, _, stderr := run("apply", "-i", inv, "--serial", "1,50%", book)
+	if code != 1 || !strings.Contains(stderr, "--yes") || slices.ContainsFunc(m.events, func(e string) bool { return strings.HasPrefix(e, "apply ") }) {
+		t.Fatalf("apply without --yes: exit %d, events %v\n%s", code, m.events, stderr)
+	}
+	if latest, err := rollout.Load(dir, ""); err != nil || latest.ID != first.ID {
+		t.Fatalf("latest run after an unconfirmed apply: %v, %v; want %s alone", latest, err, first.ID)
+	}
+	delete(m.fail, "h1")
+	if code, _, stderr := run("apply", "--resume", "--yes"); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr)
+	}
+	if st, err := rollout.Load(dir, first.ID); err != nil || len(st.Attempts) != 2 || st.Status != rollout.Finished {
+		t.Errorf("bare --resume did not continue %s: %+v, %v", first.ID, st, err)
+	}
+}
+
+// TestAnyErrorsFatalFlagOverridesPlay: --any-errors-fatal=false turns off
+// the play's any_errors_fatal (it could only turn it on), and a resume
+// keeps whichever the run was started with.
+func TestAnyErrorsFatalFlagOverridesPlay(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		play, want bool
+		f          fleetOptions
+	}{
+		{"not given: the play's", true, true, fleetOptions{}},
+		{"=false turns the play's off", true, false, fleetOptions{anyErrorsFatal: false, anyErrorsFatalSet: true}},
+		{"=true turns it on", false, true, fleetOptions{anyErrorsFatal: true, anyErrorsFatalSet: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.f.overrides(playbook.Rollout{AnyErrorsFatal: tc.play})
+			if err != nil || r.AnyErrorsFatal != tc.want {
+				t.Errorf("any_errors_fatal %v, %v; want %v", r.AnyErrorsFatal, err, tc.want)
+			}
+			// Saved with the run and taken back by a resume (no flag).
+			o := &options{given: map[string]bool{}}
+			st := &rollout.State{Flags: tc.f.savedFlags()}
+			if err := o.resumeFrom(st); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := o.fleet.overrides(playbook.Rollout{AnyErrorsFatal: tc.play}); r.AnyErrorsFatal != tc.want {
+				t.Errorf("resumed: any_errors_fatal %v, want %v", r.AnyErrorsFatal, tc.want)
+			}
+		})
+	}
+}
+
+// TestBatchHeadersNameTheWave: a batch holding several members of one
+// cluster is planned, shown (and with --confirm-each-batch asked) wave
+// by wave; a later wave's header and question say which wave it is, not
+// the batch again as if it were a new one.
+func TestBatchHeadersNameTheWave(t *testing.T) {
+	app, stdout, _ := testApp(nil)
+	o := &options{format: "text", given: map[string]bool{}}
+	view := app.newRolloutView(o, &engine.Runner{}, 4)
+	view.beforeWave(rollout.Batch{Number: 2, Of: 3, Wave: 1, Hosts: []string{"s1", "q1", "lone"}})
+	view.beforeWave(rollout.Batch{Number: 2, Of: 3, Wave: 2, Hosts: []string{"p"}})
+	if want := "BATCH 2 of 3 (3 hosts)\nBATCH 2 of 3, wave 2 (1 host)\n"; stdout.String() != want {
+		t.Errorf("headers %q, want %q", stdout.String(), want)
+	}
+	if got := batchName(rollout.Batch{Number: 2, Of: 3, Wave: 2}); got != "batch 2 of 3, wave 2" {
+		t.Errorf("batchName = %q", got)
+	}
 }

@@ -52,16 +52,26 @@ type Budget struct {
 }
 
 // Stop says, after a batch, whether the rollout must stop and why ("":
-// go on). batch is the batch's number (from 1), batchHosts and batchFailed
-// its hosts and how many of them failed (unreachable counts as failed),
-// runFailed the failures of the whole run so far, this batch and earlier
-// attempts included.
-// A batch where every host failed stops the rollout whatever the budget:
-// whatever broke them will break the next batch too.
-func (b Budget) Stop(batch, batchHosts, batchFailed, runFailed int) string {
+// go on). batch is the batch's number (from 1), batchHosts its hosts,
+// batchFailed how many of them failed (unreachable counts as failed) and
+// batchHeld how many a failure of this run held back (members of a
+// failed member's cluster, left untouched and reported failed), runFailed
+// the failures of the whole run so far, held hosts included.
+// A batch where no host got through, and at least one failed, stops the
+// rollout whatever the budget: whatever broke it will break the next
+// batch too. A batch of held hosts alone is no new evidence.
+func (b Budget) Stop(batch, batchHosts, batchFailed, batchHeld, runFailed int) string {
 	switch {
-	case batchHosts > 0 && batchFailed == batchHosts:
-		return fmt.Sprintf("every host of batch %d failed (%d of %d), whatever the failure budget", batch, batchFailed, batchHosts)
+	case batchHosts > 0 && batchFailed > 0 && batchFailed+batchHeld == batchHosts:
+		of := fmt.Sprintf("%d of %d", batchHosts, batchHosts)
+		switch batchHeld {
+		case 0:
+		case 1:
+			of += fmt.Sprintf(": %d failed, 1 held back by a failed member of its cluster", batchFailed)
+		default:
+			of += fmt.Sprintf(": %d failed, %d held back by failed members of their clusters", batchFailed, batchHeld)
+		}
+		return fmt.Sprintf("every host of batch %d failed (%s), whatever the failure budget", batch, of)
 	case runFailed > 0 && b.AnyErrorsFatal:
 		return fmt.Sprintf("any_errors_fatal: %s failed", hostsWord(runFailed))
 	case runFailed > 0 && b.MaxFailPercentage != nil && b.Hosts > 0 &&

@@ -49,33 +49,38 @@ func TestSizes(t *testing.T) {
 func TestBudget(t *testing.T) {
 	pct := func(f float64) *float64 { return &f }
 	tests := []struct {
-		name                                   string
-		budget                                 Budget
-		batch, batchHosts, batchFailed, failed int
-		stop                                   bool
-		reason                                 string
+		name                                              string
+		budget                                            Budget
+		batch, batchHosts, batchFailed, batchHeld, failed int
+		stop                                              bool
+		reason                                            string
 	}{
-		{"no budget, one failure goes on", Budget{Hosts: 10}, 1, 2, 1, 1, false, ""},
-		{"0%: the first failure stops", Budget{Hosts: 10, MaxFailPercentage: pct(0)}, 1, 2, 1, 1, true,
+		{"no budget, one failure goes on", Budget{Hosts: 10}, 1, 2, 1, 0, 1, false, ""},
+		{"0%: the first failure stops", Budget{Hosts: 10, MaxFailPercentage: pct(0)}, 1, 2, 1, 0, 1, true,
 			"1 of 10 hosts failed (10.0%), more than max_fail_percentage 0%"},
-		{"0% and no failure goes on", Budget{Hosts: 10, MaxFailPercentage: pct(0)}, 1, 2, 0, 0, false, ""},
-		{"100% never stops on the budget", Budget{Hosts: 10, MaxFailPercentage: pct(100)}, 3, 4, 3, 9, false, ""},
-		{"at the budget goes on (more than, not as many as)", Budget{Hosts: 10, MaxFailPercentage: pct(20)}, 2, 4, 1, 2, false, ""},
-		{"over the budget stops", Budget{Hosts: 10, MaxFailPercentage: pct(20)}, 2, 4, 2, 3, true,
+		{"0% and no failure goes on", Budget{Hosts: 10, MaxFailPercentage: pct(0)}, 1, 2, 0, 0, 0, false, ""},
+		{"100% never stops on the budget", Budget{Hosts: 10, MaxFailPercentage: pct(100)}, 3, 4, 3, 0, 9, false, ""},
+		{"at the budget goes on (more than, not as many as)", Budget{Hosts: 10, MaxFailPercentage: pct(20)}, 2, 4, 1, 0, 2, false, ""},
+		{"over the budget stops", Budget{Hosts: 10, MaxFailPercentage: pct(20)}, 2, 4, 2, 0, 3, true,
 			"3 of 10 hosts failed (30.0%), more than max_fail_percentage 20%"},
-		{"counted over the run, not the batch", Budget{Hosts: 100, MaxFailPercentage: pct(5)}, 6, 10, 1, 6, true,
+		{"counted over the run, not the batch", Budget{Hosts: 100, MaxFailPercentage: pct(5)}, 6, 10, 1, 0, 6, true,
 			"6 of 100 hosts failed (6.0%), more than max_fail_percentage 5%"},
-		{"all-fail batch stops whatever the budget", Budget{Hosts: 100, MaxFailPercentage: pct(100)}, 1, 1, 1, 1, true,
+		{"all-fail batch stops whatever the budget", Budget{Hosts: 100, MaxFailPercentage: pct(100)}, 1, 1, 1, 0, 1, true,
 			"every host of batch 1 failed (1 of 1), whatever the failure budget"},
-		{"all-fail batch stops without a budget", Budget{Hosts: 100}, 2, 5, 5, 5, true,
+		{"all-fail batch stops without a budget", Budget{Hosts: 100}, 2, 5, 5, 0, 5, true,
 			"every host of batch 2 failed (5 of 5), whatever the failure budget"},
-		{"any_errors_fatal", Budget{Hosts: 100, AnyErrorsFatal: true}, 1, 10, 1, 1, true, "any_errors_fatal: 1 host failed"},
-		{"any_errors_fatal, no failure", Budget{Hosts: 100, AnyErrorsFatal: true}, 1, 10, 0, 0, false, ""},
-		{"empty batch", Budget{Hosts: 0, MaxFailPercentage: pct(0)}, 1, 0, 0, 0, false, ""},
+		{"any_errors_fatal", Budget{Hosts: 100, AnyErrorsFatal: true}, 1, 10, 1, 0, 1, true, "any_errors_fatal: 1 host failed"},
+		{"any_errors_fatal, no failure", Budget{Hosts: 100, AnyErrorsFatal: true}, 1, 10, 0, 0, 0, false, ""},
+		{"failed and held back: no host got through", Budget{Hosts: 100}, 2, 3, 1, 2, 3, true,
+			"every host of batch 2 failed (3 of 3: 1 failed, 2 held back by failed members of their clusters), whatever the failure budget"},
+		{"held back alone: no new failure, goes on", Budget{Hosts: 100}, 3, 2, 0, 2, 3, false, ""},
+		{"held back count in the budget", Budget{Hosts: 10, MaxFailPercentage: pct(20)}, 2, 4, 1, 1, 3, true,
+			"3 of 10 hosts failed (30.0%), more than max_fail_percentage 20%"},
+		{"empty batch", Budget{Hosts: 0, MaxFailPercentage: pct(0)}, 1, 0, 0, 0, 0, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.budget.Stop(tt.batch, tt.batchHosts, tt.batchFailed, tt.failed)
+			got := tt.budget.Stop(tt.batch, tt.batchHosts, tt.batchFailed, tt.batchHeld, tt.failed)
 			if (got != "") != tt.stop || got != tt.reason {
 				t.Errorf("Stop = %q, want %q", got, tt.reason)
 			}

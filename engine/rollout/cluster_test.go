@@ -89,6 +89,13 @@ func clusterFacts(names []string) []engine.HostFacts {
 // returns the outcome and the waves, in order.
 func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial int, noFacts ...string) (*Outcome, []Batch) {
 	t.Helper()
+	return clusterRolloutPlan(t, m, st, runID, playbook.Rollout{Serial: []playbook.BatchSize{{Count: serial}}}, nil, noFacts...)
+}
+
+// clusterRolloutPlan is clusterRollout with the rollout's plan given
+// whole, and its confirmation (nil: none asked).
+func clusterRolloutPlan(t *testing.T, m *restart, st *State, runID string, plan playbook.Rollout, confirm func(Batch, *report.Report) error, noFacts ...string) (*Outcome, []Batch) {
+	t.Helper()
 	gather, err := os.ReadFile("../facts/testdata/gather-debian-vm.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -110,13 +117,15 @@ func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial in
 	if err != nil {
 		t.Fatal(err)
 	}
-	var known []string // hosts the first gather read facts of
-	for _, n := range clusterHosts {
-		if !slices.Contains(noFacts, n) {
-			known = append(known, n)
+	// The first gather: the hosts in noFacts did not answer it.
+	gathered := clusterFacts(clusterHosts)
+	for i := range gathered {
+		if slices.Contains(noFacts, gathered[i].Name) {
+			msg := "dial tcp 127.0.0.1:22: connect: connection refused"
+			gathered[i].Facts, gathered[i].Error, gathered[i].Unreachable = nil, &msg, true
 		}
 	}
-	layout, _ := engine.ClusterLayout(context.Background(), clusterFacts(known), 1)
+	layout, _ := engine.ClusterLayout(context.Background(), gathered, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &engine.Runner{Modules: mods, Forks: 4, RunID: runID, Log: log, Layout: layout,
 		Dial: func(context.Context, *inventory.Host) (transport.Transport, error) {
@@ -132,8 +141,9 @@ func clusterRollout(t *testing.T, m *restart, st *State, runID string, serial in
 		}}
 	var waves []Batch
 	ro := &Rollout{Runner: r, Inventory: inv, Book: book, Hosts: hosts, State: st, Stop: make(chan struct{}), Log: log,
-		Plan:       playbook.Rollout{Serial: []playbook.BatchSize{{Count: serial}}},
-		Order:      Order{Sort: layout.SortHosts, Waves: layout.WavesHosts},
+		Plan:       plan,
+		Order:      ClusterOrder(layout, gathered),
+		Confirm:    confirm,
 		BeforeWave: func(b Batch) { waves = append(waves, b) }}
 	out, err := ro.Run(context.Background())
 	if err != nil {
@@ -352,4 +362,132 @@ func hostErr(r *report.Report, name string) string {
 		return *h.Error
 	}
 	return ""
+}
+
+// TestRolloutHeldMembersCountAsFailed: members a failure of this run
+// holds back are reported failed, and the rollout counts them so: a
+// batch where one member failed and the rest were held is a batch where
+// every host failed, and the budget counts every host the failure kept
+// from the policy.
+func TestRolloutHeldMembersCountAsFailed(t *testing.T) {
+	pct := func(f float64) *float64 { return &f }
+	for _, tc := range []struct {
+		name    string
+		plan    playbook.Rollout
+		stopped string
+		applied []string
+	}{
+		// [q1], [s1 s2], [lone p q]: s1 fails, s2 is held.
+		{"all-fail batch", playbook.Rollout{Serial: []playbook.BatchSize{{Count: 1}, {Count: 2}, {Percent: 100}}},
+			"every host of batch 2 failed (2 of 2: 1 failed, 1 held back by a failed member of its cluster), whatever the failure budget",
+			[]string{"q1", "s1"}},
+		// [q1 s1], [s2 lone], [p q]: after batch 2, s1 failed and s2 was held.
+		{"budget", playbook.Rollout{Serial: []playbook.BatchSize{{Count: 2}}, MaxFailPercentage: pct(30)},
+			"2 of 6 hosts failed (33.3%), more than max_fail_percentage 30%",
+			[]string{"q1", "s1", "lone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &restart{fail: map[string]bool{"s1": true}, done: map[string]bool{}}
+			st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+			out, _ := clusterRolloutPlan(t, m, st, "20261203T080000Z-aaaaaa", tc.plan, nil)
+			if out.Stopped != tc.stopped {
+				t.Errorf("stopped %q, want %q", out.Stopped, tc.stopped)
+			}
+			if got := slices.Sorted(slices.Values(m.applied)); !slices.Equal(got, slices.Sorted(slices.Values(tc.applied))) {
+				t.Errorf("applied %v, want %v", m.applied, tc.applied)
+			}
+			if st.Status != Stopped {
+				t.Errorf("run %s, want stopped", st.Status)
+			}
+			// Held hosts stay not reached in the state: a resume retries them.
+			if hs := st.Host("s2"); hs.State != NotReached {
+				t.Errorf("s2: %+v, want not reached", *hs)
+			}
+		})
+	}
+}
+
+// TestRolloutUnplacedHostHeld: a host that did not answer the gather
+// before the first batch has no place in the cluster layout: applied in
+// its batch from fresh facts it would go into the first wave, beside
+// another member of its cluster (s2 with s1). It is not applied: it
+// fails, unreachable, and a resume places and retries it.
+func TestRolloutUnplacedHostHeld(t *testing.T) {
+	m := &restart{done: map[string]bool{}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	out, waves := clusterRollout(t, m, st, "20261203T080000Z-aaaaaa", 3, "s2")
+	if b, _ := placeOf(waves, "s2"); b != 0 {
+		t.Errorf("s2 was in batch %d: %+v", b, waves)
+	}
+	if slices.Contains(m.applied, "s2") {
+		t.Errorf("applied %v: s2 had no place in its cluster", m.applied)
+	}
+	h := hostOf(out.Report, "s2")
+	if h.Status != report.Unreachable || h.Error == nil || !strings.Contains(*h.Error, "s2: not applied: it did not answer before the first batch (dial tcp 127.0.0.1:22: connect: connection refused)") {
+		t.Errorf("s2 reported %+v, want unreachable, not applied", h)
+	}
+	if hs := st.Host("s2"); hs.State != Failed || !hs.Unreachable || hs.RunID != "20261203T080000Z-aaaaaa" {
+		t.Errorf("s2: %+v, want failed, unreachable, in this run", *hs)
+	}
+	for _, n := range []string{"q1", "s1", "lone", "q"} {
+		if !slices.Contains(m.applied, n) {
+			t.Errorf("%s not applied (applied %v)", n, m.applied)
+		}
+	}
+	// Its primary streams to it, a member this attempt left out: not
+	// restarted without it.
+	if e := hostErr(out.Report, "p"); slices.Contains(m.applied, "p") || !strings.Contains(e, "outside this run: 1 standby(s) the primary streams to") {
+		t.Errorf("p: applied %v, error %q; want p refused, its cluster not whole", m.applied, e)
+	}
+	// It answers again: the resume places it and applies it, then its
+	// primary.
+	m.applied = nil
+	clusterRollout(t, m, st, "20261203T081000Z-bbbbbb", 3)
+	if !slices.Equal(m.applied, []string{"s2", "p"}) || st.Host("s2").State != Verified || st.Host("p").State != Verified {
+		t.Errorf("resume applied %v, s2 %+v, p %+v; want s2 then p, verified", m.applied, *st.Host("s2"), *st.Host("p"))
+	}
+}
+
+// TestRolloutNotConfirmedKeepsNoState: a new run whose first wave is not
+// confirmed changed nothing: it leaves no state file (--resume alone
+// would pick it over an older interrupted run). A resumed run's state is
+// kept whatever happens.
+func TestRolloutNotConfirmedKeepsNoState(t *testing.T) {
+	declined := errors.New("not confirmed")
+	plan := playbook.Rollout{Serial: []playbook.BatchSize{{Count: 2}}}
+	m := &restart{done: map[string]bool{}}
+	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	out, _ := clusterRolloutPlan(t, m, st, "20261203T080000Z-aaaaaa", plan, func(Batch, *report.Report) error { return declined })
+	if !errors.Is(out.Err, declined) || out.Waves != 0 || !out.Discarded || len(m.applied) != 0 {
+		t.Fatalf("outcome %+v, applied %v; want the refusal, nothing applied, state discarded", out, m.applied)
+	}
+	if _, err := os.Stat(st.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file of a run nobody confirmed: %v", err)
+	}
+
+	// Declined after a confirmed batch: kept, stopped, resumable.
+	st = NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	n := 0
+	out, _ = clusterRolloutPlan(t, m, st, "20261203T080000Z-aaaaaa", plan, func(Batch, *report.Report) error {
+		if n++; n > 1 {
+			return declined
+		}
+		return nil
+	})
+	if out.Discarded || out.Waves == 0 {
+		t.Fatalf("outcome %+v: want applied waves, state kept", out)
+	}
+	if _, err := os.Stat(st.Path()); err != nil {
+		t.Errorf("state of a run that changed hosts: %v", err)
+	}
+
+	// A resumed run declined at once: its state stays.
+	m.applied = nil
+	out, _ = clusterRolloutPlan(t, m, st, "20261203T081000Z-bbbbbb", plan, func(Batch, *report.Report) error { return declined })
+	if out.Discarded || len(m.applied) != 0 {
+		t.Fatalf("resume: outcome %+v, applied %v", out, m.applied)
+	}
+	if _, err := os.Stat(st.Path()); err != nil {
+		t.Errorf("state of a resumed run: %v", err)
+	}
 }

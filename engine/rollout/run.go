@@ -59,6 +59,11 @@ type Outcome struct {
 	// before.
 	Err   error
 	Waves int
+	// Discarded: a new run that applied nothing (its first wave not
+	// confirmed, or not planned) left no state file: there is nothing to
+	// resume, and --resume alone must not pick it. (Ctrl-C keeps it: the
+	// user is told to resume.)
+	Discarded bool
 	// Left are the hosts of the run this attempt did not cover (a
 	// narrower --limit, gone from the inventory) and no attempt verified:
 	// an attempt that ran to its end with any left the run partial.
@@ -68,7 +73,7 @@ type Outcome struct {
 // Run carries out the rollout and keeps the state file up to date: before
 // each batch, after each host and at the end.
 func (r *Rollout) Run(ctx context.Context) (*Outcome, error) {
-	run := &run{Rollout: r, results: map[string]report.Host{}}
+	run := &run{Rollout: r, results: map[string]report.Host{}, held: map[string]bool{}}
 	return run.do(ctx)
 }
 
@@ -77,6 +82,9 @@ type run struct {
 	mu       sync.Mutex // guards State and lastSave while hosts report
 	lastSave time.Time
 	results  map[string]report.Host
+	// held are the hosts a failure of this attempt held back (reported
+	// failed, not reached in the state): failures for the budget.
+	held map[string]bool
 }
 
 func (r *run) do(ctx context.Context) (*Outcome, error) {
@@ -90,11 +98,12 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 			r.results[h.Name] = doneHost(*hs)
 			continue
 		}
-		if why := failedEarlier(*hs); why != nil {
-			if r.lost(*hs) {
-				r.results[h.Name] = lostHost(*hs)
-				continue
-			}
+		why := failedEarlier(*hs)
+		if why != nil && r.lost(*hs) {
+			r.results[h.Name] = lostHost(*hs)
+			continue
+		}
+		if why != nil {
 			r.Runner.StopCluster(h.Name, why)
 		}
 		todo = append(todo, h)
@@ -130,7 +139,7 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 		}
 		batch := todo[next : next+size]
 		next += size
-		failed, err := r.batch(ctx, Batch{Number: b + 1, Of: len(sizes)}, batch, out)
+		failed, held, err := r.batch(ctx, Batch{Number: b + 1, Of: len(sizes)}, batch, out)
 		if err != nil && r.stopped() {
 			out.Interrupted = true
 			break
@@ -144,7 +153,7 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 			break
 		}
 		if b+1 < len(sizes) {
-			if why := budget.Stop(b+1, size, failed, r.failedHosts()); why != "" {
+			if why := budget.Stop(b+1, size, failed, held, r.failedHosts()); why != "" {
 				out.Stopped = why
 				r.Log.Error("rollout stopped", "after batch", b+1, "of", len(sizes), "reason", why)
 				break
@@ -167,20 +176,52 @@ func (r *run) do(ctx context.Context) (*Outcome, error) {
 	r.State.Attempts[attempt].Ended = time.Now().UTC()
 	r.State.Attempts[attempt].Status = status
 	out.Report = r.report(out)
+	if attempt == 0 && out.Waves == 0 && out.Err != nil && !out.Interrupted {
+		out.Discarded = true
+		return out, r.State.Discard()
+	}
 	return out, r.save(true)
 }
 
 // batch plans, applies and verifies one batch, wave by wave, and returns
-// how many of its hosts failed. An error stops the rollout (not confirmed).
-func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *Outcome) (int, error) {
-	waves := r.Order.waves(hosts)
-	if err := sameHosts(hosts, waves); err != nil {
-		return 0, err
+// how many of its hosts failed and how many a failure of this attempt
+// held back. An error stops the rollout (not confirmed).
+func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *Outcome) (failed, held int, err error) {
+	// A host the order could not place fails here, in its batch, as an
+	// unreachable one would.
+	placed := hosts[:0:0]
+	for _, h := range hosts {
+		u, ok := r.Order.Unplaced[h.Name]
+		if !ok {
+			placed = append(placed, h)
+			continue
+		}
+		r.mu.Lock()
+		r.results[h.Name] = r.unplaced(r.State.Host(h.Name), u)
+		r.mu.Unlock()
+		failed++
 	}
-	failed := 0
+	if len(placed) < len(hosts) {
+		if err := r.save(true); err != nil {
+			return failed, 0, err
+		}
+	}
+	waves := r.Order.waves(placed)
+	if err := sameHosts(placed, waves); err != nil {
+		return failed, 0, err
+	}
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, h := range hosts {
+			if r.held[h.Name] {
+				held++
+			}
+		}
+	}()
 	for w, wave := range waves {
 		if r.stopped() {
-			return failed, nil
+			return failed, 0, nil
 		}
 		b.Wave = w + 1
 		b.Hosts = names(wave)
@@ -196,10 +237,10 @@ func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *
 			out.Waves++
 		}
 		if err != nil {
-			return failed, err
+			return failed, 0, err
 		}
 	}
-	return failed, nil
+	return failed, 0, nil
 }
 
 // wave plans, confirms, applies and verifies one wave; it returns how
@@ -297,6 +338,11 @@ func (r *run) wave(ctx context.Context, b Batch, hosts []*inventory.Host) (int, 
 		}
 		r.results[h.Name] = h
 	}
+	for name := range untouched {
+		if r.heldByFailureNow(name) {
+			r.held[name] = true
+		}
+	}
 	r.mu.Unlock()
 	// The wave's final states (a standby's failed wait included) are on
 	// disk before the next wave is planned or confirmed.
@@ -338,8 +384,26 @@ func failedEarlier(hs HostState) error {
 	return nil
 }
 
+// heldByFailureNow reports whether host, left untouched, shares its
+// cluster with a member this attempt failed. Members held by an earlier
+// attempt's failure are not counted (as that failure is not). r.mu held.
+func (r *run) heldByFailureNow(host string) bool {
+	cluster := r.State.Host(host).Cluster
+	if cluster == "" {
+		return false
+	}
+	for _, hs := range r.State.Hosts {
+		if hs.Name != host && hs.Cluster == cluster && hs.State == Failed && hs.RunID == r.Runner.RunID {
+			return true
+		}
+	}
+	return false
+}
+
 // failedHosts counts the failures for the budget, which is a share of
-// every host of the run: the hosts this attempt failed. A host an earlier
+// every host of the run: the hosts this attempt failed, and those its
+// failures held back (reported failed: they did not get the policy
+// either). A host an earlier
 // attempt failed counts only once its retry fails too (once, not once per
 // attempt): a resume exists to retry it, and a stale failure must not stop
 // the resume before it gets there. Hosts left not reached by a stop or
@@ -349,7 +413,7 @@ func (r *run) failedHosts() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, h := range r.Hosts {
-		if hs := r.State.Host(h.Name); hs.State == Failed && hs.RunID == r.Runner.RunID {
+		if hs := r.State.Host(h.Name); hs.State == Failed && hs.RunID == r.Runner.RunID || r.held[h.Name] {
 			n++
 		}
 	}
@@ -417,6 +481,19 @@ func (r *run) lost(hs HostState) bool {
 	}
 	c := l.ClusterOf(hs.Name)
 	return c == nil || c.ID != hs.Cluster
+}
+
+// unplaced fails a host the order could not place (Order.Unplaced), in
+// the state and in the report: a resume retries it.
+func (r *run) unplaced(hs *HostState, u Unplaced) report.Host {
+	cluster := hs.Cluster
+	*hs = HostState{Name: hs.Name, State: Failed, Unreachable: u.Unreachable, RunID: r.Runner.RunID, Error: u.Why, Cluster: cluster}
+	status := report.Failed
+	if u.Unreachable {
+		status = report.Unreachable
+	}
+	msg := u.Why
+	return report.Host{Name: hs.Name, Status: status, Changes: []report.Change{}, Error: &msg}
 }
 
 // lostHost is the report of a host lost tells to wait.

@@ -256,6 +256,25 @@ func (s *State) Save() error {
 	return nil
 }
 
+// Discard removes the state file of a run that changed nothing (see
+// Outcome.Discarded); a file never written is no error.
+func (s *State) Discard() error {
+	if s.unkept {
+		return nil
+	}
+	dir, err := secureDir(filepath.Dir(s.path), false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, filepath.Base(s.path))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("run state: %w", err)
+	}
+	return nil
+}
+
 // Load reads the state of run id from dir; id "" is the latest run,
 // whatever its status (Resume is what --resume picks).
 func Load(dir, id string) (*State, error) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/pgtune/pgtune/engine"
-	"github.com/pgtune/pgtune/engine/inventory"
 	"github.com/pgtune/pgtune/engine/report"
 	"github.com/pgtune/pgtune/engine/rollout"
 )
@@ -17,11 +16,12 @@ func (a *App) runRollback(o *options) int {
 	if o.runID != "" && !engine.ValidRunID(o.runID) {
 		return a.usageError(fmt.Errorf("--run %q: not a run id (like 20261130T190000Z-a1b2c3)", o.runID))
 	}
-	inv := inventory.Localhost()
-	if o.inventory != "" {
-		if inv, err = inventory.Load(o.inventory); err != nil {
-			return a.fail(err)
-		}
+	// As every other command: -i, else ansible.cfg's inventory, else
+	// localhost, with ansible.cfg's connection defaults, -k/-K and the
+	// inventory's warnings. No playbook: no group_vars beside one.
+	inv, err := a.openInventory(o, "")
+	if err != nil {
+		return a.fail(err)
 	}
 	pattern := "all"
 	if o.limit != "" {

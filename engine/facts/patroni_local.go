@@ -12,7 +12,44 @@ package facts
 // checked against the CA and for the URL's host name (PatroniTLS), while
 // the connection goes to the checked address; tls_refusal(e) says why an
 // exception was a certificate failure (None otherwise).
-const PatroniLocalPy = `import sys, base64, json, http.client, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
+//
+// Local is not enough: any user may listen on an address and port the
+// member's API does not hold (its other address family, say). Once
+// connected, before a byte is sent (the Authorization header included),
+// check_peer finds the server's end of the connection in /proc/net/tcp
+// (tcp6): the socket a listener accepted carries the listener's uid, which
+// must be ours, the cluster owner's (the helper runs as them; Patroni runs
+// as the cluster owner).
+const PatroniLocalPy = `import os, sys, time, base64, json, http.client, ipaddress, socket, ssl, urllib.request, urllib.error, urllib.parse
+def tcp_key(fam, ip, port):
+    b = socket.inet_pton(fam, ip.split('%')[0])
+    # each 32-bit word in host order, as the kernel prints it
+    return ''.join('%08X' % int.from_bytes(b[i:i+4], sys.byteorder) for i in range(0, len(b), 4)) + ':%04X' % port
+def server_uid(sock):
+    fam = sock.family
+    mine, theirs = sock.getsockname(), sock.getpeername()
+    local, remote = tcp_key(fam, theirs[0], theirs[1]), tcp_key(fam, mine[0], mine[1])
+    table = '/proc/net/tcp6' if fam == socket.AF_INET6 else '/proc/net/tcp'
+    with open(table) as fh:
+        next(fh)
+        for line in fh:
+            f = line.split()
+            # established (01): the server's end, accepted
+            if len(f) > 7 and f[1] == local and f[2] == remote and f[3] == '01':
+                return int(f[7])
+    return None
+def check_peer(sock):
+    uid = None
+    for _ in range(100):  # the server's end may take a moment to be established
+        uid = server_uid(sock)
+        if uid is not None:
+            break
+        time.sleep(0.01)
+    if uid != os.getuid():
+        peer = sock.getpeername()
+        sock.close()
+        said = 'uid %d' % uid if uid is not None else 'a process pgtune cannot see'
+        refuse(who + 'REST API at %s port %d is served by %s, not the cluster owner (uid %d): nothing sent to it' % (peer[0], peer[1], said, os.getuid()))
 def nonlocal_bind():
     for f in ('/proc/sys/net/ipv4/ip_nonlocal_bind', '/proc/sys/net/ipv6/ip_nonlocal_bind'):
         try:
@@ -74,11 +111,19 @@ def make_opener(tls, name):
     class Checked(http.client.HTTPSConnection):
         def connect(self):
             http.client.HTTPConnection.connect(self)
+            check_peer(self.sock)
             self.sock = self._context.wrap_socket(self.sock, server_hostname=name)
     class Handler(urllib.request.HTTPSHandler):
         def https_open(self, req):
             return self.do_open(Checked, req, context=ctx)
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, Handler)
+    class CheckedPlain(http.client.HTTPConnection):
+        def connect(self):
+            http.client.HTTPConnection.connect(self)
+            check_peer(self.sock)
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(CheckedPlain, req)
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect, Handler, PlainHandler)
 def tls_refusal(e):
     # A certificate that does not check out is a refusal, never retried
     # unchecked.

@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/user"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pgtune/pgtune/engine/transport"
@@ -72,5 +74,32 @@ func TestReadMembersHost(t *testing.T) {
 		{Name: "n2", Role: "replica", State: "streaming", Lag: 0, Host: "db2.example"}, {Name: "n3", Role: "replica", State: "stopped", Lag: -1}}
 	if err != nil || !reflect.DeepEqual(p.Members, want) {
 		t.Errorf("readMembers = %+v, %v\nwant %+v", p.Members, err, want)
+	}
+}
+
+// TestAskPatroniOnlyOwnersListener: a local listener another user runs
+// (here root, the test, asked as nobody: any user may bind an address and
+// port the member's API leaves free) is refused once connected, before
+// anything is sent: no request reaches it.
+func TestAskPatroniOnlyOwnersListener(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root: asks as nobody a listener root runs")
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		io.WriteString(w, `{"state":"running","role":"master","patroni":{"scope":"demo","name":"n1"}}`)
+	}))
+	defer srv.Close()
+	p := &Patroni{Name: "n1", APIURL: srv.URL}
+	askPatroni(context.Background(), transport.NewLocal(), false, "nobody", p)
+	if !strings.Contains(p.APIError, "is served by uid 0, not the cluster owner") || p.Role != "" {
+		t.Errorf("asked as nobody a listener root runs: %+v", p)
+	}
+	if n := got.Load(); n != 0 {
+		t.Errorf("%d request(s) reached the other user's listener", n)
 	}
 }

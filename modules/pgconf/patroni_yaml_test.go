@@ -2,7 +2,6 @@ package pgconf
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/pgtune/pgtune/engine"
 	"github.com/pgtune/pgtune/engine/facts"
 	"github.com/pgtune/pgtune/engine/transport"
+	"github.com/pgtune/pgtune/internal/testhost"
 )
 
 const patroniYML = `scope: demo   # the cluster
@@ -184,8 +184,7 @@ func TestPatroniConfigWrittenOnlyAsOwners(t *testing.T) {
 		}
 	}
 	f := &fakePatroni{mu: new(sync.Mutex), leader: "a", leaderState: "running", postmaster: "2026-12-02 00:00:00", timeline: 2}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
+	srv := testhost.ServeAs(t, "nobody", f) // Patroni runs as the cluster owner
 	tg := &engine.Target{Name: "local", Transport: transport.NewLocal(), Become: true}
 	st := &State{PG: &facts.Postgres{Owner: "nobody", ConfigFile: conf},
 		Patroni: &PatroniState{Scope: "c1", Member: "a", ConfigFile: yml, APIURL: srv.URL, Set: newParams}}

@@ -29,6 +29,23 @@ import (
 // failure, prints what was added since, so the caller can quote the FATAL
 // line. Output lines: method=, log=, old_pid=, rc=, ready=, new_pid=, then
 // "--- log" and the log tail.
+// restartFiles makes the files of restartScript: pg_ctl's output and the
+// detached part's report, named for pgtune, gone on the way out. A
+// controller killed mid-restart leaves the script waiting for the
+// detached part, and its first write after that meets a closed
+// connection: SIGPIPE, trapped so the EXIT trap runs. Other signals stay
+// fatal at once (a trapped TERM would wait for the restart, holding up a
+// cancel). Once the detached part is started ($detached), only it removes
+// them (restartInner): it writes $out by name, and a shell that runs the
+// EXIT trap on TERM too (bash as sh) would free that name in /tmp, for
+// anyone to plant a file root then writes through.
+const restartFiles = `res= detached= finished=
+out=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
+trap 'if [ -z "$detached" ] || [ -n "$finished" ]; then rm -f -- "$out" ${res:+"$res"}; fi' EXIT
+trap 'exit 1' PIPE
+res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
+`
+
 var restartScript = `export LC_ALL=C
 custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
 trusted_dir=
@@ -131,19 +148,7 @@ echo "method=$method"
 if [ -n "$refused" ]; then echo "refused=$refused"; exit 0; fi
 echo "log=$log"
 echo "old_pid=$pid"
-# pg_ctl's output and the detached part's report, in files named for
-# pgtune. They go on the way out. A controller killed mid-restart leaves
-# this script waiting for the detached part, and its first write after
-# that meets a closed connection: SIGPIPE, trapped so the EXIT trap runs.
-# Other signals stay fatal at once (a trapped TERM would wait for the
-# restart, holding up a cancel); the detached part removes the files of a
-# script killed so (restartInner).
-res=
-out=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
-trap 'rm -f -- "$out" ${res:+"$res"}' EXIT
-trap 'exit 1' PIPE
-res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
-# The restart and the wait for readiness run detached (setsid: a session
+` + restartFiles + `# The restart and the wait for readiness run detached (setsid: a session
 # and process group of their own, stdio on files), so that once begun they
 # complete even when this script is killed — a cancelled run or timeout
 # kills our process group, a dropped connection or a killed controller
@@ -155,11 +160,13 @@ res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
 # taken on "$data/.": the owner may have swapped the data directory for a
 # link, and flock creates what it cannot open — as root, never a file.
 set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid" "$$" "$res"
+detached=1
 if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
   setsid -w flock -o -w "$timeout" "$data/." sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 else
   sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
 fi
+finished=1
 cat -- "$res"
 echo "--- output"
 tail -n 20 -- "$out"

@@ -413,8 +413,17 @@ func TestRolloutHeldMembersCountAsFailed(t *testing.T) {
 // another member of its cluster (s2 with s1). It is not applied: it
 // fails, unreachable, and a resume places and retries it.
 func TestRolloutUnplacedHostHeld(t *testing.T) {
+	// A batch of the unplaced host alone (serial 1) fails it and stops
+	// the rollout (every host of the batch failed) before the primary.
 	m := &restart{done: map[string]bool{}}
 	st := NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
+	out, _ := clusterRollout(t, m, st, "20261203T080000Z-aaaaaa", 1, "s2")
+	if slices.Contains(m.applied, "s2") || slices.Contains(m.applied, "p") || !strings.HasPrefix(out.Stopped, "every host of batch") {
+		t.Errorf("serial 1: applied %v, stopped %q; want s2 and p not applied, the rollout stopped at s2's batch", m.applied, out.Stopped)
+	}
+
+	m = &restart{done: map[string]bool{}}
+	st = NewState(t.TempDir(), "20261203T080000Z-aaaaaa", time.Now())
 	out, waves := clusterRollout(t, m, st, "20261203T080000Z-aaaaaa", 3, "s2")
 	if b, _ := placeOf(waves, "s2"); b != 0 {
 		t.Errorf("s2 was in batch %d: %+v", b, waves)

@@ -206,6 +206,9 @@ func (r *run) batch(ctx context.Context, b Batch, hosts []*inventory.Host, out *
 			return failed, 0, err
 		}
 	}
+	if len(placed) == 0 {
+		return failed, 0, nil
+	}
 	waves := r.Order.waves(placed)
 	if err := sameHosts(placed, waves); err != nil {
 		return failed, 0, err

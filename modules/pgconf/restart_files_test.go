@@ -26,10 +26,13 @@ func TestRestartFilesKeptForTheDetachedPart(t *testing.T) {
 	}{{"killed while the restart runs detached", true}, {"killed before it", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			body := `echo "$out $res"; `
+			// The names are told once the state is set: a TERM sent on
+			// reading them finds it so.
+			body := ""
 			if tc.detached {
 				body += "detached=1; "
 			}
+			body += `echo "$out $res"; `
 			// The wait stands for setsid -w, killed with the script's group.
 			cmd := exec.Command(bash, "-c", restartFiles+body+"sleep 30 & wait $!; finished=1")
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)

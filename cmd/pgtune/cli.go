@@ -96,6 +96,12 @@ func (a *App) rootCommand(code *int) *cobra.Command {
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
 	root.SetVersionTemplate("pgtune {{.Version}}\n")
+	// -v is verbose before the command word too, as Ansible users type
+	// it ("pgtune -v check"): left to cobra, a root -v would be --version,
+	// print it and exit 0 with nothing checked. Each command's own -v
+	// (commonFlags) takes the count: cobra finds the command, then parses
+	// the whole line with the command's flags. The version is --version.
+	root.PersistentFlags().CountP("verbose", "v", "debug logs on stderr (also after the command)")
 	root.SetFlagErrorFunc(flagError)
 	root.CompletionOptions.HiddenDefaultCmd = false
 	for _, spec := range a.commandSpecs() {

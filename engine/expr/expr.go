@@ -452,6 +452,9 @@ func (s *Scope) get(v Value) (cty.Value, error) {
 }
 
 func (s *Scope) number(v Value) (*big.Float, error) {
+	if err := s.oneExpression(v); err != nil {
+		return nil, err
+	}
 	out, err := s.get(v)
 	if err != nil {
 		return nil, err
@@ -473,6 +476,29 @@ func (s *Scope) number(v Value) (*big.Float, error) {
 		return nil, s.errAt(v, "%q is infinite (division by zero?)", v.Raw)
 	}
 	return f, nil
+}
+
+// oneExpression refuses a number written as text around ${...}: the
+// parts would be joined as text and read as one number ("${2 * GiB}0" is
+// 20 GiB, "${1}e9" a billion), a typo that changes a size silently. A
+// number is a plain number or a single ${...}, blanks around it allowed
+// (a YAML block scalar ends with a line feed).
+func (s *Scope) oneExpression(v Value) error {
+	t, ok := v.expr.(*hclsyntax.TemplateExpr)
+	if !ok {
+		return nil
+	}
+	exprs := 0
+	for _, part := range t.Parts {
+		if lit, ok := part.(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type() == cty.String && strings.TrimSpace(lit.Val.AsString()) == "" {
+			continue
+		}
+		if _, ok := part.(*hclsyntax.LiteralValueExpr); ok || exprs > 0 {
+			return s.errAt(v, "%q mixes text with ${...}: a number is written as one ${...} expression or a plain number", v.Raw)
+		}
+		exprs++
+	}
+	return nil
 }
 
 // Float64 evaluates v as a number.

@@ -67,7 +67,8 @@ func TestInt64(t *testing.T) {
 		{doc: "k: ${max(pool, 8 * GiB)}", want: 8 << 30},
 		{doc: "k: ${abs(-3)}", want: 3},
 		{doc: "k: ${floor((facts.mem_total - pool) * ratio / KiB) + 2 * MiB}", want: 10066329 + 2<<20},
-		{doc: "k: \"${2}${0}\"", want: 20}, // a template with two parts is a string
+		{doc: "k: ' ${2 * GiB} '", want: 2 << 30}, // blanks around one expression
+		{doc: "k: >\n  ${2 * GiB}\n", want: 2 << 30}, // a block scalar's line feed
 		{doc: "k: 9223372036854775807", want: math.MaxInt64},
 
 		{doc: "k: 1.5", err: "p.yml:1:4: expected a whole number, got 1.5 (use floor() or ceil())"},
@@ -77,6 +78,11 @@ func TestInt64(t *testing.T) {
 		{doc: "k: 18446744073709551615", err: "p.yml:1:4: number out of range"},
 		{doc: "k: 99999999999999999999", err: "p.yml:1:4: number out of range"},
 		{doc: "k: abc", err: `p.yml:1:4: "abc" is not a number`},
+		// Text joined to an expression would be read as one number.
+		{doc: "k: \"${2}${0}\"", err: `p.yml:1:5: "${2}${0}" mixes text with ${...}: a number is written as one ${...} expression or a plain number`},
+		{doc: "k: \"${2 * GiB}0\"", err: `p.yml:1:5: "${2 * GiB}0" mixes text with ${...}: a number is written as one ${...} expression or a plain number`},
+		{doc: "k: ${1}e9", err: `p.yml:1:4: "${1}e9" mixes text with ${...}: a number is written as one ${...} expression or a plain number`},
+		{doc: "k: 0${GiB}", err: `p.yml:1:4: "0${GiB}" mixes text with ${...}: a number is written as one ${...} expression or a plain number`},
 		// A size with a unit: the error gives the expression instead.
 		{doc: "k: 4GiB", err: `p.yml:1:4: "4GiB" is not a number: sizes are in bytes: write "${4 * GiB}"`},
 		{doc: "k: '512 MB'", err: `p.yml:1:5: "512 MB" is not a number: sizes are in bytes: write "${512 * MiB}"`},

@@ -67,7 +67,7 @@ func TestInt64(t *testing.T) {
 		{doc: "k: ${max(pool, 8 * GiB)}", want: 8 << 30},
 		{doc: "k: ${abs(-3)}", want: 3},
 		{doc: "k: ${floor((facts.mem_total - pool) * ratio / KiB) + 2 * MiB}", want: 10066329 + 2<<20},
-		{doc: "k: ' ${2 * GiB} '", want: 2 << 30}, // blanks around one expression
+		{doc: "k: ' ${2 * GiB} '", want: 2 << 30},    // blanks around one expression
 		{doc: "k: >\n  ${2 * GiB}\n", want: 2 << 30}, // a block scalar's line feed
 		{doc: "k: 9223372036854775807", want: math.MaxInt64},
 

@@ -24,7 +24,8 @@ const Masked = "(sensitive)"
 
 // SensitiveName reports whether a setting, variable or option name says
 // it holds a secret: it contains pass (password, passwd, passphrase,
-// PGPASS), secret, token, credential or pwd (but not the shell's PWD), or
+// PGPASS), secret, token, credential, proxyauth (socat, ncat's
+// --proxy-auth) or pwd (but not the shell's PWD), or
 // ends in _key / -key / apikey (AWS_SECRET_ACCESS_KEY, --private-key).
 func SensitiveName(name string) bool {
 	n := strings.ToLower(strings.TrimLeft(name, "-"))
@@ -34,7 +35,7 @@ func SensitiveName(name string) bool {
 	if n == "sig" {
 		return true // an Azure SAS token's signature (?sig=)
 	}
-	for _, w := range []string{"pass", "secret", "token", "credential", "bearer", "signature"} {
+	for _, w := range []string{"pass", "secret", "token", "credential", "bearer", "signature", "proxyauth", "proxy-auth"} {
 		if strings.Contains(n, w) {
 			return true
 		}
@@ -63,8 +64,16 @@ var (
 	uriUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'"]*):(\S*)@`)
 	// curlUser finds curl's -u, -U (proxy), --user and --proxy-user
 	// options, before their user:password (lftp's -u user,password and
-	// smbclient's -U user%password too).
-	curlUser = regexp.MustCompile(`(^|\s)(-[uU]\s*|--(?:proxy-)?user[=\s]\s*)`)
+	// smbclient's -U user%password too), also last in a cluster of short
+	// options (curl -fsSu).
+	curlUser = regexp.MustCompile(`(^|\s)(-[A-Za-z]*[uU]\s*|--(?:proxy-)?user[=\s]\s*)`)
+	// opensslPass finds OpenSSL's password arguments given in the clear
+	// (-pass pass:PW, -passin, -passout; env:, file: and fd: name no
+	// secret), before the password.
+	opensslPass = regexp.MustCompile(`(?:^|\s)-pass(?:in|out|word)?\s+pass:`)
+	// opensslKey finds openssl enc's -k PASSWORD (only where openssl is
+	// on the line: curl's -k takes no value).
+	opensslKey = regexp.MustCompile(`(?:^|\s)-k\s+`)
 	// authHeader finds an HTTP Authorization (or Proxy-Authorization)
 	// header, before its value: curl -H "Authorization: Bearer TOKEN".
 	authHeader = regexp.MustCompile(`(?i)(?:^|[^\w-])((?:proxy-)?authorization)\s*:[ \t]*`)
@@ -132,8 +141,14 @@ func line(s string, found func(string)) string {
 	if strings.Contains(s, "-H") || strings.Contains(s, "--header") {
 		s = maskHeaders(s, headerOption, found)
 	}
-	if strings.Contains(s, "-u") || strings.Contains(s, "-U") {
+	if strings.Contains(s, "-") && strings.ContainsAny(s, "uU") {
 		s = maskCurlUser(s, found)
+	}
+	if strings.Contains(s, "openssl") {
+		s = maskAfter(s, opensslKey, func(string) bool { return true }, found)
+	}
+	if strings.Contains(s, "pass:") {
+		s = maskAfter(s, opensslPass, func(string) bool { return true }, found)
 	}
 	if strings.Contains(s, "-p") && (strings.Contains(s, "mysql") || strings.Contains(s, "mariadb")) {
 		s = maskMySQL(s, found)
@@ -163,7 +178,7 @@ func hasSensitiveWord(s string) bool {
 		var words []string
 		switch s[i] | 0x20 {
 		case 'p':
-			words = []string{"pass", "pwd"}
+			words = []string{"pass", "pwd", "proxyauth", "proxy-auth"}
 		case 's':
 			words = []string{"secret", "sig"}
 		case 'b':

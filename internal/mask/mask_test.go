@@ -39,6 +39,17 @@ func TestText(t *testing.T) {
 		{"curl user unterminated quote", "curl -u 'wal:s3cr3t -T %p", "curl -u 'wal:(sensitive)"},
 		{"curl user quoted password part", `curl -u wal:"s3 cr3t" -T %p`, "curl -u wal:(sensitive) -T %p"},
 		{"curl user without password", "curl -u 'wal' -T %p", "curl -u 'wal' -T %p"},
+		{"curl user in an option cluster", "curl -fsSu walarch:CURLPW1 -T %p https://h/%f", "curl -fsSu walarch:(sensitive) -T %p https://h/%f"},
+		{"curl proxy user in an option cluster", "curl -kU px:PXPW -T %p https://h/%f", "curl -kU px:(sensitive) -T %p https://h/%f"},
+		{"sudo user is no credential", "sudo -u postgres pg_ctl restart", "sudo -u postgres pg_ctl restart"},
+		{"ncat proxy auth", "ncat --proxy proxy:3128 --proxy-auth walker:CFGPW1 %h %p", "ncat --proxy proxy:3128 --proxy-auth (sensitive) %h %p"},
+		{"ncat proxy auth equals", "ncat --proxy-auth=walker:CFGPW1 %h %p", "ncat --proxy-auth=(sensitive) %h %p"},
+		{"socat proxyauth", "socat - PROXY:px:%h:%p,proxyauth=walker:SOPW1", "socat - PROXY:px:%h:%p,proxyauth=(sensitive)"},
+		{"openssl pass", "openssl enc -d -aes-256-cbc -pass pass:OSSLPW1 -in /w/%f -out %p", "openssl enc -d -aes-256-cbc -pass pass:(sensitive) -in /w/%f -out %p"},
+		{"openssl passin", "openssl rsa -passin pass:'a b' -in k", "openssl rsa -passin pass:(sensitive) -in k"},
+		{"openssl pass from env", "openssl enc -pass env:WALPW -in x", "openssl enc -pass env:WALPW -in x"},
+		{"openssl k", "openssl enc -d -aes256 -k OSSLPW2 -in /w/%f", "openssl enc -d -aes256 -k (sensitive) -in /w/%f"},
+		{"curl k takes no value", "curl -k -T %p https://h/%f", "curl -k -T %p https://h/%f"},
 		{"curl user quote continued", "curl -u 'admin:pa''ss' https://h/%f", "curl -u 'admin:(sensitive)' https://h/%f"},
 		{"curl user quote then double quote", `curl --user 'admin:abc'"d e f"x -T %p`, "curl --user 'admin:(sensitive)' -T %p"},
 		{"curl user unquoted then quoted", `curl -u admin:pa'ss' https://h/%f`, "curl -u admin:(sensitive) https://h/%f"},
@@ -158,9 +169,10 @@ func TestSecrets(t *testing.T) {
 		t.Errorf("Secrets of a quoted curl user = %q, want %q", got, want)
 	}
 	for in, want := range map[string][]string{
-		`curl -u 'admin:pa''ss' https://ctl/restart`:    {"pa''ss'", "pass"},
-		`curl -u admin:'abc'"d\$f" https://ctl/restart`: {`'abc'"d\$f"`, "abcd$f"},
-		`curl -u "admin:p\"w" https://ctl/restart`:      {`p\"w`, `p"w`},
+		`curl -u 'admin:pa''ss' https://ctl/restart`:                   {"pa''ss'", "pass"},
+		`curl -u admin:'abc'"d\$f" https://ctl/restart`:                {`'abc'"d\$f"`, "abcd$f"},
+		`curl -u "admin:p\"w" https://ctl/restart`:                     {`p\"w`, `p"w`},
+		`curl -fsSu admin:RSPW1 -X POST http://127.0.0.1:8008/restart`: {"RSPW1"},
 	} {
 		if got := Secrets(in); !reflect.DeepEqual(got, want) {
 			t.Errorf("Secrets(%s) = %q, want %q", in, got, want)
@@ -175,6 +187,7 @@ func TestSensitiveName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"password": true, "PGPASSWORD": true, "sslpassword": true, "ssl_passphrase_command": true, "PGPASS": true,
 		"AWS_SECRET_ACCESS_KEY": true, "--private-key": true, "api_token": true, "MYSQL_PWD": true, "GOOGLE_APPLICATION_CREDENTIALS": true,
+		"proxyauth": true, "--proxy-auth": true,
 		"PWD": false, "host": false, "user": false, "shared_buffers": false, "AWS_ACCESS_KEY_ID": false, "sslkey": false, "primary_conninfo": false,
 	} {
 		if got := SensitiveName(name); got != want {

@@ -39,18 +39,29 @@ import (
 // them (restartInner): it writes $out by name, and a shell that runs the
 // EXIT trap on TERM too (bash as sh) would free that name in /tmp, for
 // anyone to plant a file root then writes through.
-const restartFiles = `res= detached= finished=
+//
+// The inventory's pg_restart (it may hold a password) reaches the host on
+// stdin and the detached part in $cmdf, a file of root's alone: an
+// argument would sit in /proc/PID/cmdline, sudo's included, for anyone
+// on the host to read while the restart runs.
+const restartFiles = `res= cmdf= detached= finished=
 out=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
-trap 'if [ -z "$detached" ] || [ -n "$finished" ]; then rm -f -- "$out" ${res:+"$res"}; fi' EXIT
+trap 'if [ -z "$detached" ] || [ -n "$finished" ]; then rm -f -- "$out" ${res:+"$res"} ${cmdf:+"$cmdf"}; fi' EXIT
 trap 'exit 1' PIPE
 res=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
+if [ -n "$custom" ]; then
+  cmdf=$(mktemp "${TMPDIR:-/tmp}/pgtune-restart.XXXXXX") || exit 1
+  printf '%s\n' "$custom" > "$cmdf" || exit 1
+fi
 `
 
 var restartScript = `export LC_ALL=C
-custom=$1 data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
+custom= data=$2 bin=$3 owner=$4 ver=$5 cluster=$6 sock=$7 port=$8 timeout=$9 action=${10} marker=${11} runid=${12} inner=${13}
 trusted_dir=
 nl='
 '
+# $1 = 1: the pg_restart command is on stdin.
+if [ "$1" = 1 ]; then custom=$(cat); fi
 ` + facts.RunBinFn + asOwnerBody + `cd /
 pid=
 # postmaster.pid is the owner's file: read as the owner, so a link put in
@@ -159,7 +170,7 @@ echo "old_pid=$pid"
 # inheriting it would keep this command from ever finishing. The lock is
 # taken on "$data/.": the owner may have swapped the data directory for a
 # link, and flock creates what it cannot open — as root, never a file.
-set -- "$method" "$custom" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid" "$$" "$res"
+set -- "$method" "$cmdf" "$data" "$bin" "$owner" "$ver" "$cluster" "$sock" "$port" "$timeout" "$log" "$out" "$marker" "$runid" "$$" "$res"
 detached=1
 if command -v setsid >/dev/null 2>&1 && command -v flock >/dev/null 2>&1; then
   setsid -w flock -o -w "$timeout" "$data/." sh -c "$inner" sh "$@" </dev/null >"$res" 2>&1 || true
@@ -187,7 +198,7 @@ exit 0
 // runs as the owner (it refuses root anyway), pg_isready through run_bin
 // (facts.RunBinFn), as the owner too, or as root only when root alone can
 // change it.
-var restartInner = `method=$1 custom=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14} outer=${15} res=${16}
+var restartInner = `method=$1 cmdf=$2 data=$3 bin=$4 owner=$5 ver=$6 cluster=$7 sock=$8 port=$9 timeout=${10} log=${11} out=${12} marker=${13} runid=${14} outer=${15} res=${16}
 trusted_dir=
 ` + facts.RunBinFn + asOwnerBody + `if [ "$method" != status ] && [ -n "$marker" ]; then
   mkdir -p -- "$(dirname -- "$marker")" && printf 'run=%s\ndata=%s\n' "$runid" "$data" > "$marker" || true
@@ -195,7 +206,7 @@ fi
 rc=0
 case $method in
 status) timeout=3 ;;
-pg_restart) sh -c "$custom" </dev/null >"$out" 2>&1 || rc=$? ;;
+pg_restart) sh -- "$cmdf" </dev/null >"$out" 2>&1 || rc=$? ;;
 systemd) systemctl restart "postgresql@$ver-$cluster" </dev/null >"$out" 2>&1 || rc=$? ;;
 pg_ctlcluster) as_owner pg_ctlcluster "$ver" "$cluster" restart </dev/null >"$out" 2>&1 || rc=$? ;;
 pg_ctl) as_owner ${PGTUNE_OOM_ENV:+env $PGTUNE_OOM_ENV} "$bin/pg_ctl" -D "$data" -l "$log" -w -t "$timeout" -m fast restart </dev/null >"$out" 2>&1 || rc=$? ;;
@@ -233,7 +244,7 @@ if [ "$ready" = 1 ] && [ -n "$marker" ]; then rm -f -- "$marker"; fi
 # it is gone by now (killed: a cancel's TERM, a KILL), nothing will:
 # they go here. A pid taken again since leaves them, never
 # removes what is still read.
-if [ -n "$outer" ] && ! kill -0 "$outer" 2>/dev/null; then rm -f -- "$out" "$res"; fi
+if [ -n "$outer" ] && ! kill -0 "$outer" 2>/dev/null; then rm -f -- "$out" "$res" ${cmdf:+"$cmdf"}; fi
 `
 
 // restartTimeout bounds the stop (a fast shutdown still writes a
@@ -314,7 +325,11 @@ func runRestartScript(ctx context.Context, t *engine.Target, pg *facts.Postgres,
 	if err := checkDebianNames(ver, pg.Cluster); err != nil {
 		return nil, fmt.Errorf("%s postgres: %w", action, err)
 	}
-	res, err := t.Run(ctx, withOOMEnv(t, "sh", "-c", restartScript, "sh", custom, pg.DataDir, pg.BinDir, pg.Owner,
+	onStdin := ""
+	if custom != "" {
+		onStdin = "1"
+	}
+	res, err := t.RunInput(ctx, []byte(custom), withOOMEnv(t, "sh", "-c", restartScript, "sh", onStdin, pg.DataDir, pg.BinDir, pg.Owner,
 		ver, pg.Cluster, pg.SocketDir, strconv.Itoa(pg.Port), strconv.Itoa(restartTimeout), action,
 		restartMarker(t, pg), runID(t), restartInner)...)
 	if err != nil {

@@ -3,11 +3,13 @@ package pgconf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ type restartRun struct {
 	tmp     string // TMPDIR: where the script's own files go
 	started string // made by the restart command when it begins
 	release string // the restart command ends once this exists
+	secret  string // a password in the pg_restart command
 }
 
 func startRestartScript(t *testing.T) *restartRun {
@@ -45,13 +48,15 @@ func startRestartScript(t *testing.T) *restartRun {
 			t.Fatal(err)
 		}
 	}
-	custom := "touch " + transport.Quote(r.started) + " && while [ ! -e " + transport.Quote(r.release) + " ]; do sleep 0.05; done"
+	r.secret = fmt.Sprintf("s3cr3t-%d-%d", os.Getpid(), time.Now().UnixNano())
+	custom := "PGPASSWORD=" + r.secret + "; export PGPASSWORD; touch " + transport.Quote(r.started) + " && while [ ! -e " + transport.Quote(r.release) + " ]; do sleep 0.05; done"
 	// No postmaster.pid, no socket: the wait for readiness gives up
 	// after the timeout (1 s); these cases are about the script's files.
-	r.cmd = exec.Command("sh", "-c", restartScript, "sh", custom, data, bin, me.Username,
+	r.cmd = exec.Command("sh", "-c", restartScript, "sh", "1", data, bin, me.Username,
 		"15", "", "", "0", "1", "restart", "", "test-run", restartInner)
 	r.cmd.Env = append(os.Environ(), "TMPDIR="+r.tmp)
 	r.cmd.Stderr = io.Discard
+	r.cmd.Stdin = strings.NewReader(custom)
 	if r.stdout, err = r.cmd.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +69,8 @@ func startRestartScript(t *testing.T) *restartRun {
 		_ = r.cmd.Wait()
 	})
 	r.waitFor(t, "the restart command to start", func() bool { return exists(r.started) })
-	if n := len(r.files(t)); n != 2 {
-		t.Fatalf("%d files in TMPDIR while the restart runs, want 2 (pg_ctl's output, the report)", n)
+	if n := len(r.files(t)); n != 3 {
+		t.Fatalf("%d files in TMPDIR while the restart runs, want 3 (pg_restart's output, the report, the command)", n)
 	}
 	return r
 }
@@ -125,7 +130,7 @@ func TestRestartScriptLeavesNoFiles(t *testing.T) {
 				pid, err := syscall.Wait4(r.cmd.Process.Pid, &ws, syscall.WNOHANG, nil)
 				return pid == r.cmd.Process.Pid || err != nil
 			})
-			if len(r.files(t)) != 2 {
+			if len(r.files(t)) != 3 {
 				t.Fatal("the files went with the killed script, before the restart ended: the case below tests nothing")
 			}
 			if err := os.WriteFile(r.release, nil, 0o600); err != nil {
@@ -151,4 +156,44 @@ func TestRestartScriptLeavesNoFiles(t *testing.T) {
 			t.Errorf("script ended with %v, want exit status 1 from its PIPE trap", err)
 		}
 	})
+}
+
+// TestRestartCommandOnNoCommandLine: the pg_restart command (a password
+// in it) reaches the script on stdin and the detached part in a file of
+// its own, mode 0600: no process's command line holds it while the
+// restart runs, where anyone on the host could read it.
+func TestRestartCommandOnNoCommandLine(t *testing.T) {
+	r := startRestartScript(t)
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		read++
+		if bytes.Contains(b, []byte(r.secret)) {
+			t.Errorf("%s holds the pg_restart command", p)
+		}
+	}
+	if read == 0 {
+		t.Fatal("no command line read: the check above saw nothing")
+	}
+	held := 0
+	for _, f := range r.files(t) {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.Contains(b, []byte(r.secret)) {
+			continue
+		}
+		held++
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the command's file %s: mode %v (%v), want 0600", f, fi.Mode(), err)
+		}
+	}
+	if held != 1 {
+		t.Errorf("%d files hold the command, want 1", held)
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // proxyStderrMax bounds how much of a ProxyCommand's stderr is kept for
@@ -97,9 +99,15 @@ func (p *proxyConn) failure() string {
 	if !errors.As(p.waitErr, &ee) || ee.Exited() == false {
 		return ""
 	}
-	msg := fmt.Sprintf("ProxyCommand %q exited with status %d", p.command, ee.ExitCode())
+	// The command is not shown (it may carry a secret: ncat's
+	// --proxy-auth user:password), and its output is masked, the
+	// command's own credentials first: a proxy may echo them.
+	msg := fmt.Sprintf("ProxyCommand (not shown: it may carry a secret) exited with status %d", ee.ExitCode())
 	if s := strings.TrimSpace(p.stderr.String()); s != "" {
-		msg += ": " + strconv.Quote(s)
+		for _, secret := range mask.Secrets(p.command) {
+			s = strings.ReplaceAll(s, secret, mask.Masked)
+		}
+		msg += ": " + strconv.Quote(mask.Text(s))
 	}
 	return msg
 }

@@ -124,6 +124,17 @@ func TestSSHProxyCommand(t *testing.T) {
 			t.Errorf("proxy ran %q, want once (exit 127 is not transient)", b)
 		}
 	})
+	t.Run("a failed proxy's command is not shown, its output masked", func(t *testing.T) {
+		// ncat-style credentials in the command, echoed by the proxy.
+		conf := writeTemp(t, "ssh_config", fmt.Sprintf("Host db1\n  HostName proxied.invalid\n  Port %s\n  ProxyCommand sh -c 'echo \"auth walker:PXPW1 refused\" >&2; exit 127' --proxy-auth walker:PXPW1\n", port))
+		_, err := DialSSH(context.Background(), SSHConfig{Name: "db1", ConfigFile: conf, PrivateKeyFile: key, KnownHostsFile: known, ConnectTimeout: 5 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "ProxyCommand (not shown: it may carry a secret) exited with status 127") || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("err = %v", err)
+		}
+		if strings.Contains(err.Error(), "PXPW1") {
+			t.Errorf("the proxy's password reached the error: %v", err)
+		}
+	})
 	t.Run("a proxy that drops the stream is retried", func(t *testing.T) {
 		fastRetries(t)
 		count := filepath.Join(t.TempDir(), "count")

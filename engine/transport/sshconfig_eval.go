@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // configPresets are the settings fixed before the ssh_config is read, as
@@ -313,7 +315,7 @@ func (c *configPass) criterion(l configLine, name, arg string, soFar bool) (bool
 	}
 	cmd, err := c.execCommand(arg)
 	if err != nil {
-		return false, fmt.Errorf("%s: Match exec %q: %v", l.where(), arg, err)
+		return false, fmt.Errorf("%s: Match exec %q: %v", l.where(), mask.Text(arg), err)
 	}
 	run := c.f.runExec
 	if run == nil {
@@ -321,7 +323,7 @@ func (c *configPass) criterion(l configLine, name, arg string, soFar bool) (bool
 	}
 	ok, err := run(cmd)
 	if err != nil {
-		return false, fmt.Errorf("%s: Match exec %q: %v", l.where(), cmd, err)
+		return false, fmt.Errorf("%s: Match exec %q: %v", l.where(), mask.Text(cmd), mask.Text(err.Error()))
 	}
 	return ok, nil
 }

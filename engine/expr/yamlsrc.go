@@ -92,8 +92,15 @@ func syntaxError(file string, data []byte, err error) error {
 	if line == 0 {
 		line = 1
 	}
+	if unknownAnchorRe.MatchString(msg) {
+		// The library quotes the alias, which is the rest of the value:
+		// an unquoted password that starts with *.
+		msg = "a value that starts with * is a YAML alias, and no anchor has its name: quote the value"
+	}
 	return &PosError{File: file, Line: line, Msg: msg}
 }
+
+var unknownAnchorRe = regexp.MustCompile(`^unknown anchor '.*' referenced$`)
 
 func firstFailingLine(data []byte, msg string, from int) int {
 	const window = 100 // the real line is close to the reported one

@@ -13,7 +13,7 @@ func TestParseYAML(t *testing.T) {
 		{"- a\nb: 1\n", "f.yml:2: did not find expected '-' indicator"},
 		{"a: 'x\n", "f.yml:1: found unexpected end of stream"},
 		{"a: 1\nb: \"\\q\"\n", "f.yml:2: found unknown escape character"},
-		{"a: 1\nb: *nope\n", "f.yml:2: unknown anchor 'nope' referenced"},
+		{"a: 1\nb: *nope\n", "f.yml:2: a value that starts with * is a YAML alias, and no anchor has its name: quote the value"},
 		{"a: 1\nb:\n  c: 1\n  c: 2\n", `f.yml:4:3: key "c" is already defined at line 3`},
 		{"a: 1\nb: x\x01\n", "f.yml:2:5: control character U+0001 is not allowed"},
 		{"a: \x00\n", "f.yml:1:4: control character U+0000 is not allowed"},

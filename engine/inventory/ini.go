@@ -88,7 +88,10 @@ func (p *parser) parseINI(data []byte) error {
 			k, v, ok := strings.Cut(line, "=")
 			k = strings.TrimSpace(k)
 			if !ok || k == "" {
-				return errorf("expected key=value in [%s:vars], got %s", group, strconv.Quote(line))
+				// Only the first word: the rest may be a password
+				// (ansible_become_pass s3cret, a space for the =).
+				first, _, _ := strings.Cut(line, " ")
+				return errorf("expected key=value in [%s:vars], got a line without = that starts %s", group, strconv.Quote(strings.TrimSpace(first)))
 			}
 			d, err := p.checkDef(varDef{key: k, value: pythonLiteral(strings.TrimSpace(v)), file: p.file, line: lineNo})
 			if err != nil {
@@ -157,9 +160,14 @@ func (p *parser) iniHostLine(group, line string, lineNo int) error {
 		}
 		defs = append(defs, d)
 	}
-	for _, w := range words[1:] {
+	for i, w := range words[1:] {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || k == "" {
+			if prev := words[i]; i > 0 && strings.HasSuffix(prev, "=") {
+				// Not the word: it is the value of the key before it
+				// (ansible_password= s3cret), maybe a password.
+				return errorf("host %q: a space after %s: write key=value with no space around =", words[0], strconv.Quote(prev))
+			}
 			return errorf("host %q: expected key=value after the host name, got %s", words[0], strconv.Quote(w))
 		}
 		d, err := p.checkDef(varDef{key: k, value: pythonLiteral(v), file: p.file, line: lineNo})

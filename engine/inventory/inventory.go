@@ -12,10 +12,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pgtune/pgtune/engine/expr"
+	"github.com/pgtune/pgtune/internal/mask"
 )
 
 // Inventory is a loaded inventory file.
@@ -415,7 +417,7 @@ func (p *parser) parseHosts(group string, n *yaml.Node) error {
 		var defs []varDef
 		if !isNull(v) {
 			if v.Kind != yaml.MappingNode {
-				return posErr(p.file, v, "host %q must be followed by a mapping of its vars or nothing, not %s", pattern, describe(v))
+				return posErr(p.file, v, "host %q must be followed by a mapping of its vars or nothing, not %s", pattern, describe(v, pattern))
 			}
 			if defs, err = p.vars(v, fmt.Sprintf("vars of host %q", pattern)); err != nil {
 				return err
@@ -788,14 +790,31 @@ func isNull(n *yaml.Node) bool {
 	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
 }
 
-func describe(n *yaml.Node) string {
+// describe names what n is, for an error; a scalar by its text, unless
+// that text or the key it was found under (keys) names a secret: a
+// misplaced value may be a password (ansible_become_password indented
+// one level too little reads as a host with a scalar).
+func describe(n *yaml.Node, keys ...string) string {
 	switch n.Kind {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		secret := namesSecret(n.Value)
+		for _, k := range keys {
+			secret = secret || namesSecret(k)
+		}
+		if !secret {
+			return strconv.Quote(n.Value)
+		}
+		switch n.ShortTag() {
+		case "!!int", "!!float":
+			return "a number"
+		case "!!bool":
+			return "a boolean"
+		}
+		return "a string"
 	}
 	return "an alias"
 }
@@ -850,4 +869,17 @@ func show(v any) string {
 		return "nothing"
 	}
 	return fmt.Sprint(v)
+}
+
+// namesSecret reports whether any word of s (letters, digits, _ and -)
+// is a name mask.SensitiveName says holds a secret.
+func namesSecret(s string) bool {
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool {
+		return !(r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}) {
+		if mask.SensitiveName(w) {
+			return true
+		}
+	}
+	return false
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // SensitiveVar is the inventory var listing the names of vars whose values
-// are secrets. Vars named *_password, *_pass, *_passphrase, *_secret or
-// *_token are secrets too (ansible_password, ansible_become_pass, ...), and
+// are secrets. Vars named by sensitiveWords (password, *_password,
+// *_passwd, *_pass, *_secret, *_token, *_secret_key, ...) are secrets too
+// (ansible_password, ansible_become_pass, ...), and
 // so are the credentials inside pg_restart (PGPASSWORD=..., --password=...).
 // A secret's value never reaches a report, a diff, a log line or the facts
 // output: changes that contain it are marked Sensitive (masked by
@@ -29,7 +30,12 @@ import (
 // changes, redact masks notes, errors, facts and log values.
 const SensitiveVar = "pgtune_sensitive"
 
-var sensitiveSuffixes = []string{"_password", "_pass", "_passphrase", "_secret", "_token"}
+// sensitiveWords make a var sensitive as its whole name or its last
+// part(s) after an underscore (password, db_passwd,
+// aws_secret_access_key), never inside it: a value is masked wherever it
+// appears, and password_hint: "no" would hide every "no".
+var sensitiveWords = []string{"password", "pass", "passwd", "pwd", "passphrase", "secret", "token",
+	"secret_key", "secret_access_key", "api_key", "apikey"}
 
 // secretsOf returns the values of a host's sensitive vars, longest first so
 // that a secret containing another is masked whole.
@@ -72,8 +78,9 @@ func secretsOf(vars map[string]any) []string {
 }
 
 func hasSensitiveSuffix(name string) bool {
-	for _, s := range sensitiveSuffixes {
-		if strings.HasSuffix(strings.ToLower(name), s) {
+	n := strings.ToLower(name)
+	for _, w := range sensitiveWords {
+		if n == w || strings.HasSuffix(n, "_"+w) {
 			return true
 		}
 	}

@@ -27,6 +27,8 @@ func TestSecretsOf(t *testing.T) {
 		{"listed", map[string]any{SensitiveVar: []any{"dsn", "keys"}, "dsn": "postgres://u:pw@h", "keys": []any{"k1", map[string]any{"x": "k2"}}, "other": "plain"},
 			[]string{"postgres://u:pw@h", "k1", "k2"}},
 		{"single name", map[string]any{SensitiveVar: "dsn", "dsn": "abc"}, []string{"abc"}},
+		{"other spellings", map[string]any{"password": "pw0", "db_passwd": "pw1", "MYSQL_PWD": "pw2", "aws_secret_access_key": "pw3", "stripe_api_key": "pw4", "partition_key": "id", "token_ttl": "60"},
+			[]string{"pw0", "pw1", "pw2", "pw3", "pw4"}},
 		{"numbers and empties", map[string]any{"pin_secret": 4711, "empty_token": ""}, []string{"4711"}},
 		{"longest first", map[string]any{"a_token": "abc", "b_token": "abcdef"}, []string{"abcdef", "abc"}},
 		{"ansible passwords", map[string]any{"ansible_become_pass": "b3come", "ansible_password": "l0gin", "ansible_ssh_passphrase": "k3y"}, []string{"b3come", "l0gin", "k3y"}},

@@ -612,6 +612,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 		}
 	}
 	unknown := map[string][]string{} // ansible_* var → hosts
+	var defs []varDef                // every var as written, for typoWarnings
 	for _, hname := range p.hostOrder {
 		h := &Host{Name: hname, Vars: map[string]any{}, Line: p.hostLine[hname], File: p.hostFile[hname]}
 		for g := range member[hname] {
@@ -628,6 +629,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 			return nil, &expr.PosError{File: h.File, Line: h.Line, Msg: fmt.Sprintf("host %q: %v", hname, err)}
 		}
 		for _, l := range levels {
+			defs = append(defs, l...)
 			for _, d := range l {
 				if err := unusable(d); err != nil {
 					if h.Unusable == nil {
@@ -654,6 +656,7 @@ func (p *parser) build(name string) (*Inventory, error) {
 	}
 	sort.Slice(inv.Hosts, func(i, j int) bool { return inv.Hosts[i].Name < inv.Hosts[j].Name })
 	inv.Warnings = append(p.warnings, unknownVarsWarning(unknown)...)
+	inv.Warnings = append(inv.Warnings, typoWarnings(defs)...)
 	return inv, nil
 }
 

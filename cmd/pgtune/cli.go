@@ -227,6 +227,9 @@ func (o *options) complete(name string, fs *pflag.FlagSet, pos []string, maxArgs
 	for _, f := range o.formats {
 		valid = valid || o.format == f
 	}
+	if !valid && len(o.formats) == 1 {
+		return fmt.Errorf("%s: --format must be %s, not %q: it prints %s only", name, o.formats[0], o.format, o.formats[0])
+	}
 	if !valid {
 		msg := "text or json"
 		if len(o.formats) > 2 {

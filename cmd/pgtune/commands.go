@@ -102,8 +102,15 @@ limit from ratio and headroom), so a reviewer can check it by hand.`,
 		example: `  pgtune explain
   pgtune explain -i inventory.yml -l db01 site.yml`,
 		maxArgs: 1,
-		flags:   targetFlags,
-		run:     a.runExplain,
+		flags: func(fs *pflag.FlagSet, o *options) {
+			// Text only: its JSON would be a second, unversioned report
+			// (check --format json has the plan); --format json printed
+			// text and exited 0.
+			targetFlags(fs, o)
+			o.formats = []string{"text"}
+			_ = fs.MarkHidden("format")
+		},
+		run: a.runExplain,
 	}, {
 		name:  "validate",
 		short: "Check an inventory and PLAYBOOK without contacting any host",

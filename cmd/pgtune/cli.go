@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -240,7 +241,36 @@ func (o *options) complete(name string, fs *pflag.FlagSet, pos []string, maxArgs
 	if o.forks < 1 {
 		return fmt.Errorf("%s: --forks must be at least 1", name)
 	}
+	if o.timeout < 0 {
+		return fmt.Errorf("%s: --timeout must not be negative (0: no time limit)", name)
+	}
+	if file, ok := strings.CutPrefix(o.limit, "@"); ok {
+		limit, err := limitFromFile(file)
+		if err != nil {
+			return fmt.Errorf("%s: --limit @%s: %w", name, file, err)
+		}
+		o.limit = limit
+	}
 	return nil
+}
+
+// limitFromFile reads Ansible's --limit @FILE: one host or pattern a line
+// (a .retry file), blank lines and # comments skipped.
+func limitFromFile(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	var pats []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			pats = append(pats, l)
+		}
+	}
+	if len(pats) == 0 {
+		return "", fmt.Errorf("no host named in it")
+	}
+	return strings.Join(pats, ","), nil
 }
 
 // commonFlags are on every command that reads an inventory.
@@ -251,10 +281,10 @@ func commonFlags(fs *pflag.FlagSet, o *options) {
 }
 
 func targetFlags(fs *pflag.FlagSet, o *options) {
-	fs.StringVarP(&o.limit, "limit", "l", "", "only hosts or groups matching `pattern` (Ansible's syntax: db*,!db3,&prod)")
+	fs.StringVarP(&o.limit, "limit", "l", "", "only hosts or groups matching `pattern` (Ansible's syntax: db*,!db3,&prod; @FILE: the hosts listed in FILE, one a line)")
 	fs.IntVarP(&o.forks, "forks", "f", 20, "hosts worked on at once")
 	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on a host after this long (e.g. 90s, 10m)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on a host after this long (e.g. 90s, 10m; 0: never)")
 	extraVarsFlag(fs, o)
 }
 

@@ -58,7 +58,10 @@ func interruptingApp(t *testing.T, m *mark, sig syscall.Signal) (run func(args .
 			}
 			app, stdout, stderr := testApp(mod)
 			app.Dial = dial
-			code := app.Run(append(args, "--format", "json"))
+			if args[0] != "explain" { // explain prints text only
+				args = append(args, "--format", "json")
+			}
+			code := app.Run(args)
 			return code, stderr.String(), stdout.String()
 		}, func() bool {
 			return cut

@@ -141,7 +141,7 @@ func line(s string, found func(string)) string {
 	if strings.Contains(s, "-H") || strings.Contains(s, "--header") {
 		s = maskHeaders(s, headerOption, found)
 	}
-	if strings.Contains(s, "-") && strings.ContainsAny(s, "uU") {
+	if hasUserOption(s) {
 		s = maskCurlUser(s, found)
 	}
 	if strings.Contains(s, "openssl") {
@@ -169,6 +169,28 @@ func line(s string, found func(string)) string {
 		}, found)
 	}
 	return s
+}
+
+// hasUserOption reports, in one pass, whether s may hold an option
+// curlUser finds: a word starting with - whose letters include u or U
+// (-u, -fsSu), --user or --proxy-user. It spares the regular expression
+// the many configuration lines that only have a dash and a u somewhere.
+func hasUserOption(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' || (i > 0 && s[i-1] != ' ' && s[i-1] != '\t' && s[i-1] != '\n' && s[i-1] != '\r' && s[i-1] != '\v' && s[i-1] != '\f') {
+			continue
+		}
+		rest := s[i+1:]
+		if strings.HasPrefix(rest, "-user") || strings.HasPrefix(rest, "-proxy-user") {
+			return true
+		}
+		for j := 0; j < len(rest) && (rest[j]|0x20 >= 'a' && rest[j]|0x20 <= 'z'); j++ {
+			if rest[j]|0x20 == 'u' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasSensitiveWord reports, in one pass and without allocating, whether s

@@ -90,8 +90,7 @@ func (p *parser) parseINI(data []byte) error {
 			if !ok || k == "" {
 				// Only the first word: the rest may be a password
 				// (ansible_become_pass s3cret, a space for the =).
-				first, _, _ := strings.Cut(line, " ")
-				return errorf("expected key=value in [%s:vars], got a line without = that starts %s", group, strconv.Quote(strings.TrimSpace(first)))
+				return errorf("expected key=value in [%s:vars], got a line without = that starts %s", group, strconv.Quote(strings.Fields(line)[0]))
 			}
 			d, err := p.checkDef(varDef{key: k, value: pythonLiteral(strings.TrimSpace(v)), file: p.file, line: lineNo})
 			if err != nil {

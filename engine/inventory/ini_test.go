@@ -13,6 +13,7 @@ func TestINIErrors(t *testing.T) {
 		{"vars without =", "[db]\ndb1\n[db:vars]\n# c\nfoo\n", "hosts.ini:5: expected key=value in [db:vars], got a line without = that starts \"foo\""},
 		// A password is never quoted back: only the key's name is.
 		{"vars with a space for =", "[db]\ndb1\n[db:vars]\nansible_become_pass INIPW3\n", "hosts.ini:4: expected key=value in [db:vars], got a line without = that starts \"ansible_become_pass\""},
+		{"vars with a tab for =", "[db]\ndb1\n[db:vars]\nansible_become_pass\tINIPW5\n", "hosts.ini:4: expected key=value in [db:vars], got a line without = that starts \"ansible_become_pass\""},
 		{"value after a space", "[db]\ndb1 app_token= TOKEN4\n", "hosts.ini:2: host \"db1\": a space after \"app_token=\": write key=value with no space around ="},
 		{"vars of undefined group", "[db]\ndb1\n[web:vars]\nx=1\n", "hosts.ini:3: [web:vars] is for a group that is not defined (add a [web] section)"},
 		{"undefined child", "[db]\ndb1\n[pg:children]\ndb\nreplicas\n", "hosts.ini:5: [pg:children] names group \"replicas\", which is not defined (add a [replicas] or [replicas:children] section)"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // pgtuneVars are the inventory vars pgtune reads besides the connection
@@ -39,8 +40,9 @@ func typoOf(k string) (near string, ok bool) {
 	return "", strings.HasPrefix(k, "pgtune_")
 }
 
-// ownKeys are pgtune's own var names (not Ansible's spellings).
-func ownKeys() []string {
+// ownKeys are pgtune's own var names (not Ansible's spellings), listed
+// once: typoOf runs for every var of an inventory.
+var ownKeys = sync.OnceValue(func() []string {
 	var out []string
 	for _, k := range connOrder {
 		if !strings.HasPrefix(k, "ansible_") {
@@ -48,7 +50,7 @@ func ownKeys() []string {
 		}
 	}
 	return append(out, pgtuneVars...)
-}
+})
 
 // editDistance is the Damerau–Levenshtein distance (adjacent
 // transpositions count one) between two short ASCII names.
@@ -79,18 +81,23 @@ func editDistance(a, b string) int {
 // typoWarnings says, once per place it is written, each var that looks
 // like a mistyped pgtune key.
 func typoWarnings(defs []varDef) []string {
-	seen := map[string]bool{}
+	type place struct {
+		file, key string
+		line      int
+	}
+	seen := map[place]bool{}
 	var out []string
 	for _, d := range defs {
-		where := fmt.Sprintf("%s:%d", d.file, d.line)
-		if seen[where+" "+d.key] {
+		p := place{d.file, d.key, d.line}
+		if seen[p] {
 			continue // a group's var, met again with each host
 		}
-		seen[where+" "+d.key] = true
+		seen[p] = true
 		near, ok := typoOf(d.key)
 		if !ok {
 			continue
 		}
+		where := fmt.Sprintf("%s:%d", d.file, d.line)
 		msg := fmt.Sprintf("inventory: %s: %s is not a pgtune key", where, d.key)
 		if near != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", near)
